@@ -1,0 +1,59 @@
+// Package events is the node's event log: the envelope every received AGLX
+// message is wrapped in, the subjects it is stored under, and the JetStream
+// stream that holds it. The log is append-only; everything else the node knows
+// is a fold over it (package projections).
+package events
+
+import (
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// Transports that can carry a frame to the node, as recorded in an envelope.
+const (
+	TransportTCP = "tcp"
+	TransportTLS = "tls"
+	TransportUDP = "udp"
+)
+
+// Envelope is one received AGLX message as the log keeps it. It holds the
+// frame's headers and body exactly as they arrived, plus what only the node
+// knows: when and how the frame came in, and where the log put it.
+type Envelope struct {
+	// ID is a ULID the node assigns on receipt. It is the event's name in
+	// replies (event_id) and in every later reference.
+	ID string
+	// Seq is the stream sequence; zero until the log has stored the event.
+	Seq  uint64
+	Type string
+	From string
+	// To is empty for a broadcast (agent.announce).
+	To string
+	// Transport is how the frame reached the node: tcp, tls or udp.
+	Transport string
+	// Declared is the transport the frame's start line names (TCP or UDP).
+	Declared string
+	// Peer is the remote address, host:port.
+	Peer string
+	// ReceivedAt is the node's clock when the frame was decoded, in UTC.
+	// Folds read time from here, never from the wall clock.
+	ReceivedAt time.Time
+	// Headers are all header lines in arrival order, unknown ones included.
+	Headers []protocol.Header
+	// Body is the JSON body, byte for byte as received; nil if there was none.
+	Body []byte
+	// MsgID is the deduplication key the append used (Nats-Msg-Id).
+	MsgID string
+}
+
+// Frame rebuilds the AGLX frame the envelope was made from.
+func (e *Envelope) Frame() *protocol.Frame {
+	return &protocol.Frame{Transport: e.Declared, Headers: e.Headers, Body: e.Body}
+}
+
+// Header returns the value of the named AGLX header, ignoring case.
+func (e *Envelope) Header(name string) string {
+	f := protocol.Frame{Headers: e.Headers}
+	return f.Value(name)
+}

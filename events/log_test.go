@@ -1,0 +1,182 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+	"github.com/nats-io/nats.go"
+)
+
+// openTestLog starts an embedded server in a temporary directory with the
+// production configuration (sync always) and opens the log on it.
+func openTestLog(t *testing.T, dir string) (*Log, *nats.Conn) {
+	t.Helper()
+	s, err := StartServer(ServerConfig{DataDir: dir, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	l, err := Open(context.Background(), nc, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, nc
+}
+
+func testEnvelope(i int, typ, from, to string) *Envelope {
+	id := fmt.Sprintf("01TEST%020d", i)
+	return &Envelope{
+		ID: id, MsgID: id, Type: typ, From: from, To: to,
+		Transport: TransportTCP, Declared: "TCP", Peer: "127.0.0.1:5555",
+		ReceivedAt: time.Date(2025, 10, 29, 18, 0, i, 0, time.UTC),
+		Headers: []protocol.Header{
+			{Name: "FROM", Value: from}, {Name: "to", Value: to}, {Name: "TYPE", Value: typ},
+			{Name: "X-Unknown", Value: "kept ü"},
+		},
+		Body: []byte("{\n    \"amount\": 1.50 }"),
+	}
+}
+
+func appendAll(t *testing.T, l *Log, envs ...*Envelope) []Appended {
+	t.Helper()
+	ctx := context.Background()
+	pend := make([]*Pending, len(envs))
+	for i, e := range envs {
+		pend[i] = l.Append(ctx, e)
+	}
+	out := make([]Appended, len(envs))
+	for i, p := range pend {
+		a, err := p.Wait(ctx)
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		out[i] = a
+	}
+	return out
+}
+
+func TestAppendGetRoundTrip(t *testing.T) {
+	l, _ := openTestLog(t, t.TempDir())
+	e := testEnvelope(1, "credit.transfer", "agent://alpha.local", "agent://beta.local")
+	a := appendAll(t, l, e)[0]
+	if a.Seq != 1 || a.EventID != e.ID || a.Duplicate {
+		t.Fatalf("Append = %+v, want seq 1, id %s", a, e.ID)
+	}
+	got, err := l.Get(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Seq = 1
+	if fmt.Sprint(got) != fmt.Sprint(e) {
+		t.Fatalf("Get(1) = %+v\nwant %+v", got, e)
+	}
+	if !bytes.Equal(got.Body, e.Body) {
+		t.Fatalf("body = %q, want %q", got.Body, e.Body)
+	}
+}
+
+func TestAppendIsIdempotentByMsgID(t *testing.T) {
+	l, _ := openTestLog(t, t.TempDir())
+	first := testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local")
+	again := testEnvelope(2, "task.assign", "agent://a.local", "agent://b.local")
+	again.MsgID = first.MsgID
+	got := appendAll(t, l, first, again)
+	if !got[1].Duplicate || got[1].Seq != got[0].Seq || got[1].EventID != first.ID {
+		t.Fatalf("second append = %+v, want duplicate of %+v", got[1], got[0])
+	}
+	if last, _ := l.LastSeq(context.Background()); last != 1 {
+		t.Fatalf("LastSeq = %d, want 1", last)
+	}
+}
+
+func TestReadFilters(t *testing.T) {
+	l, _ := openTestLog(t, t.TempDir())
+	appendAll(t, l,
+		testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"),
+		testEnvelope(2, "credit.transfer", "agent://a.local", "agent://c.local"),
+		testEnvelope(3, "credit.transfer", "agent://b.local", "agent://a.local"),
+		testEnvelope(4, "agent.announce", "agent://c.local", ""),
+		testEnvelope(5, "ack", "registry://localhost", "agent://a.local"),
+	)
+	a, b := URIToken("agent://a.local"), URIToken("agent://b.local")
+	tests := []struct {
+		name string
+		opts ReadOptions
+		want []uint64
+	}{
+		{"all", ReadOptions{}, []uint64{1, 2, 3, 4, 5}},
+		{"from seq", ReadOptions{StartSeq: 4}, []uint64{4, 5}},
+		{"past the end", ReadOptions{StartSeq: 9}, nil},
+		{"by group", ReadOptions{Subjects: []string{SubjectPrefix + ".credit.>"}}, []uint64{2, 3}},
+		{"by type", ReadOptions{Subjects: []string{SubjectPrefix + ".agent.announce.>"}}, []uint64{4}},
+		{"generic type", ReadOptions{Subjects: []string{SubjectPrefix + ".ack._.>"}}, []uint64{5}},
+		{"by sender", ReadOptions{Subjects: []string{SubjectPrefix + ".*.*." + a + ".*"}}, []uint64{1, 2}},
+		{"by recipient", ReadOptions{Subjects: []string{SubjectPrefix + ".*.*.*." + a}}, []uint64{3, 5}},
+		{"by sender or recipient", ReadOptions{Subjects: []string{SubjectPrefix + ".*.*." + b + ".*", SubjectPrefix + ".*.*.*." + b}}, []uint64{1, 3}},
+		{"no match", ReadOptions{Subjects: []string{SubjectPrefix + ".zone.>"}}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var got []uint64
+			err := l.Read(ctx, tc.opts, func(e *Envelope) error { got = append(got, e.Seq); return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("Read(%+v) = %v, want %v", tc.opts, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestReadByTime(t *testing.T) {
+	l, _ := openTestLog(t, t.TempDir())
+	appendAll(t, l, testEnvelope(1, "ack", "agent://a.local", "agent://b.local"))
+	mid := time.Now()
+	appendAll(t, l, testEnvelope(2, "ack", "agent://a.local", "agent://b.local"))
+	var got []uint64
+	err := l.Read(context.Background(), ReadOptions{StartTime: mid}, func(e *Envelope) error { got = append(got, e.Seq); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[2]" {
+		t.Fatalf("Read(since %v) = %v, want [2]", mid, got)
+	}
+}
+
+func TestLogSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	{
+		s, err := StartServer(ServerConfig{DataDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := nats.Connect("", nats.InProcessServer(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := Open(context.Background(), nc, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendAll(t, l, testEnvelope(1, "ack", "agent://a.local", "agent://b.local"))
+		nc.Close()
+		s.Shutdown()
+		s.WaitForShutdown()
+	}
+	l, _ := openTestLog(t, dir)
+	if last, err := l.LastSeq(context.Background()); err != nil || last != 1 {
+		t.Fatalf("after restart LastSeq = %d, %v; want 1", last, err)
+	}
+}

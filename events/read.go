@@ -1,0 +1,97 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ReadOptions chooses where a read starts, what it sees and when it ends.
+type ReadOptions struct {
+	// StartSeq is the first sequence to read; 0 and 1 both mean the start.
+	StartSeq uint64
+	// StartTime, when set and StartSeq is 0, starts at the first event
+	// stored at or after it.
+	StartTime time.Time
+	// Subjects filters the events (see Subject for the scheme); empty reads
+	// everything.
+	Subjects []string
+	// Follow keeps reading new events as they arrive until ctx ends. Without
+	// it, Read stops at the end of the log as it stood when Read began.
+	Follow bool
+}
+
+// ErrStop, returned by a Read callback, ends the read without error.
+var ErrStop = errors.New("events: stop reading")
+
+// Read calls fn for each event in order. It reads through an ordered
+// consumer: ephemeral, flow-controlled, and restarted by the client on gaps,
+// so a slow fn slows the read instead of growing a buffer.
+func (l *Log) Read(ctx context.Context, opts ReadOptions, fn func(*Envelope) error) error {
+	end, err := l.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if !opts.Follow && (end == 0 || opts.StartSeq > end) {
+		return nil
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: opts.Subjects}
+	switch {
+	case opts.StartSeq > 1:
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = opts.StartSeq
+	case opts.StartSeq == 0 && !opts.StartTime.IsZero():
+		t := opts.StartTime.UTC()
+		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		cfg.OptStartTime = &t
+	default:
+		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+	}
+	cons, err := l.js.OrderedConsumer(ctx, l.cfg.Stream, cfg)
+	if err != nil {
+		return fmt.Errorf("events: read: %w", err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("events: read: %w", err)
+	}
+	defer it.Stop()
+	if !opts.Follow {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("events: read: %w", err)
+		}
+		if info.NumPending == 0 && info.Delivered.Stream == 0 {
+			return nil
+		}
+	}
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("events: read: %w", err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("events: read: %w", err)
+		}
+		env, err := FromMsg(m.Headers(), m.Data(), meta.Sequence.Stream)
+		if err != nil {
+			return err
+		}
+		if err := fn(env); err != nil {
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
+			return err
+		}
+		if !opts.Follow && (meta.NumPending == 0 || meta.Sequence.Stream >= end) {
+			return nil
+		}
+	}
+}

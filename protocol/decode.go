@@ -1,0 +1,281 @@
+package protocol
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// DecoderOptions tunes a Decoder. The zero value uses the defaults.
+type DecoderOptions struct {
+	// BodySizeMax bounds one body in bytes; 0 means BodySizeMaxDefault.
+	BodySizeMax int
+}
+
+func (o DecoderOptions) bodySizeMax() int {
+	if o.BodySizeMax <= 0 {
+		return BodySizeMaxDefault
+	}
+	if o.BodySizeMax > BodySizeMaxLimit {
+		return BodySizeMaxLimit
+	}
+	return o.BodySizeMax
+}
+
+// readBufferSize is the Decoder's read buffer. It holds a whole header line,
+// so that a line is usually sliced from the buffer rather than copied.
+const readBufferSize = 64 << 10 // bytes
+
+// Decoder splits a byte stream (one TCP connection) into frames.
+//
+// The body of a frame is exactly one JSON object, found by its own brackets:
+// most frames carry no CONTENT-LENGTH and the one in the reference is wrong,
+// so a length header cannot be trusted to find the next frame. Any error that
+// leaves the position of the next frame in doubt is fatal and sticky: every
+// later call returns it again, and the caller answers and hangs up.
+type Decoder struct {
+	r       *bufio.Reader
+	bodyMax int
+	err     error // sticky fatal error
+}
+
+// NewDecoder returns a Decoder reading from r.
+func NewDecoder(r io.Reader, opts DecoderOptions) *Decoder {
+	return &Decoder{r: bufio.NewReaderSize(r, readBufferSize), bodyMax: opts.bodySizeMax()}
+}
+
+// Buffered reports how many bytes are read from the connection but not yet
+// decoded. The bridge uses it to decide when to flush replies.
+func (d *Decoder) Buffered() int { return d.r.Buffered() }
+
+// Decode reads the next frame.
+//
+// It returns io.EOF when the stream ends cleanly between frames. A refusal is
+// a *Error. If the error is not Fatal, the whole frame was consumed, the
+// returned Frame holds what could be read of it (for the reply's addressing),
+// and Decode may be called again. After a Fatal error the Decoder is done.
+func (d *Decoder) Decode() (*Frame, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	f, err := d.decode()
+	var pe *Error
+	if err != nil && (!errors.As(err, &pe) || pe.Fatal) {
+		d.err = err
+		if pe == nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+	}
+	return f, err
+}
+
+func (d *Decoder) decode() (*Frame, error) {
+	if err := d.skipBlank(); err != nil {
+		return nil, err
+	}
+	line, err := d.readLine()
+	if err != nil {
+		return nil, err
+	}
+	f := &Frame{}
+	deferred := d.parseStartLine(f, line)
+	if deferred != nil && deferred.Fatal {
+		return nil, deferred
+	}
+	for {
+		line, err := d.readLine()
+		if err != nil {
+			return nil, err
+		}
+		if isBlank(line) {
+			break
+		}
+		if len(f.Headers) == HeaderCountMax {
+			return nil, fatalf(StatusTooLarge, "more than %d header lines", HeaderCountMax)
+		}
+		h, herr := parseHeader(line)
+		if herr != nil {
+			return nil, herr
+		}
+		f.Headers = append(f.Headers, h)
+	}
+	if e := checkHeaders(f); e != nil && deferred == nil {
+		deferred = e
+	}
+	cl, hasCL := f.Get(HeaderContentLength)
+	if hasCL && strings.TrimSpace(cl) == "0" {
+		return f, errOrNil(deferred)
+	}
+	body, err := d.readBody()
+	if err != nil {
+		return nil, err
+	}
+	f.Body = body
+	if !json.Valid(body) && deferred == nil {
+		deferred = Errorf(StatusBadRequest, "the body is not valid JSON")
+	}
+	if hasCL {
+		n, perr := strconv.Atoi(strings.TrimSpace(cl))
+		switch {
+		case perr != nil || n < 0:
+			if deferred == nil {
+				deferred = Errorf(StatusBadRequest, "CONTENT-LENGTH %q is not a non-negative integer", cl)
+			}
+		case n != len(body):
+			f.LengthMismatch = true
+		}
+	}
+	return f, errOrNil(deferred)
+}
+
+// errOrNil keeps a nil *Error from becoming a non-nil error interface.
+func errOrNil(e *Error) error {
+	if e == nil {
+		return nil
+	}
+	return e
+}
+
+// skipBlank consumes white space and empty lines between frames, including
+// the rest of the line the previous body ended on.
+func (d *Decoder) skipBlank() error {
+	for n := 0; ; n++ {
+		if n > LeadingBlankSizeMax {
+			return fatalf(StatusTooLarge, "more than %d bytes of white space between frames", LeadingBlankSizeMax)
+		}
+		b, err := d.r.Peek(1)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return io.EOF
+			}
+			return err
+		}
+		switch b[0] {
+		case ' ', '\t', '\r', '\n':
+			d.r.Discard(1)
+			continue
+		case 0xC2:
+			if b2, err := d.r.Peek(2); err == nil && b2[1] == 0xA0 {
+				d.r.Discard(2)
+				continue
+			}
+		}
+		return nil
+	}
+}
+
+// readLine returns the next line without its LF or CRLF. The returned slice
+// is valid until the next read.
+func (d *Decoder) readLine() ([]byte, error) {
+	line, err := d.r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return nil, fatalf(StatusTooLarge, "a header line is longer than %d bytes", HeaderLineSizeMax)
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fatalf(StatusBadRequest, "the frame is truncated: the input ended inside its headers")
+		}
+		return nil, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	if len(line) > HeaderLineSizeMax {
+		return nil, fatalf(StatusTooLarge, "a header line is longer than %d bytes", HeaderLineSizeMax)
+	}
+	return line, nil
+}
+
+// parseStartLine checks "AGLX/1.0 TCP". A foreign version is fatal because its
+// framing is unknown; an unknown transport word is a recoverable refusal.
+func (d *Decoder) parseStartLine(f *Frame, line []byte) *Error {
+	fields := strings.Fields(string(line))
+	if len(fields) == 0 || !strings.HasPrefix(fields[0], "AGLX/") {
+		return fatalf(StatusBadRequest, "not an AGLX frame: expected a start line such as %q, got %s", Version+" TCP", quoteShort(line))
+	}
+	if fields[0] != Version {
+		return fatalf(StatusVersionUnsupported, "version %s is not supported; this node speaks %s", quoteShort([]byte(fields[0])), Version)
+	}
+	if len(fields) != 2 {
+		return Errorf(StatusBadRequest, "the start line must be %q followed by TCP or UDP, got %s", Version, quoteShort(line))
+	}
+	f.Transport = strings.ToUpper(fields[1])
+	if f.Transport != TransportTCP && f.Transport != TransportUDP {
+		return Errorf(StatusBadRequest, "unknown transport %s on the start line; expected TCP or UDP", quoteShort([]byte(fields[1])))
+	}
+	return nil
+}
+
+// parseHeader splits "NAME: value". A line without a colon is fatal: it is
+// most likely a body whose separator line is missing.
+func parseHeader(line []byte) (Header, *Error) {
+	i := bytes.IndexByte(line, ':')
+	if i <= 0 {
+		return Header{}, fatalf(StatusBadRequest, "header line %s is not of the form NAME: value", quoteShort(line))
+	}
+	name := string(line[:i])
+	for j := 0; j < len(name); j++ {
+		if !isTokenByte(name[j]) {
+			return Header{}, fatalf(StatusBadRequest, "header name %s may hold only letters, digits, '-' and '_'", quoteShort(line[:i]))
+		}
+	}
+	value := line[i+1:]
+	if !utf8.Valid(value) {
+		return Header{}, fatalf(StatusBadRequest, "header %s is not valid UTF-8", name)
+	}
+	return Header{Name: name, Value: strings.TrimSpace(string(value))}, nil
+}
+
+func isTokenByte(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
+
+// singleHeaders may appear at most once: two values would leave it open
+// which one the node acted on.
+var singleHeaders = []string{HeaderFrom, HeaderTo, HeaderType, HeaderContentLength, HeaderID, HeaderCredits, HeaderInReplyTo}
+
+func checkHeaders(f *Frame) *Error {
+	for _, name := range singleHeaders {
+		n := 0
+		for _, h := range f.Headers {
+			if strings.EqualFold(h.Name, name) {
+				n++
+			}
+		}
+		if n > 1 {
+			return Errorf(StatusBadRequest, "header %s appears %d times; it may appear once", name, n)
+		}
+	}
+	return nil
+}
+
+// isBlank reports whether a line holds only white space: space, tab, or
+// NO-BREAK SPACE, as on the separator lines of the reference.
+func isBlank(line []byte) bool {
+	for len(line) > 0 {
+		switch {
+		case line[0] == ' ' || line[0] == '\t' || line[0] == '\r':
+			line = line[1:]
+		case len(line) >= 2 && line[0] == 0xC2 && line[1] == 0xA0:
+			line = line[2:]
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// quoteShort quotes b for an error reason, cut so a reply never echoes much.
+func quoteShort(b []byte) string {
+	const max = 40
+	if len(b) > max {
+		return strconv.Quote(string(b[:max])) + "..."
+	}
+	return strconv.Quote(string(b))
+}

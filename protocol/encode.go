@@ -1,0 +1,58 @@
+package protocol
+
+import "strconv"
+
+// AppendFrame appends the wire form of f to dst and returns the extended
+// slice. It writes the headers in order, drops any CONTENT-LENGTH it was given
+// and writes a correct one, so that what the node sends is never
+// self-contradictory. Lines end in LF; the separator line is empty.
+func AppendFrame(dst []byte, f *Frame) []byte {
+	transport := f.Transport
+	if transport == "" {
+		transport = TransportTCP
+	}
+	dst = append(dst, Version...)
+	dst = append(dst, ' ')
+	dst = append(dst, transport...)
+	dst = append(dst, '\n')
+	for _, h := range f.Headers {
+		if equalFoldASCII(h.Name, HeaderContentLength) {
+			continue
+		}
+		dst = append(dst, h.Name...)
+		dst = append(dst, ": "...)
+		dst = append(dst, h.Value...)
+		dst = append(dst, '\n')
+	}
+	dst = append(dst, HeaderContentLength...)
+	dst = append(dst, ": "...)
+	dst = strconv.AppendInt(dst, int64(len(f.Body)), 10)
+	dst = append(dst, "\n\n"...)
+	dst = append(dst, f.Body...)
+	if len(f.Body) > 0 {
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
+// Encode returns the wire form of f.
+func Encode(f *Frame) []byte { return AppendFrame(nil, f) }
+
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'a' <= x && x <= 'z' {
+			x -= 'a' - 'A'
+		}
+		if 'a' <= y && y <= 'z' {
+			y -= 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
