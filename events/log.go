@@ -28,6 +28,10 @@ const (
 	// acknowledged. When it is reached, Append blocks: back-pressure reaches
 	// the connections instead of memory growing.
 	InFlightMax = 4096 // appends
+	// AckTimeout bounds the wait for JetStream to acknowledge one append;
+	// after it the append counts as failed (it may still have been stored,
+	// which a retry with the same Nats-Msg-Id resolves).
+	AckTimeout = 30 * time.Second
 	// envelopeOverhead is room for the NATS headers around the largest body.
 	envelopeOverhead = 128 << 10 // bytes
 )
@@ -96,7 +100,7 @@ type Log struct {
 // up to date, and returns the log.
 func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	cfg = cfg.withDefaults()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(InFlightMax+1))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(InFlightMax+1), jetstream.WithPublishAsyncTimeout(AckTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("events: jetstream: %w", err)
 	}
@@ -104,6 +108,24 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: create stream %s: %w", cfg.Stream, err)
 	}
+	return &Log{nc: nc, js: js, stream: st, cfg: cfg, inflight: make(chan struct{}, InFlightMax)}, nil
+}
+
+// Attach opens an existing log without changing its stream, for readers
+// such as `aglx tail` that must not reconfigure the node's stream.
+func Attach(ctx context.Context, nc *nats.Conn, stream string) (*Log, error) {
+	if stream == "" {
+		stream = StreamNameDefault
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("events: jetstream: %w", err)
+	}
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("events: stream %s: %w", stream, err)
+	}
+	cfg := Config{Stream: stream}.withDefaults()
 	return &Log{nc: nc, js: js, stream: st, cfg: cfg, inflight: make(chan struct{}, InFlightMax)}, nil
 }
 
@@ -124,10 +146,12 @@ type Appended struct {
 
 // Pending is an append in flight. Its result is known once Done is closed.
 type Pending struct {
-	log *Log
-	env *Envelope
-	fut jetstream.PubAckFuture
-	err error
+	log  *Log
+	env  *Envelope
+	fut  jetstream.PubAckFuture
+	err  error
+	ack  *jetstream.PubAck // set by Poll once the acknowledgement is in
+	done bool              // the result is in ack or err
 }
 
 // Append sends env to the stream without waiting for the acknowledgement.
@@ -144,33 +168,67 @@ func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
 	p.fut, p.err = l.js.PublishMsgAsync(toMsg(env))
 	if p.err != nil {
 		<-l.inflight
+		p.done = true
 	}
 	return p
 }
 
+// Poll reports, without blocking, whether the result is in. A writer uses it
+// to flush the replies it holds before it waits.
+func (p *Pending) Poll() bool {
+	if p.done {
+		return true
+	}
+	select {
+	case ack := <-p.fut.Ok():
+		p.settle(ack, nil)
+	case err := <-p.fut.Err():
+		p.settle(nil, err)
+	default:
+	}
+	return p.done
+}
+
+func (p *Pending) settle(ack *jetstream.PubAck, err error) {
+	p.ack, p.err, p.done = ack, err, true
+	<-p.log.inflight
+}
+
 // Wait blocks until JetStream acknowledges the append (with sync always, once
 // it is on disk) or refuses it, or ctx ends.
+// Wait must be called once for every Pending: it releases the in-flight slot.
 func (p *Pending) Wait(ctx context.Context) (Appended, error) {
+	if !p.done {
+		select {
+		case ack := <-p.fut.Ok():
+			p.settle(ack, nil)
+		case err := <-p.fut.Err():
+			p.settle(nil, err)
+		case <-ctx.Done():
+			// The slot stays taken until JetStream answers: the publish is
+			// still in flight. A goroutine waits for that so it is released.
+			go func() {
+				select {
+				case <-p.fut.Ok():
+				case <-p.fut.Err():
+				}
+				<-p.log.inflight
+			}()
+			p.done, p.err = true, ctx.Err()
+		}
+	}
 	if p.err != nil {
 		return Appended{}, p.wrap(p.err)
 	}
-	defer func() { <-p.log.inflight }()
-	select {
-	case ack := <-p.fut.Ok():
-		a := Appended{EventID: p.env.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}
-		if ack.Duplicate {
-			first, err := p.log.Get(ctx, ack.Sequence)
-			if err != nil {
-				return Appended{}, p.wrap(err)
-			}
-			a.EventID = first.ID
+	a := Appended{EventID: p.env.ID, Seq: p.ack.Sequence, Duplicate: p.ack.Duplicate}
+	if p.ack.Duplicate {
+		first, err := p.log.Get(ctx, p.ack.Sequence)
+		if err != nil {
+			return Appended{}, p.wrap(err)
 		}
-		return a, nil
-	case err := <-p.fut.Err():
-		return Appended{}, p.wrap(err)
-	case <-ctx.Done():
-		return Appended{}, p.wrap(ctx.Err())
+		a.EventID = first.ID
 	}
+	return a, nil
 }
 
 // wrap turns a JetStream failure into a refusal with the status a client can

@@ -143,3 +143,27 @@ func unescape(s string) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// Filter returns the subject filter for events of a TYPE or group, from a
+// sender, to a recipient; an empty argument matches anything. typ may be a
+// TYPE ("credit.transfer"), a group ("credit" or "credit.*"), or "".
+func Filter(typ, from, to string) string {
+	t := "*.*"
+	switch {
+	case typ == "":
+	case strings.HasSuffix(typ, ".*"):
+		t = strings.TrimSuffix(typ, ".*") + ".*"
+	case !strings.Contains(typ, ".") && typ != "ack" && typ != "error":
+		t = typ + ".*"
+	default:
+		t = TypeTokens(typ)
+	}
+	f, r := "*", "*"
+	if from != "" {
+		f = URIToken(from)
+	}
+	if to != "" {
+		r = URIToken(to)
+	}
+	return SubjectPrefix + "." + t + "." + f + "." + r
+}

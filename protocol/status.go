@@ -64,7 +64,9 @@ type Error struct {
 	Fatal bool
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", int(e.Status), e.Status.Text(), e.Reason) }
+func (e *Error) Error() string {
+	return fmt.Sprintf("%d %s: %s", int(e.Status), e.Status.Text(), e.Reason)
+}
 
 // Errorf builds a recoverable refusal: the frame's end is known, so the
 // connection can go on with the next frame.

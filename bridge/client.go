@@ -1,0 +1,76 @@
+package bridge
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// Client is a minimal AGLX/TCP client: it writes frames as given and reads
+// the node's replies. `aglx send`, the tests and the benchmarks use it.
+type Client struct {
+	nc  net.Conn
+	bw  *bufio.Writer
+	dec *protocol.Decoder
+}
+
+// Dial connects to an AGLX node at addr (host:port).
+func Dial(ctx context.Context, addr string) (*Client, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return NewClient(nc), nil
+}
+
+// NewClient wraps an established connection (plain or TLS).
+func NewClient(nc net.Conn) *Client {
+	return &Client{
+		nc:  nc,
+		bw:  bufio.NewWriterSize(nc, writeBufferSize),
+		dec: protocol.NewDecoder(nc, protocol.DecoderOptions{BodySizeMax: protocol.BodySizeMaxLimit}),
+	}
+}
+
+// Write buffers raw bytes: one or more frames, sent exactly as given.
+func (c *Client) Write(b []byte) error {
+	_, err := c.bw.Write(b)
+	return err
+}
+
+// WriteFrame buffers an encoded frame.
+func (c *Client) WriteFrame(f *protocol.Frame) error { return c.Write(protocol.Encode(f)) }
+
+// Flush sends what is buffered.
+func (c *Client) Flush() error { return c.bw.Flush() }
+
+// CloseWrite flushes and half-closes the connection: the node answers what
+// it has read and then closes its side.
+func (c *Client) CloseWrite() error {
+	if err := c.bw.Flush(); err != nil {
+		return err
+	}
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// ReadReply reads the next reply frame; io.EOF once the node has closed.
+func (c *Client) ReadReply() (*protocol.Frame, error) {
+	f, err := c.dec.Decode()
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Conn is the underlying connection.
+func (c *Client) Conn() net.Conn { return c.nc }
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.nc.Close() }

@@ -1,0 +1,85 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
+	"github.com/oklog/ulid/v2"
+)
+
+// reply waits for the item's append, if any, and returns the frame that
+// answers it, or nil for a frame that is never answered.
+func (s *Server) reply(it *item) []byte {
+	if it.pending != nil {
+		a, err := it.pending.Wait(context.Background())
+		if err != nil {
+			s.n.refused.Add(1)
+			s.lg.Warn("append failed", "id", it.inReplyTo, "err", err)
+			it.refusal = err
+		} else {
+			s.n.appended.Add(1)
+			if it.silent {
+				return nil
+			}
+			return s.ackFrame(it.to, it.inReplyTo, it.accepted, a)
+		}
+	}
+	if it.silent {
+		return nil
+	}
+	return s.errorFrame(it.to, it.inReplyTo, it.refusal)
+}
+
+// ackFrame says: your message is event a.EventID at a.Seq, on disk.
+func (s *Server) ackFrame(to, inReplyTo string, status protocol.Status, a events.Appended) []byte {
+	body := make([]byte, 0, 96)
+	body = append(body, `{"event_id":"`...)
+	body = append(body, a.EventID...)
+	body = append(body, `","seq":`...)
+	body = strconv.AppendUint(body, a.Seq, 10)
+	if a.Duplicate {
+		body = append(body, `,"duplicate":true`...)
+	}
+	body = append(body, '}')
+	return s.frame("ack", to, inReplyTo, status, body)
+}
+
+// errorFrame says why a message was refused.
+func (s *Server) errorFrame(to, inReplyTo string, err error) []byte {
+	status := protocol.StatusOf(err)
+	body, _ := json.Marshal(struct {
+		Status int    `json:"status"`
+		Reason string `json:"reason"`
+	}{int(status), reasonOf(err)})
+	return s.frame("error", to, inReplyTo, status, body)
+}
+
+func (s *Server) frame(typ, to, inReplyTo string, status protocol.Status, body []byte) []byte {
+	f := protocol.Frame{Transport: protocol.TransportTCP, Body: body}
+	f.Headers = make([]protocol.Header, 0, 7)
+	f.Headers = append(f.Headers, protocol.Header{Name: protocol.HeaderFrom, Value: s.cfg.Name})
+	if to != "" {
+		f.Headers = append(f.Headers, protocol.Header{Name: protocol.HeaderTo, Value: to})
+	}
+	f.Headers = append(f.Headers,
+		protocol.Header{Name: protocol.HeaderType, Value: typ},
+		protocol.Header{Name: protocol.HeaderID, Value: ulid.Make().String()},
+		protocol.Header{Name: protocol.HeaderInReplyTo, Value: inReplyTo},
+		protocol.Header{Name: protocol.HeaderStatus, Value: status.String()},
+		protocol.Header{Name: protocol.HeaderContentType, Value: "application/json"},
+	)
+	return protocol.AppendFrame(make([]byte, 0, 256+len(body)), &f)
+}
+
+// reasonOf is the sentence a person reads in an error reply.
+func reasonOf(err error) string {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe.Reason
+	}
+	return err.Error()
+}

@@ -1,0 +1,202 @@
+// Package bridge is the node's network edge: it reads AGLX frames from TCP
+// connections and UDP datagrams, appends each valid one to the event log,
+// and answers every TCP frame exactly once, in the order it arrived.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
+)
+
+// Limits of the edge. Each bounds memory or a wait that a peer controls.
+const (
+	// ConnectionsMaxDefault bounds open TCP connections. One more is
+	// answered with 429 and closed.
+	ConnectionsMaxDefault = 1024 // connections
+	// PipelineMaxDefault bounds the frames of one connection that are read
+	// but not yet answered. When it is reached the node stops reading that
+	// connection until a reply goes out: back-pressure, never a drop.
+	PipelineMaxDefault = 256 // frames
+	// WriteTimeout bounds how long a reply may wait for a peer that does not
+	// read. The connection is closed after it.
+	WriteTimeout = 30 * time.Second // per reply write
+	// UDPPendingMax bounds announce datagrams waiting for their append.
+	// Beyond it the node stops reading the socket until one is stored.
+	UDPPendingMax = 1024 // datagrams
+)
+
+// Config configures a Server.
+type Config struct {
+	// Name is the node's own URI, e.g. registry://localhost. Replies come
+	// from it; frames addressed to it are answered 200, others 202.
+	Name           string
+	BodySizeMax    int
+	ConnectionsMax int
+	PipelineMax    int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = "registry://localhost"
+	}
+	if c.BodySizeMax <= 0 {
+		c.BodySizeMax = protocol.BodySizeMaxDefault
+	}
+	if c.ConnectionsMax <= 0 {
+		c.ConnectionsMax = ConnectionsMaxDefault
+	}
+	if c.PipelineMax <= 0 {
+		c.PipelineMax = PipelineMaxDefault
+	}
+	return c
+}
+
+// Counters are the edge's running totals, for /v1/stats and the logs.
+type Counters struct {
+	ConnectionsOpen  int64 `json:"connections_open"`
+	ConnectionsTotal int64 `json:"connections_total"`
+	ConnectionsShed  int64 `json:"connections_refused"`
+	FramesAppended   int64 `json:"frames_appended"`
+	// FramesRefused counts every refused frame, UDP ones included.
+	FramesRefused int64 `json:"frames_refused"`
+	UDPAppended   int64 `json:"udp_appended"`
+	UDPRefused    int64 `json:"udp_refused"`
+}
+
+type counters struct {
+	connsOpen, connsTotal, connsShed atomic.Int64
+	appended, refused                atomic.Int64
+	udpAppended, udpRefused          atomic.Int64
+}
+
+// Server serves AGLX on any number of TCP listeners and UDP sockets.
+type Server struct {
+	log *events.Log
+	cfg Config
+	lg  *slog.Logger
+	n   counters
+
+	mu        sync.Mutex
+	closing   bool
+	listeners map[net.Listener]struct{}
+	packets   map[net.PacketConn]struct{}
+	conns     map[*conn]struct{}
+	wg        sync.WaitGroup // every connection and UDP waiter
+}
+
+// New returns a Server that appends to log.
+func New(log *events.Log, cfg Config, lg *slog.Logger) *Server {
+	if lg == nil {
+		lg = slog.Default()
+	}
+	return &Server{
+		log: log, cfg: cfg.withDefaults(), lg: lg,
+		listeners: map[net.Listener]struct{}{},
+		packets:   map[net.PacketConn]struct{}{},
+		conns:     map[*conn]struct{}{},
+	}
+}
+
+// Counters returns a snapshot of the running totals.
+func (s *Server) Counters() Counters {
+	return Counters{
+		ConnectionsOpen:  s.n.connsOpen.Load(),
+		ConnectionsTotal: s.n.connsTotal.Load(),
+		ConnectionsShed:  s.n.connsShed.Load(),
+		FramesAppended:   s.n.appended.Load(),
+		FramesRefused:    s.n.refused.Load(),
+		UDPAppended:      s.n.udpAppended.Load(),
+		UDPRefused:       s.n.udpRefused.Load(),
+	}
+}
+
+// ErrServerClosed is returned by the Serve methods after Shutdown.
+var ErrServerClosed = errors.New("bridge: server closed")
+
+// ServeTCP accepts connections on ln until Shutdown. transport is recorded
+// in each event (events.TransportTCP or events.TransportTLS).
+func (s *Server) ServeTCP(ln net.Listener, transport string) error {
+	if !s.track(ln, nil) {
+		return ErrServerClosed
+	}
+	var tempDelay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosing() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
+				time.Sleep(tempDelay)
+				continue
+			}
+			return err
+		}
+		tempDelay = 0
+		s.startConn(nc, transport)
+	}
+}
+
+func (s *Server) track(ln net.Listener, pc net.PacketConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	if ln != nil {
+		s.listeners[ln] = struct{}{}
+	}
+	if pc != nil {
+		s.packets[pc] = struct{}{}
+	}
+	return true
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// Shutdown stops accepting connections and datagrams, stops reading new
+// frames, and waits until every frame already read has been answered (its
+// append acknowledged or refused) or ctx ends. Then it closes everything.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	for pc := range s.packets {
+		pc.Close()
+	}
+	for c := range s.conns {
+		c.stopReading()
+	}
+	s.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,109 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
+)
+
+// ServeUDP reads datagrams from pc until Shutdown. Only TYPEs that the
+// protocol allows over UDP (agent.announce) are appended; nothing is
+// answered on success, as a broadcast expects no reply. A datagram that is
+// an AGLX frame but is refused gets one error datagram back: it is smaller
+// than any frame that can provoke it, so the node cannot amplify traffic.
+// Anything that is not an AGLX frame at all gets no answer.
+func (s *Server) ServeUDP(pc net.PacketConn) error {
+	if !s.track(nil, pc) {
+		return ErrServerClosed
+	}
+	waiting := make(chan *udpItem, UDPPendingMax)
+	s.wg.Add(1)
+	go s.udpWaiter(waiting)
+	defer close(waiting)
+	buf := make([]byte, protocol.DatagramSizeMax+1)
+	for {
+		n, addr, err := pc.ReadFrom(buf)
+		if err != nil {
+			if s.isClosing() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		s.handleDatagram(pc, addr, buf[:n], waiting)
+	}
+}
+
+type udpItem struct {
+	peer    string
+	pending *events.Pending
+}
+
+func (s *Server) handleDatagram(pc net.PacketConn, addr net.Addr, b []byte, waiting chan<- *udpItem) {
+	peer := addr.String()
+	if len(b) > protocol.DatagramSizeMax {
+		s.n.udpRefused.Add(1)
+		return
+	}
+	// The datagram buffer is reused: the frame must own its bytes.
+	f, err := protocol.DecodeDatagram(append([]byte(nil), b...), protocol.DecoderOptions{BodySizeMax: s.cfg.BodySizeMax})
+	var pe *protocol.Error
+	if err != nil && errors.As(err, &pe) && f == nil {
+		// Not even a frame we could read the addressing of: no reply.
+		s.n.udpRefused.Add(1)
+		s.lg.Info("datagram refused", "peer", peer, "status", int(pe.Status), "reason", pe.Reason)
+		return
+	}
+	if err == nil {
+		if typ := f.Type(); typ != "" {
+			if info, ok := protocol.Lookup(typ); ok && !info.UDP {
+				err = protocol.Errorf(protocol.StatusBadRequest, "TYPE %s must be sent over TCP; only agent.announce is accepted over UDP", typ)
+			}
+		}
+	}
+	var decodeErr *protocol.Error
+	if err != nil {
+		decodeErr = asProtocolError(err)
+	}
+	it := s.admit(f, decodeErr, events.TransportUDP, peer)
+	if it.refusal != nil {
+		s.n.udpRefused.Add(1)
+		if !it.silent {
+			reply := s.errorFrame(it.to, it.inReplyTo, it.refusal)
+			if len(reply) <= len(b) {
+				pc.WriteTo(reply, addr)
+			}
+		}
+		return
+	}
+	// When the waiter is behind this blocks the read loop, and the kernel's
+	// socket buffer absorbs or drops what comes next: UDP's own back-pressure.
+	waiting <- &udpItem{peer: peer, pending: it.pending}
+}
+
+func asProtocolError(err error) *protocol.Error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &protocol.Error{Status: protocol.StatusBadRequest, Reason: err.Error()}
+}
+
+// udpWaiter collects the results of UDP appends in order, for the counters
+// and the log.
+func (s *Server) udpWaiter(waiting <-chan *udpItem) {
+	defer s.wg.Done()
+	for it := range waiting {
+		if _, err := it.pending.Wait(context.Background()); err != nil {
+			s.lg.Warn("announce not stored", "peer", it.peer, "err", err)
+			continue
+		}
+		s.n.udpAppended.Add(1)
+	}
+}

@@ -1,0 +1,52 @@
+// Command aglx is the operator's and developer's client for an AGLX node.
+//
+//	aglx send [flags] [FILE...]   send frames, print the replies
+//	aglx tail [flags]             follow the event log
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `usage: aglx COMMAND [flags]
+
+commands:
+  send   send AGLX frames from files or stdin to a node and print the replies
+  tail   follow the node's event log, filtered by TYPE or agent
+
+Run 'aglx COMMAND -h' for a command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "send":
+		err = runSend(os.Args[2:], os.Stdin, os.Stdout)
+	case "tail":
+		err = runTail(os.Args[2:], os.Stdout)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "aglx: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		if code, ok := err.(exitCode); ok {
+			os.Exit(int(code))
+		}
+		fmt.Fprintln(os.Stderr, "aglx:", err)
+		os.Exit(1)
+	}
+}
+
+// exitCode ends the program with a status and no message: the output has
+// already said what happened.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/aglx/ledger/bridge"
+	"github.com/aglx/ledger/protocol"
+)
+
+// runSend writes the input bytes to the node unchanged (so a frame's exact
+// bytes, odd separator lines included, reach the node), half-closes, and
+// prints every reply until the node closes. It exits 1 if any reply is an
+// error. With --udp each input (file, or stdin) is sent as one datagram.
+func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := flag.NewFlagSet("aglx send", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:2594", "node address, host:port")
+	udp := fs.Bool("udp", false, "send each input as one UDP datagram (no replies are awaited)")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: aglx send [flags] [FILE...]   (no FILE: read stdin)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return exitCode(2)
+	}
+	inputs, err := readInputs(fs.Args(), stdin)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if *udp {
+		return sendUDP(ctx, *addr, inputs)
+	}
+	c, err := bridge.Dial(ctx, *addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.Conn().SetDeadline(dl)
+	}
+	// Write in the background: a node may answer before it has read all.
+	werr := make(chan error, 1)
+	go func() {
+		for _, in := range inputs {
+			if err := c.Write(in); err != nil {
+				werr <- err
+				return
+			}
+		}
+		werr <- c.CloseWrite()
+	}()
+	failed := false
+	for {
+		f, err := c.ReadReply()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading replies: %w", err)
+		}
+		if f.Type() == "error" {
+			failed = true
+		}
+		stdout.Write(protocol.Encode(f))
+		fmt.Fprintln(stdout)
+	}
+	if err := <-werr; err != nil {
+		return fmt.Errorf("sending: %w", err)
+	}
+	if failed {
+		return exitCode(1)
+	}
+	return nil
+}
+
+func readInputs(files []string, stdin io.Reader) ([][]byte, error) {
+	if len(files) == 0 {
+		b, err := io.ReadAll(stdin)
+		return [][]byte{b}, err
+	}
+	out := make([][]byte, 0, len(files))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func sendUDP(ctx context.Context, addr string, inputs [][]byte) error {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "udp", addr)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	for _, in := range inputs {
+		if _, err := nc.Write(in); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
+	"github.com/nats-io/nats.go"
+)
+
+// multiFlag collects a repeatable flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func runTail(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("aglx tail", flag.ContinueOnError)
+	url := fs.String("nats", "nats://127.0.0.1:4222", "the node's NATS address (aglxd --nats-listen)")
+	stream := fs.String("stream", events.StreamNameDefault, "event log stream name")
+	seq := fs.Uint64("seq", 0, "start at this stream sequence")
+	since := fs.String("since", "", "start at this time: RFC 3339 (2025-10-29T18:00:00Z) or a duration ago (10m)")
+	var types multiFlag
+	fs.Var(&types, "type", "only this TYPE (credit.transfer) or group (credit); repeatable")
+	from := fs.String("from", "", "only messages from this agent URI")
+	to := fs.String("to", "", "only messages to this agent URI")
+	agent := fs.String("agent", "", "only messages from or to this agent URI")
+	asJSON := fs.Bool("json", false, "print one JSON object per line instead of frames")
+	noFollow := fs.Bool("no-follow", false, "stop at the end of the log instead of waiting for more")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return exitCode(2)
+	}
+	opts := events.ReadOptions{StartSeq: *seq, Follow: !*noFollow}
+	if *since != "" {
+		t, err := parseSince(*since, time.Now())
+		if err != nil {
+			return err
+		}
+		opts.StartTime = t
+	}
+	opts.Subjects = filters(types, *from, *to, *agent)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	nc, err := nats.Connect(*url, nats.Name("aglx tail"))
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", *url, err)
+	}
+	defer nc.Close()
+	lg, err := events.Attach(ctx, nc, *stream)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	err = lg.Read(ctx, opts, func(e *events.Envelope) error {
+		if *asJSON {
+			return enc.Encode(jsonEvent(e))
+		}
+		fmt.Fprintf(stdout, "# seq %d  event %s  %s via %s from %s\n", e.Seq, e.ID, e.ReceivedAt.Format(time.RFC3339Nano), e.Transport, e.Peer)
+		_, err := stdout.Write(protocol.Encode(e.Frame()))
+		fmt.Fprintln(stdout)
+		return err
+	})
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// filters turns the flags into subject filters: one per TYPE, and for
+// --agent one for each direction.
+func filters(types []string, from, to, agent string) []string {
+	if len(types) == 0 {
+		types = []string{""}
+	}
+	var out []string
+	for _, t := range types {
+		if agent != "" {
+			out = append(out, events.Filter(t, agent, to), events.Filter(t, from, agent))
+			continue
+		}
+		out = append(out, events.Filter(t, from, to))
+	}
+	if len(out) == 1 && out[0] == events.Filter("", "", "") {
+		return nil
+	}
+	return out
+}
+
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--since %q: want RFC 3339 or a duration", s)
+	}
+	return t, nil
+}
+
+// jsonLine is one event as `aglx tail --json` prints it.
+type jsonLine struct {
+	Seq        uint64          `json:"seq"`
+	EventID    string          `json:"event_id"`
+	Type       string          `json:"type"`
+	From       string          `json:"from"`
+	To         string          `json:"to,omitempty"`
+	Transport  string          `json:"transport"`
+	Peer       string          `json:"peer,omitempty"`
+	ReceivedAt time.Time       `json:"received_at"`
+	Headers    [][2]string     `json:"headers"`
+	Body       json.RawMessage `json:"body,omitempty"`
+}
+
+func jsonEvent(e *events.Envelope) jsonLine {
+	l := jsonLine{Seq: e.Seq, EventID: e.ID, Type: e.Type, From: e.From, To: e.To, Transport: e.Transport, Peer: e.Peer, ReceivedAt: e.ReceivedAt}
+	for _, h := range e.Headers {
+		l.Headers = append(l.Headers, [2]string{h.Name, h.Value})
+	}
+	if json.Valid(e.Body) {
+		l.Body = e.Body
+	}
+	return l
+}

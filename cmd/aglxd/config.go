@@ -1,0 +1,114 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// Config is everything aglxd can be told on its command line.
+type Config struct {
+	Name       string // the node's own URI
+	Listen     string // AGLX over TCP
+	UDP        string // AGLX over UDP; "" disables
+	HTTP       string // HTTP API; "" disables
+	NATSListen string // embedded server's client port; "" = in-process only
+	NATSURL    string // use this NATS server instead of the embedded one
+	DataDir    string
+	// Fsync is "always" (every ack is on disk) or an interval such as "1s".
+	Fsync          string
+	BodySizeMax    int
+	ConnectionsMax int
+	PipelineMax    int
+	LogLevel       string
+	LogFormat      string
+}
+
+// DefaultConfig is what `go run ./cmd/aglxd` runs with.
+func DefaultConfig() Config {
+	return Config{
+		Name:           "registry://localhost",
+		Listen:         "127.0.0.1:2594",
+		UDP:            "127.0.0.1:2594",
+		HTTP:           "127.0.0.1:2595",
+		NATSListen:     "127.0.0.1:4222",
+		DataDir:        "./aglx-data",
+		Fsync:          "always",
+		BodySizeMax:    protocol.BodySizeMaxDefault,
+		ConnectionsMax: 1024,
+		PipelineMax:    256,
+		LogLevel:       "info",
+		LogFormat:      "text",
+	}
+}
+
+func parseFlags(args []string) (Config, error) {
+	c := DefaultConfig()
+	fs := flag.NewFlagSet("aglxd", flag.ContinueOnError)
+	fs.StringVar(&c.Name, "name", c.Name, "the node's own AGLX URI")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "AGLX over TCP: address to listen on")
+	fs.StringVar(&c.UDP, "udp", c.UDP, "AGLX over UDP: address to listen on (empty: off)")
+	fs.StringVar(&c.HTTP, "http", c.HTTP, "HTTP API and /healthz: address to listen on (empty: off)")
+	fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "embedded NATS server: client address for other NATS clients (empty: in-process only)")
+	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "use this NATS server (with JetStream) instead of the embedded one")
+	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream store, keys)")
+	fs.StringVar(&c.Fsync, "fsync", c.Fsync, `"always": an ack means the event is on disk; or an interval such as 1s, which is faster but can lose acknowledged events on power loss`)
+	fs.IntVar(&c.BodySizeMax, "body-max", c.BodySizeMax, "largest accepted frame body, bytes")
+	fs.IntVar(&c.ConnectionsMax, "max-connections", c.ConnectionsMax, "most concurrent TCP connections")
+	fs.IntVar(&c.PipelineMax, "max-pipeline", c.PipelineMax, "most unanswered frames per connection before the node stops reading it")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return c, c.Validate()
+}
+
+// Validate bounds every setting, so a typo fails at start, not under load.
+func (c Config) Validate() error {
+	if _, err := protocol.ParseURI(c.Name); err != nil {
+		return fmt.Errorf("--name: %w", err)
+	}
+	for flagName, addr := range map[string]string{"--listen": c.Listen, "--udp": c.UDP, "--http": c.HTTP, "--nats-listen": c.NATSListen} {
+		if addr == "" && flagName != "--listen" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("%s %q: %w", flagName, addr, err)
+		}
+	}
+	if _, err := c.SyncInterval(); err != nil {
+		return err
+	}
+	if c.BodySizeMax < 1024 || c.BodySizeMax > protocol.BodySizeMaxLimit {
+		return fmt.Errorf("--body-max %d: must be between 1024 and %d bytes", c.BodySizeMax, protocol.BodySizeMaxLimit)
+	}
+	if c.ConnectionsMax < 1 || c.ConnectionsMax > 1<<20 {
+		return fmt.Errorf("--max-connections %d: must be between 1 and %d", c.ConnectionsMax, 1<<20)
+	}
+	if c.PipelineMax < 1 || c.PipelineMax > 1<<16 {
+		return fmt.Errorf("--max-pipeline %d: must be between 1 and %d", c.PipelineMax, 1<<16)
+	}
+	if c.DataDir == "" && c.NATSURL == "" {
+		return fmt.Errorf("--data: must not be empty")
+	}
+	return nil
+}
+
+// SyncInterval is 0 for "always", else the flush interval.
+func (c Config) SyncInterval() (time.Duration, error) {
+	if c.Fsync == "always" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(c.Fsync)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf(`--fsync %q: must be "always" or a positive duration such as 1s`, c.Fsync)
+	}
+	return d, nil
+}

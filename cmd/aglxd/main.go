@@ -1,0 +1,62 @@
+// Command aglxd runs an AGLX ledger node: an embedded NATS JetStream server
+// holding the event log, the AGLX bridge on TCP and UDP, the projections,
+// and a small HTTP API. It only wires the packages together.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "aglxd:", err)
+		os.Exit(2)
+	}
+	lg := newLogger(cfg.LogLevel, cfg.LogFormat)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	m := NewMain(cfg, lg)
+	if err := m.Run(ctx); err != nil {
+		lg.Error("start failed", "err", err)
+		m.Close(context.Background())
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	stop()
+	lg.Info("shutting down: no new connections; finishing the replies in flight")
+	closeCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := m.Close(closeCtx); err != nil {
+		lg.Error("shutdown", "err", err)
+		os.Exit(1)
+	}
+	lg.Info("stopped")
+}
+
+// shutdownTimeout bounds the wait for in-flight replies on SIGINT/SIGTERM.
+const shutdownTimeout = 30 * time.Second
+
+func newLogger(level, format string) *slog.Logger {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		lv = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

@@ -1,0 +1,447 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/bridge"
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
+	"github.com/nats-io/nats.go"
+)
+
+// startNode runs a node on random loopback ports in dir and stops it when
+// the test ends.
+func startNode(t *testing.T, dir string) *Main {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.DataDir = dir
+	cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	lg := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		lg = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	m := NewMain(cfg, lg)
+	if err := m.Run(context.Background()); err != nil {
+		m.Close(context.Background())
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return m
+}
+
+// referenceFiles returns the reference example frames in their order.
+func referenceFiles(t *testing.T) [][]byte {
+	t.Helper()
+	paths, err := filepath.Glob("../../testdata/reference/*.aglx")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no reference frames: %v", err)
+	}
+	sort.Strings(paths)
+	var out [][]byte
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func dial(t *testing.T, addr string) *bridge.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := bridge.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Conn().SetDeadline(time.Now().Add(60 * time.Second))
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+type ackBody struct {
+	EventID   string `json:"event_id"`
+	Seq       uint64 `json:"seq"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+type errorBody struct {
+	Status int    `json:"status"`
+	Reason string `json:"reason"`
+}
+
+func readAck(t *testing.T, c *bridge.Client) (*protocol.Frame, ackBody) {
+	t.Helper()
+	f, err := c.ReadReply()
+	if err != nil {
+		t.Fatalf("reading reply: %v", err)
+	}
+	if f.Type() != "ack" {
+		t.Fatalf("reply TYPE %q, want ack: %s", f.Type(), f.Body)
+	}
+	var a ackBody
+	if err := json.Unmarshal(f.Body, &a); err != nil || a.EventID == "" || a.Seq == 0 {
+		t.Fatalf("ack body %s: %v", f.Body, err)
+	}
+	return f, a
+}
+
+func readError(t *testing.T, c *bridge.Client) errorBody {
+	t.Helper()
+	f, err := c.ReadReply()
+	if err != nil {
+		t.Fatalf("reading reply: %v", err)
+	}
+	var e errorBody
+	if f.Type() != "error" || json.Unmarshal(f.Body, &e) != nil {
+		t.Fatalf("reply %s %s, want an error", f.Type(), f.Body)
+	}
+	if st := f.Value(protocol.HeaderStatus); !strings.HasPrefix(st, fmt.Sprint(e.Status)+" ") {
+		t.Fatalf("STATUS header %q disagrees with body status %d", st, e.Status)
+	}
+	return e
+}
+
+func openLog(t *testing.T, m *Main) *events.Log {
+	t.Helper()
+	nc, err := nats.Connect(m.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	l, err := events.Attach(context.Background(), nc, events.StreamNameDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestReferenceFramesBackToBack sends every reference example over one
+// connection without waiting: each gets one ack, in order, and the log holds
+// each frame with its headers and body bytes as sent.
+func TestReferenceFramesBackToBack(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	frames := referenceFiles(t)
+	c := dial(t, m.TCPAddr())
+	for _, b := range frames {
+		if err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	l := openLog(t, m)
+	var last uint64
+	for i, b := range frames {
+		sent, err := protocol.NewDecoder(bytes.NewReader(b), protocol.DecoderOptions{}).Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply, a := readAck(t, c)
+		if a.Seq <= last {
+			t.Fatalf("frame %d: seq %d after %d: replies out of order", i+1, a.Seq, last)
+		}
+		last = a.Seq
+		if got := reply.Value(protocol.HeaderInReplyTo); got != a.EventID {
+			t.Fatalf("frame %d: IN-REPLY-TO %q, want the event id %q", i+1, got, a.EventID)
+		}
+		if reply.Value(protocol.HeaderID) == "" || reply.To() != sent.From() {
+			t.Fatalf("frame %d: reply without ID or not addressed to %s: %+v", i+1, sent.From(), reply.Headers)
+		}
+		ev, err := l.Get(context.Background(), a.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.ID != a.EventID || !bytes.Equal(ev.Body, sent.Body) || !reflect.DeepEqual(ev.Headers, sent.Headers) {
+			t.Fatalf("frame %d: stored %+v\nsent %+v", i+1, ev, sent)
+		}
+	}
+	if c.CloseWrite() != nil {
+		t.Fatal("close write")
+	}
+	if f, err := c.ReadReply(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last reply got %+v, %v; want the node to close", f, err)
+	}
+}
+
+// TestRestartKeepsEventsAndProjections stops a node and starts another on the
+// same data dir: the events are there and the projections catch up to the
+// same state.
+func TestRestartKeepsEventsAndProjections(t *testing.T) {
+	dir := t.TempDir()
+	m := startNode(t, dir)
+	c := dial(t, m.TCPAddr())
+	for _, b := range referenceFiles(t) {
+		c.Write(b)
+	}
+	c.CloseWrite()
+	n := 0
+	for {
+		if _, err := c.ReadReply(); err != nil {
+			break
+		}
+		n++
+	}
+	before := statsOf(t, m, uint64(n))
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	m2 := startNode(t, dir)
+	after := statsOf(t, m2, uint64(n))
+	if !bytes.Equal(before, after) {
+		t.Fatalf("stats after restart\n%s\nwant\n%s", after, before)
+	}
+	c2 := dial(t, m2.TCPAddr())
+	c2.Write(referenceFiles(t)[0])
+	c2.Flush()
+	if _, a := readAck(t, c2); a.Seq != uint64(n)+1 {
+		t.Fatalf("first event after restart has seq %d, want %d", a.Seq, n+1)
+	}
+}
+
+// statsOf waits until the projections have applied seq and returns the
+// stats projection's snapshot.
+func statsOf(t *testing.T, m *Main, seq uint64) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.runner.WaitFor(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
+	var snap []byte
+	var err error
+	m.runner.View(func(uint64) { snap, err = m.stats.Snapshot() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// TestPlainNATSClientSeesEvents subscribes with nothing but nats.go on the
+// documented subjects.
+func TestPlainNATSClientSeesEvents(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	nc, err := nats.Connect(m.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, err := nc.SubscribeSync("aglx.ev.credit.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	frames := referenceFiles(t)
+	c := dial(t, m.TCPAddr())
+	c.Write(frames[0])  // task.assign: not credit
+	c.Write(frames[14]) // credit.transfer from owner01 to worker05
+	c.Flush()
+	readAck(t, c)
+	_, a := readAck(t, c)
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "aglx.ev.credit.transfer.agent~owner01_local.agent~worker05_local"
+	if msg.Subject != want || msg.Header.Get(events.HdrEventID) != a.EventID {
+		t.Fatalf("got %s (event %s), want %s (event %s)", msg.Subject, msg.Header.Get(events.HdrEventID), want, a.EventID)
+	}
+	if !bytes.Contains(frames[14], msg.Data) || msg.Data[0] != '{' {
+		t.Fatalf("data %q is not the frame's body", msg.Data)
+	}
+}
+
+// TestBadInput sends each kind of bad input on its own connection and checks
+// the status of the error reply, while a healthy connection keeps working.
+func TestBadInput(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	healthy := dial(t, m.TCPAddr())
+	good := "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.result\n\n{\"task_id\":\"t1\",\"status\":\"SUCCESS\"}\n"
+	tests := []struct {
+		name   string
+		in     string
+		status int
+		closes bool // the node hangs up after the error
+	}{
+		{"garbage", "\x00\x01garbage bytes\r\n", 400, true},
+		{"truncated", "AGLX/1.0 TCP\nFROM: agent://a.local\nTYPE: task.result\n\n{\"task_id\":", 400, true},
+		{"oversized header", "AGLX/1.0 TCP\nX-BIG: " + strings.Repeat("x", protocol.HeaderLineSizeMax+1) + "\n\n{}\n", 413, true},
+		{"oversized body", "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.result\n\n{\"x\":\"" + strings.Repeat("y", protocol.BodySizeMaxDefault) + "\"}\n", 413, true},
+		{"unknown version", "AGLX/9.9 TCP\nFROM: agent://a.local\nTYPE: task.result\n\n{}\n", 505, true},
+		{"invalid json", "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.result\n\n{\"task_id\": nope}\n", 400, false},
+		{"missing type", "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\n\n{\"task_id\":\"t\"}\n", 400, false},
+		{"unknown type", "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.explode\n\n{}\n", 400, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, m.TCPAddr())
+			c.Write([]byte(tc.in))
+			if tc.name == "truncated" {
+				c.CloseWrite()
+			} else {
+				c.Write([]byte(good))
+				c.Flush()
+			}
+			if e := readError(t, c); e.Status != tc.status || e.Reason == "" {
+				t.Fatalf("error %+v, want status %d with a reason", e, tc.status)
+			}
+			if tc.closes {
+				if f, err := c.ReadReply(); err == nil {
+					t.Fatalf("after a fatal error got %s; want the connection closed", f.Type())
+				}
+			} else {
+				readAck(t, c) // the good frame behind the bad one
+			}
+			healthy.Write([]byte(good))
+			healthy.Flush()
+			readAck(t, healthy)
+		})
+	}
+	t.Run("udp of a tcp-only type", func(t *testing.T) {
+		uc, err := net.Dial("udp", m.UDPAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer uc.Close()
+		uc.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := uc.Write(referenceFiles(t)[14]); err != nil { // credit.transfer
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64<<10)
+		n, err := uc.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := protocol.DecodeDatagram(buf[:n], protocol.DecoderOptions{})
+		if err != nil || f.Type() != "error" || !strings.HasPrefix(f.Value(protocol.HeaderStatus), "400") {
+			t.Fatalf("UDP reply %+v, %v; want a 400 error", f, err)
+		}
+		if got := m.bridge.Counters().UDPRefused; got != 1 {
+			t.Fatalf("UDPRefused = %d, want 1", got)
+		}
+	})
+}
+
+// TestUDPAnnounceIsRecorded sends the reference announce as a datagram.
+func TestUDPAnnounceIsRecorded(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	uc, err := net.Dial("udp", m.UDPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	announce := referenceFiles(t)[13]
+	if _, err := uc.Write(announce); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.runner.WaitFor(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := openLog(t, m).Get(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != "agent.announce" || ev.Transport != events.TransportUDP || ev.To != "" || !bytes.Contains(announce, ev.Body) {
+		t.Fatalf("stored %+v", ev)
+	}
+}
+
+// TestPipelinedConnections runs several connections that each pipeline
+// frames with ID headers; replies come back one per frame, in order.
+func TestPipelinedConnections(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	const conns, perConn = 4, 200
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for ci := 0; ci < conns; ci++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			c, err := bridge.Dial(ctx, m.TCPAddr())
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			go func() {
+				for i := 0; i < perConn; i++ {
+					c.Write([]byte(fmt.Sprintf("AGLX/1.0 TCP\nFROM: agent://c%d.local\nTO: agent://w.local\nTYPE: task.result\nID: c%d-%d\n\n{\"task_id\":\"t%d\",\"status\":\"SUCCESS\"}\n", ci, ci, i, i)))
+				}
+				c.CloseWrite()
+			}()
+			var last uint64
+			for i := 0; i < perConn; i++ {
+				f, err := c.ReadReply()
+				if err != nil {
+					errs <- fmt.Errorf("conn %d reply %d: %w", ci, i, err)
+					return
+				}
+				var a ackBody
+				json.Unmarshal(f.Body, &a)
+				if want := fmt.Sprintf("c%d-%d", ci, i); f.Value(protocol.HeaderInReplyTo) != want || a.Seq <= last {
+					errs <- fmt.Errorf("conn %d reply %d: IN-REPLY-TO %q seq %d after %d", ci, i, f.Value(protocol.HeaderInReplyTo), a.Seq, last)
+					return
+				}
+				last = a.Seq
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestResendWithSameIDIsIdempotent sends the same frame with the same ID
+// twice: one event, and the second reply names it.
+func TestResendWithSameIDIsIdempotent(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	c := dial(t, m.TCPAddr())
+	frame := "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.result\nID: once\n\n{\"task_id\":\"t\",\"status\":\"SUCCESS\"}\n"
+	c.Write([]byte(frame + frame))
+	c.Flush()
+	_, first := readAck(t, c)
+	_, second := readAck(t, c)
+	if !second.Duplicate || second.Seq != first.Seq || second.EventID != first.EventID {
+		t.Fatalf("resend acked as %+v, want the first event %+v marked duplicate", second, first)
+	}
+}
+
+func TestHealthz(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	resp, err := http.Get("http://" + m.HTTPAddr() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	json.NewDecoder(resp.Body).Decode(&body)
+	if resp.StatusCode != http.StatusOK || body["status"] != "ok" {
+		t.Fatalf("/healthz = %d %v", resp.StatusCode, body)
+	}
+}

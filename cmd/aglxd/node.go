@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/aglx/ledger/bridge"
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/projections"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Main is a running node. Run starts it; Close stops it. Tests use it to run
+// the real wiring in-process.
+type Main struct {
+	cfg Config
+	lg  *slog.Logger
+
+	ns     *server.Server // nil with --nats-url
+	nc     *nats.Conn
+	log    *events.Log
+	runner *projections.Runner
+	stats  *projections.Stats
+	bridge *bridge.Server
+	http   *http.Server
+
+	tcpLn  net.Listener
+	udpPC  net.PacketConn
+	httpLn net.Listener
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewMain returns a node that will run with cfg.
+func NewMain(cfg Config, lg *slog.Logger) *Main { return &Main{cfg: cfg, lg: lg} }
+
+// Run starts every part and returns once the node serves. The parts keep
+// running until Close.
+func (m *Main) Run(ctx context.Context) error {
+	sync, _ := m.cfg.SyncInterval()
+	if m.cfg.NATSURL == "" {
+		ns, err := events.StartServer(events.ServerConfig{DataDir: m.cfg.DataDir, Listen: m.cfg.NATSListen, SyncInterval: sync})
+		if err != nil {
+			return err
+		}
+		m.ns = ns
+		m.nc, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("aglxd"))
+		if err != nil {
+			return fmt.Errorf("connect to embedded server: %w", err)
+		}
+		m.lg.Info("embedded NATS JetStream started", "store", m.cfg.DataDir, "client_url", m.NATSURL(), "fsync", m.cfg.Fsync)
+	} else {
+		var err error
+		m.nc, err = nats.Connect(m.cfg.NATSURL, nats.Name("aglxd"), nats.MaxReconnects(-1))
+		if err != nil {
+			return fmt.Errorf("connect to %s: %w", m.cfg.NATSURL, err)
+		}
+		m.lg.Info("using external NATS", "url", m.cfg.NATSURL)
+	}
+	var err error
+	m.log, err = events.Open(ctx, m.nc, events.Config{BodySizeMax: m.cfg.BodySizeMax})
+	if err != nil {
+		return err
+	}
+
+	runCtx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.stats = projections.NewStats()
+	m.runner = projections.NewRunner(m.log, m.lg, m.stats)
+	m.wg.Add(1)
+	go func() { defer m.wg.Done(); m.runner.Run(runCtx) }()
+
+	m.bridge = bridge.New(m.log, bridge.Config{
+		Name: m.cfg.Name, BodySizeMax: m.cfg.BodySizeMax,
+		ConnectionsMax: m.cfg.ConnectionsMax, PipelineMax: m.cfg.PipelineMax,
+	}, m.lg)
+	if m.tcpLn, err = net.Listen("tcp", m.cfg.Listen); err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	m.serve("tcp", func() error { return m.bridge.ServeTCP(m.tcpLn, events.TransportTCP) })
+	if m.cfg.UDP != "" {
+		if m.udpPC, err = net.ListenPacket("udp", m.cfg.UDP); err != nil {
+			return fmt.Errorf("--udp: %w", err)
+		}
+		m.serve("udp", func() error { return m.bridge.ServeUDP(m.udpPC) })
+	}
+	if m.cfg.HTTP != "" {
+		if m.httpLn, err = net.Listen("tcp", m.cfg.HTTP); err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+		m.http = &http.Server{Handler: bridge.HTTPHandler(m.log, m.runner, m.stats, m.bridge), ReadHeaderTimeout: 10 * time.Second}
+		m.serve("http", func() error { return m.http.Serve(m.httpLn) })
+	}
+	m.lg.Info("aglxd serving", "name", m.cfg.Name, "tcp", m.TCPAddr(), "udp", m.UDPAddr(), "http", m.HTTPAddr())
+	return nil
+}
+
+func (m *Main) serve(what string, fn func() error) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if err := fn(); err != nil && !errors.Is(err, bridge.ErrServerClosed) && !errors.Is(err, http.ErrServerClosed) {
+			m.lg.Error("listener stopped", "listener", what, "err", err)
+		}
+	}()
+}
+
+// Close stops accepting, answers the frames already read, then stops the
+// projections, the NATS connection and the embedded server, in that order.
+func (m *Main) Close(ctx context.Context) error {
+	var errs []error
+	if m.bridge != nil {
+		errs = append(errs, m.bridge.Shutdown(ctx))
+	} else {
+		for _, c := range []interface{ Close() error }{m.tcpLn, m.udpPC} {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}
+	if m.http != nil {
+		errs = append(errs, m.http.Shutdown(ctx))
+	}
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.wg.Wait()
+	if m.nc != nil {
+		m.nc.Close()
+	}
+	if m.ns != nil {
+		m.ns.Shutdown()
+		m.ns.WaitForShutdown()
+	}
+	return errors.Join(errs...)
+}
+
+// TCPAddr is the AGLX TCP address actually listened on.
+func (m *Main) TCPAddr() string { return addrOf(m.tcpLn) }
+
+// HTTPAddr is the HTTP address actually listened on.
+func (m *Main) HTTPAddr() string { return addrOf(m.httpLn) }
+
+// UDPAddr is the AGLX UDP address actually listened on.
+func (m *Main) UDPAddr() string {
+	if m.udpPC == nil {
+		return ""
+	}
+	return m.udpPC.LocalAddr().String()
+}
+
+// NATSURL is the URL other NATS clients reach the node's server at.
+func (m *Main) NATSURL() string {
+	if m.ns == nil {
+		return m.cfg.NATSURL
+	}
+	if m.cfg.NATSListen == "" {
+		return ""
+	}
+	return m.ns.ClientURL()
+}
+
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String()
+}

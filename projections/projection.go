@@ -1,0 +1,27 @@
+// Package projections folds the event log into the node's state. A
+// projection is a deterministic function of the events it has been given, in
+// stream order: it reads time only from event fields, never from the wall
+// clock, so replaying the log rebuilds it byte for byte.
+package projections
+
+import "github.com/aglx/ledger/events"
+
+// Projection is a fold over the event log, in the spirit of an FSM in
+// hashicorp/raft.
+//
+// Apply is called once per event, in sequence order, by one goroutine at a
+// time, and must be deterministic: the same events give the same state on
+// every node and every replay. It must not fail on events it does not
+// understand (anything a NATS client can publish on the log's subjects may
+// reach it): it ignores them or records them as refused.
+type Projection interface {
+	Name() string
+	Apply(e *events.Envelope)
+}
+
+// Snapshotter is a projection whose whole state can be written out. The
+// bytes must be identical for identical state, so that a rebuild can be
+// compared with the live state.
+type Snapshotter interface {
+	Snapshot() ([]byte, error)
+}

@@ -1,0 +1,134 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aglx/ledger/events"
+)
+
+// retryWaitMax bounds the pause between attempts to resume reading the log
+// after an error (a NATS reconnect, say).
+const retryWaitMax = 5 * time.Second
+
+// Runner feeds the log to its projections in order and tracks how far it
+// has got. Readers of projection state go through View, so they never see
+// an event half applied.
+type Runner struct {
+	log   *events.Log
+	projs []Projection
+	lg    *slog.Logger
+
+	mu       sync.RWMutex  // guards the projections' state and the fields below
+	applied  uint64        // sequence of the last event applied
+	advanced chan struct{} // closed and replaced when applied grows
+	ready    chan struct{} // closed once the log as it stood at start is applied
+}
+
+// NewRunner returns a runner over log for the given projections.
+func NewRunner(log *events.Log, lg *slog.Logger, projs ...Projection) *Runner {
+	if lg == nil {
+		lg = slog.Default()
+	}
+	return &Runner{log: log, projs: projs, lg: lg, advanced: make(chan struct{}), ready: make(chan struct{})}
+}
+
+// Run replays the log from its start and then follows it until ctx ends.
+// A restart of the node therefore resumes every projection where the log
+// stands; a full replay at start is the simple, always-correct way to get
+// there.
+func (r *Runner) Run(ctx context.Context) error {
+	end, err := r.log.LastSeq(ctx)
+	if err != nil {
+		return fmt.Errorf("projections: %w", err)
+	}
+	r.markReadyAt(end)
+	wait := 100 * time.Millisecond
+	for {
+		from := r.Applied() + 1
+		err := r.log.Read(ctx, events.ReadOptions{StartSeq: from, Follow: true}, func(e *events.Envelope) error {
+			r.apply(e, end)
+			return nil
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.lg.Warn("projections: reading the log failed; retrying", "from", from, "err", err, "wait", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
+		wait = min(2*wait, retryWaitMax)
+	}
+}
+
+func (r *Runner) markReadyAt(end uint64) {
+	if end == 0 {
+		close(r.ready)
+	}
+}
+
+func (r *Runner) apply(e *events.Envelope, readyAt uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.Seq <= r.applied {
+		// The ordered consumer may redeliver after a reset; a fold sees each
+		// event once.
+		return
+	}
+	for _, p := range r.projs {
+		p.Apply(e)
+	}
+	r.applied = e.Seq
+	close(r.advanced)
+	r.advanced = make(chan struct{})
+	if readyAt != 0 && e.Seq >= readyAt {
+		select {
+		case <-r.ready:
+		default:
+			close(r.ready)
+		}
+	}
+}
+
+// Applied is the sequence of the last event folded into the projections.
+func (r *Runner) Applied() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.applied
+}
+
+// Ready is closed once the runner has applied every event that was in the
+// log when Run started.
+func (r *Runner) Ready() <-chan struct{} { return r.ready }
+
+// WaitFor blocks until the event at seq has been applied, so that a reply
+// can reflect the message it answers (read-your-writes).
+func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
+	for {
+		r.mu.RLock()
+		applied, ch := r.applied, r.advanced
+		r.mu.RUnlock()
+		if applied >= seq {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return errors.Join(fmt.Errorf("projections: waiting for seq %d (applied %d)", seq, applied), ctx.Err())
+		}
+	}
+}
+
+// View runs fn while no event is being applied, so fn sees a state that
+// matches exactly one log position, which it is given.
+func (r *Runner) View(fn func(applied uint64)) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	fn(r.applied)
+}

@@ -1,0 +1,47 @@
+package projections
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/aglx/ledger/events"
+)
+
+// Stats counts the log: events per TYPE, per sender and per transport, and
+// the span of receive times. It is the first projection because it shows
+// the shape every other one follows, and operators want the figures.
+type Stats struct {
+	Events      uint64            `json:"events"`
+	ByType      map[string]uint64 `json:"by_type"`
+	BySender    map[string]uint64 `json:"by_sender"`
+	ByTransport map[string]uint64 `json:"by_transport"`
+	// First and Last are receive times taken from the events, not the clock.
+	First   time.Time `json:"first,omitzero"`
+	Last    time.Time `json:"last,omitzero"`
+	LastSeq uint64    `json:"last_seq"`
+}
+
+// NewStats returns an empty Stats.
+func NewStats() *Stats {
+	return &Stats{ByType: map[string]uint64{}, BySender: map[string]uint64{}, ByTransport: map[string]uint64{}}
+}
+
+// Name implements Projection.
+func (s *Stats) Name() string { return "stats" }
+
+// Apply implements Projection.
+func (s *Stats) Apply(e *events.Envelope) {
+	s.Events++
+	s.ByType[e.Type]++
+	s.BySender[e.From]++
+	s.ByTransport[e.Transport]++
+	if s.First.IsZero() {
+		s.First = e.ReceivedAt
+	}
+	s.Last = e.ReceivedAt
+	s.LastSeq = e.Seq
+}
+
+// Snapshot implements Snapshotter. encoding/json writes map keys sorted, so
+// equal state gives equal bytes.
+func (s *Stats) Snapshot() ([]byte, error) { return json.Marshal(s) }

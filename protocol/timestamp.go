@@ -1,0 +1,85 @@
+package protocol
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// timestampSizeMax bounds the text read as one Timestamp. The longest RFC
+// 3339 time ("2025-10-29T18:22:04.123456789+01:00") has 35 bytes.
+const timestampSizeMax = 64 // bytes
+
+// Timestamp is a point in time as an agent wrote it: an RFC 3339 string such
+// as "2025-10-29T18:22:04Z".
+//
+// It keeps the original Text next to the parsed Time because the text is
+// what was signed: writing the time back in another valid form ("+00:00" for
+// "Z", trimmed fractions) would change the bytes of a message the node
+// forwards or stores. The zero Timestamp stands for "absent".
+type Timestamp struct {
+	time.Time
+	// Text is the string as received; MarshalJSON writes it back unchanged.
+	// It is empty for a Timestamp built from a time.Time alone, which
+	// MarshalJSON then writes in RFC 3339.
+	Text string
+}
+
+// ParseTimestamp reads an RFC 3339 time. A refusal is a *Error with
+// StatusBadRequest.
+func ParseTimestamp(s string) (Timestamp, error) {
+	t, why := parseTimestamp(s)
+	if why != "" {
+		return Timestamp{}, Errorf(StatusBadRequest, "timestamp %s", why)
+	}
+	return t, nil
+}
+
+// parseTimestamp returns the Timestamp s holds, or why it holds none,
+// phrased to follow the name of what was read.
+func parseTimestamp(s string) (Timestamp, string) {
+	if len(s) > timestampSizeMax {
+		return Timestamp{}, "is longer than " + strconv.Itoa(timestampSizeMax) + " bytes; expected an RFC 3339 time such as \"2025-10-29T18:22:04Z\""
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return Timestamp{}, "holds " + quoteValue(s) + ", which is not an RFC 3339 time such as \"2025-10-29T18:22:04Z\""
+	}
+	return Timestamp{Time: t, Text: s}, ""
+}
+
+// IsZero reports whether t is absent. It also lets encoding/json's omitzero
+// option leave an absent Timestamp out.
+func (t Timestamp) IsZero() bool { return t.Text == "" && t.Time.IsZero() }
+
+// String returns the time as it was written, or in RFC 3339 if t was built
+// from a time.Time alone.
+func (t Timestamp) String() string {
+	if t.Text != "" {
+		return t.Text
+	}
+	return t.Time.Format(time.RFC3339Nano)
+}
+
+// MarshalJSON writes String() as a JSON string.
+func (t Timestamp) MarshalJSON() ([]byte, error) {
+	return json.Marshal(t.String())
+}
+
+// UnmarshalJSON reads an RFC 3339 time from a JSON string. A JSON null leaves
+// t unchanged, as encoding/json does for its own types.
+func (t *Timestamp) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return &valueError{"must be a string holding an RFC 3339 time such as \"2025-10-29T18:22:04Z\""}
+	}
+	parsed, why := parseTimestamp(s)
+	if why != "" {
+		return &valueError{why}
+	}
+	*t = parsed
+	return nil
+}

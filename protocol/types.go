@@ -1,0 +1,174 @@
+package protocol
+
+import "sort"
+
+// The TYPEs the node knows: those of the AGLX reference (AGLX-NOTES.md
+// section 2) and the two handshakes the project adds (section 3). Other
+// packages switch on these constants rather than on string literals, so that a
+// misspelt TYPE is a compile error rather than a message silently ignored.
+const (
+	TypeTaskAssign = "task.assign"
+	TypeTaskResult = "task.result"
+	TypeTaskReject = "task.reject"
+	TypeTaskRetry  = "task.retry"
+	TypeTaskCancel = "task.cancel"
+
+	TypeRegistryUpdate   = "registry.update"
+	TypeRegistryAck      = "registry.ack"
+	TypeRegistryFetch    = "registry.fetch"
+	TypeRegistryList     = "registry.list"
+	TypeRegistrySync     = "registry.sync"
+	TypeRegistryExchange = "registry.exchange"
+	TypeAgentAnnounce    = "agent.announce"
+
+	TypeCreditTransfer = "credit.transfer"
+	TypeCreditReceived = "credit.received"
+	TypeCreditRequest  = "credit.request"
+	TypeCreditApprove  = "credit.approve"
+	TypeCreditDeny     = "credit.deny"
+	TypeCreditBalance  = "credit.balance"
+	TypeCreditReward   = "credit.reward"
+	TypeCreditAdjust   = "credit.adjust"
+
+	TypeMentorRequest  = "mentor.request"
+	TypeMentorFeedback = "mentor.feedback"
+	TypeMentorRegister = "mentor.register"
+	TypeMentorReport   = "mentor.report"
+
+	TypeAuthRequest  = "auth.request"
+	TypeAuthResponse = "auth.response"
+	TypeKeyRotate    = "key.rotate"
+	TypeZoneJoin     = "zone.join"
+	TypeZoneConfirm  = "zone.confirm"
+	TypeZoneDeny     = "zone.deny"
+	TypeZoneLeave    = "zone.leave"
+
+	TypeAck   = "ack"
+	TypeError = "error"
+
+	TypeShutdownRequest      = "shutdown.request"
+	TypeShutdownResponse     = "shutdown.response"
+	TypePlanApproval         = "plan.approval"
+	TypePlanApprovalResponse = "plan.approval.response"
+)
+
+// Groups a TYPE belongs to. They follow the chapters of the reference, plus
+// "handshake" for the request/response pairs of AGLX-NOTES.md section 3.
+const (
+	GroupTask      = "task"
+	GroupRegistry  = "registry"
+	GroupCredit    = "credit"
+	GroupMentor    = "mentor"
+	GroupSecurity  = "security"
+	GroupHandshake = "handshake"
+	GroupGeneric   = "generic"
+)
+
+// TypeInfo is what the node knows about one TYPE before it reads a body: how
+// to route it, which transport may carry it, and which Go type holds its
+// payload.
+type TypeInfo struct {
+	// Name is the TYPE exactly as it appears on the wire.
+	Name string
+	// Group is one of the Group constants.
+	Group string
+	// UDP is set for the one TYPE that may arrive as a datagram
+	// (agent.announce). Everything else must come over TCP, where a frame is
+	// answered and its sender is a connection, not a spoofable address.
+	UDP bool
+	// Security is set for auth.*, key.rotate and zone.*: the reference asks
+	// for TLS or equivalent encryption on these, so the bridge may refuse
+	// them on a plain connection.
+	Security bool
+	// NoReply is set for ack and error: they are recorded but never answered,
+	// so that two nodes cannot answer each other's answers forever.
+	NoReply bool
+
+	// newPayload returns a zero payload for Parse to decode into.
+	newPayload func() Payload
+}
+
+// knownTypes is the registry, indexed by TYPE. It is filled once at package
+// initialisation and never written afterwards, so reading it needs no lock.
+var knownTypes = map[string]TypeInfo{}
+
+func init() {
+	add := func(name, group string, newPayload func() Payload) {
+		if _, dup := knownTypes[name]; dup {
+			panic("protocol: TYPE " + name + " registered twice")
+		}
+		knownTypes[name] = TypeInfo{
+			Name:       name,
+			Group:      group,
+			UDP:        name == TypeAgentAnnounce,
+			Security:   group == GroupSecurity,
+			NoReply:    name == TypeAck || name == TypeError,
+			newPayload: newPayload,
+		}
+	}
+	add(TypeTaskAssign, GroupTask, func() Payload { return new(TaskAssign) })
+	add(TypeTaskResult, GroupTask, func() Payload { return new(TaskResult) })
+	add(TypeTaskReject, GroupTask, func() Payload { return new(TaskReject) })
+	add(TypeTaskRetry, GroupTask, func() Payload { return new(TaskRetry) })
+	add(TypeTaskCancel, GroupTask, func() Payload { return new(TaskCancel) })
+
+	add(TypeRegistryUpdate, GroupRegistry, func() Payload { return new(RegistryUpdate) })
+	add(TypeRegistryAck, GroupRegistry, func() Payload { return new(RegistryAck) })
+	add(TypeRegistryFetch, GroupRegistry, func() Payload { return new(RegistryFetch) })
+	add(TypeRegistryList, GroupRegistry, func() Payload { return new(RegistryList) })
+	add(TypeRegistrySync, GroupRegistry, func() Payload { return new(RegistrySync) })
+	add(TypeRegistryExchange, GroupRegistry, func() Payload { return new(RegistryExchange) })
+	add(TypeAgentAnnounce, GroupRegistry, func() Payload { return new(AgentAnnounce) })
+
+	add(TypeCreditTransfer, GroupCredit, func() Payload { return new(CreditTransfer) })
+	add(TypeCreditReceived, GroupCredit, func() Payload { return new(CreditReceived) })
+	add(TypeCreditRequest, GroupCredit, func() Payload { return new(CreditRequest) })
+	add(TypeCreditApprove, GroupCredit, func() Payload { return new(CreditApprove) })
+	add(TypeCreditDeny, GroupCredit, func() Payload { return new(CreditDeny) })
+	add(TypeCreditBalance, GroupCredit, func() Payload { return new(CreditBalance) })
+	add(TypeCreditReward, GroupCredit, func() Payload { return new(CreditReward) })
+	add(TypeCreditAdjust, GroupCredit, func() Payload { return new(CreditAdjust) })
+
+	add(TypeMentorRequest, GroupMentor, func() Payload { return new(MentorRequest) })
+	add(TypeMentorFeedback, GroupMentor, func() Payload { return new(MentorFeedback) })
+	add(TypeMentorRegister, GroupMentor, func() Payload { return new(MentorRegister) })
+	add(TypeMentorReport, GroupMentor, func() Payload { return new(MentorReport) })
+
+	add(TypeAuthRequest, GroupSecurity, func() Payload { return new(AuthRequest) })
+	add(TypeAuthResponse, GroupSecurity, func() Payload { return new(AuthResponse) })
+	add(TypeKeyRotate, GroupSecurity, func() Payload { return new(KeyRotate) })
+	add(TypeZoneJoin, GroupSecurity, func() Payload { return new(ZoneJoin) })
+	add(TypeZoneConfirm, GroupSecurity, func() Payload { return new(ZoneConfirm) })
+	add(TypeZoneDeny, GroupSecurity, func() Payload { return new(ZoneDeny) })
+	add(TypeZoneLeave, GroupSecurity, func() Payload { return new(ZoneLeave) })
+
+	add(TypeAck, GroupGeneric, func() Payload { return new(Ack) })
+	add(TypeError, GroupGeneric, func() Payload { return new(ErrorPayload) })
+
+	add(TypeShutdownRequest, GroupHandshake, func() Payload { return new(ShutdownRequest) })
+	add(TypeShutdownResponse, GroupHandshake, func() Payload { return new(ShutdownResponse) })
+	add(TypePlanApproval, GroupHandshake, func() Payload { return new(PlanApproval) })
+	add(TypePlanApprovalResponse, GroupHandshake, func() Payload { return new(PlanApprovalResponse) })
+}
+
+// Lookup returns what the node knows about TYPE typ.
+//
+// Matching is exact: a TYPE is a case-sensitive identifier, always lower case
+// on the wire, so "Task.Assign" is unknown. Folding case here would let two
+// spellings of one TYPE reach handlers, logs and signatures (the signing input
+// holds the TYPE as sent) and make them disagree about what was received.
+func Lookup(typ string) (TypeInfo, bool) {
+	info, ok := knownTypes[typ]
+	return info, ok
+}
+
+// Types returns every known TYPE, sorted by name, so that listings, tests and
+// documentation generated from it are the same on every run.
+func Types() []TypeInfo {
+	out := make([]TypeInfo, 0, len(knownTypes))
+	for _, info := range knownTypes {
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
