@@ -65,7 +65,7 @@ func BenchmarkJetStreamRaw(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
-		if _, err := js.PublishAsync(fmt.Sprintf("aglx.ev.credit.transfer.agent~o%d.agent~w", i%100), payload); err != nil {
+		if _, err := js.PublishAsync(fmt.Sprintf("aglx.ev.credit.transfer.agent~o%d.agent~w", i%100), payload, jetstream.WithStallWait(time.Minute)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -30,6 +30,7 @@ type conn struct {
 	queue     chan *item
 	stopOnce  sync.Once
 	stopped   chan struct{}
+	fatal     bool // reading ended on a framing error; set by the reader
 }
 
 // item is one frame waiting for its reply.
@@ -77,6 +78,9 @@ func (c *conn) serve() {
 	go func() { c.writeLoop(); close(written) }()
 	c.readLoop()
 	<-written
+	if c.fatal {
+		c.lingerClose()
+	}
 	c.nc.Close()
 	c.s.mu.Lock()
 	delete(c.s.conns, c)
@@ -120,6 +124,7 @@ func (c *conn) readLoop() {
 		it := c.s.admit(f, pe, c.transport, c.peer)
 		c.queue <- it
 		if pe != nil && pe.Fatal {
+			c.fatal = true
 			return
 		}
 	}
@@ -149,6 +154,24 @@ func (c *conn) writeLoop() {
 		c.flush(bw)
 	}
 }
+
+// lingerClose half-closes and discards what the peer is still sending, for
+// a bounded time, before the connection is closed. Closing a socket with
+// unread input makes the kernel send a reset, and a reset can destroy the
+// error reply before the peer reads it.
+func (c *conn) lingerClose() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
+	io.CopyN(io.Discard, c.nc, lingerBytesMax)
+}
+
+// Bounds on lingerClose.
+const (
+	lingerTimeout  = 2 * time.Second
+	lingerBytesMax = 4 << 20 // bytes
+)
 
 func (c *conn) flush(bw *bufio.Writer) error {
 	c.nc.SetWriteDeadline(time.Now().Add(WriteTimeout))

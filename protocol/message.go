@@ -94,18 +94,18 @@ func parse(f *Frame) (*Message, *Error) {
 		m.Credits = a
 	}
 	body := f.Body
-	if body == nil {
+	if len(body) == 0 {
 		body = []byte("{}")
 	}
-	if e := checkMembers(body); e != nil {
+	if e := checkDuplicates(body); e != nil {
 		return nil, e
 	}
-	m.Payload = info.newPayload()
-	if e := decodeStruct(body, reflect.ValueOf(m.Payload).Elem(), ""); e != nil {
+	m.Payload = newPayload[info.Name]()
+	if e := decodeObject(body, reflect.ValueOf(m.Payload).Elem(), ""); e != nil {
 		return nil, e
 	}
 	if err := m.Payload.Validate(); err != nil {
-		if f.Body == nil {
+		if len(f.Body) == 0 {
 			return nil, Errorf(StatusBadRequest, "the body is missing")
 		}
 		return nil, asBadRequest(err)
@@ -140,13 +140,13 @@ func asBadRequest(err error) *Error {
 	return Errorf(StatusBadRequest, "%s", err.Error())
 }
 
-// checkMembers walks the whole body once, before anything reads it, and
+// checkDuplicates walks the whole body once, before anything reads it, and
 // refuses an object that names one member twice. encoding/json would keep the
 // last of two "amount" members where another reader, or the person checking
 // a signature, may take the first; a message that means two things is
 // refused. The walk also bounds the nesting, for a frame that did not come
 // through the Decoder.
-func checkMembers(body []byte) *Error {
+func checkDuplicates(body []byte) *Error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber() // numbers are not converted, so none can overflow here
 	if e := walkValue(dec, "", 0); e != nil {
@@ -206,12 +206,12 @@ func joinPath(path, name string) string {
 	return path + "." + name
 }
 
-// decodeStruct fills the struct rv from the JSON object raw, one member at a
+// decodeObject fills the struct rv from the JSON object raw, one member at a
 // time, so that a refusal names the member at fault ("entries[1].agent_uri"),
 // which json.Unmarshal cannot do for errors of custom types. Members match the
 // json tags exactly; untagged fields and unknown members are skipped; a
 // member holding null is treated as absent.
-func decodeStruct(raw []byte, rv reflect.Value, path string) *Error {
+func decodeObject(raw []byte, rv reflect.Value, path string) *Error {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &members); err != nil || members == nil {
 		if path == "" {
@@ -229,22 +229,22 @@ func decodeStruct(raw []byte, rv reflect.Value, path string) *Error {
 		if !ok || string(member) == "null" {
 			continue
 		}
-		if e := decodeValue(member, rv.Field(i), joinPath(path, name)); e != nil {
+		if e := decodeMember(member, rv.Field(i), joinPath(path, name)); e != nil {
 			return e
 		}
 	}
 	return nil
 }
 
-// decodeValue decodes one member into the field fv. Nested structs and
-// slices of structs (registry entries) go through decodeStruct so that their
+// decodeMember decodes one member into the field fv. Nested structs and
+// slices of structs (registry entries) go through decodeObject so that their
 // members are named too; everything else is json.Unmarshal's.
-func decodeValue(raw []byte, fv reflect.Value, path string) *Error {
+func decodeMember(raw []byte, fv reflect.Value, path string) *Error {
 	ptr := fv.Addr().Interface()
 	if _, custom := ptr.(json.Unmarshaler); !custom {
 		switch {
 		case fv.Kind() == reflect.Struct:
-			return decodeStruct(raw, fv, path)
+			return decodeObject(raw, fv, path)
 		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.Struct:
 			var elems []json.RawMessage
 			if err := json.Unmarshal(raw, &elems); err != nil {
@@ -252,7 +252,7 @@ func decodeValue(raw []byte, fv reflect.Value, path string) *Error {
 			}
 			s := reflect.MakeSlice(fv.Type(), len(elems), len(elems))
 			for i, elem := range elems {
-				if e := decodeStruct(elem, s.Index(i), path+"["+strconv.Itoa(i)+"]"); e != nil {
+				if e := decodeObject(elem, s.Index(i), path+"["+strconv.Itoa(i)+"]"); e != nil {
 					return e
 				}
 			}
@@ -299,7 +299,7 @@ func jsonKind(t reflect.Type) string {
 
 // valueError is the refusal of one JSON value by its own UnmarshalJSON
 // (Amount, Timestamp, URI), which does not know the member it was found in.
-// Its predicate reads after the member's name; decodeValue puts the name in
+// Its predicate reads after the member's name; decodeMember puts the name in
 // front: `field "amount" ` + `is not a finite number`.
 type valueError struct{ predicate string }
 

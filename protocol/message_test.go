@@ -179,7 +179,9 @@ func TestParseReferenceValues(t *testing.T) {
 		{"adjustment keeps its scale", func() string { return byName["22-credit.adjust.aglx"].Payload.(*CreditAdjust).Adjustment.String() }, "-1.0"},
 		{"credits earned", func() string { return byName["26-mentor.report.aglx"].Payload.(*MentorReport).CreditsEarned.String() }, "52.5"},
 		{"timestamp text", func() string { return byName["15-credit.transfer.aglx"].Payload.(*CreditTransfer).Timestamp.Text }, "2025-10-29T19:02:40Z"},
-		{"entry address", func() string { return byName["11-registry.list.aglx"].Payload.(*RegistryList).Entries[1].AgentURI.String() }, "agent://node60.local"},
+		{"entry address", func() string {
+			return byName["11-registry.list.aglx"].Payload.(*RegistryList).Entries[1].AgentURI.String()
+		}, "agent://node60.local"},
 		{"registry FROM", func() string { return byName["09-registry.ack.aglx"].From.String() }, "registry://global.aglx.net"},
 		{"announce has no TO", func() string { return byName["14-agent.announce.aglx"].To.String() }, ""},
 		{"task payload kept raw", func() string {

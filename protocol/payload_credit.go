@@ -21,14 +21,14 @@ type CreditTransfer struct {
 	// TransactionID lets the ledger book a transfer once, however often it
 	// is sent.
 	TransactionID string `json:"transaction_id"`
-	// Signature is checked for form only; see check.signature.
+	// Signature is checked for form only; see fieldCheck.signature.
 	Signature string `json:"signature,omitempty"`
 }
 
 // Validate requires a positive amount, currency "AGLX", timestamp and
 // transaction_id.
 func (p *CreditTransfer) Validate() error {
-	var c check
+	var c fieldCheck
 	c.amount("amount", p.Amount, true, positive)
 	c.text("currency", p.Currency)
 	if p.Currency != "" && p.Currency != Currency {
@@ -36,7 +36,7 @@ func (p *CreditTransfer) Validate() error {
 	}
 	c.timestamp("timestamp", p.Timestamp, true)
 	c.id("transaction_id", p.TransactionID, true)
-	c.signature("signature", p.Signature, false, keyAlgs)
+	c.signature("signature", p.Signature, false, sigAlgsKey)
 	return c.result()
 }
 
@@ -52,7 +52,7 @@ type CreditReceived struct {
 
 // Validate requires transaction_id, a positive amount and timestamp.
 func (p *CreditReceived) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("transaction_id", p.TransactionID, true)
 	c.amount("amount", p.Amount, true, positive)
 	c.amount("balance", p.Balance, false, anySign)
@@ -71,7 +71,7 @@ type CreditRequest struct {
 
 // Validate requires a positive requested_amount and timestamp.
 func (p *CreditRequest) Validate() error {
-	var c check
+	var c fieldCheck
 	c.amount("requested_amount", p.RequestedAmount, true, positive)
 	c.id("task_id", p.TaskID, false)
 	c.timestamp("timestamp", p.Timestamp, true)
@@ -87,7 +87,7 @@ type CreditApprove struct {
 
 // Validate requires a positive approved_amount and transaction_id.
 func (p *CreditApprove) Validate() error {
-	var c check
+	var c fieldCheck
 	c.amount("approved_amount", p.ApprovedAmount, true, positive)
 	c.id("transaction_id", p.TransactionID, true)
 	return c.result()
@@ -106,7 +106,7 @@ type CreditDeny struct {
 // request id, so it is what ties the denial to the request), reason and
 // timestamp.
 func (p *CreditDeny) Validate() error {
-	var c check
+	var c fieldCheck
 	c.amount("requested_amount", p.RequestedAmount, true, positive)
 	c.text("reason", p.Reason)
 	c.amount("balance", p.Balance, false, anySign)
@@ -128,7 +128,7 @@ type CreditBalance struct {
 // Validate checks that the totals, when given, are not negative. Balance
 // may be anything a ledger can hold.
 func (p *CreditBalance) Validate() error {
-	var c check
+	var c fieldCheck
 	c.amount("balance", p.Balance, false, anySign)
 	c.amount("earned_total", p.EarnedTotal, false, notNegative)
 	c.amount("spent_total", p.SpentTotal, false, notNegative)
@@ -147,7 +147,7 @@ type CreditReward struct {
 
 // Validate requires a positive amount and timestamp.
 func (p *CreditReward) Validate() error {
-	var c check
+	var c fieldCheck
 	c.amount("amount", p.Amount, true, positive)
 	c.id("task_id", p.TaskID, false)
 	c.timestamp("timestamp", p.Timestamp, true)
@@ -167,7 +167,7 @@ type CreditAdjust struct {
 // Validate requires transaction_id, a non-zero adjustment, reason (an
 // unexplained correction cannot be audited) and timestamp.
 func (p *CreditAdjust) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("transaction_id", p.TransactionID, true)
 	c.amount("adjustment", p.Adjustment, true, notZero)
 	c.text("reason", p.Reason)

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -25,7 +26,7 @@ type Ack struct {
 
 // Validate checks the form of event_id when present.
 func (p *Ack) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("event_id", p.EventID, false)
 	return c.result()
 }
@@ -41,7 +42,7 @@ type ErrorPayload struct {
 // Validate requires reason, the only part a person can act on; status, if
 // given, is an HTTP-like code from 100 to 599.
 func (p *ErrorPayload) Validate() error {
-	var c check
+	var c fieldCheck
 	c.integer("status", p.Status, false, 100, 599)
 	c.text("reason", p.Reason)
 	return c.result()
@@ -59,7 +60,7 @@ type ShutdownRequest struct {
 
 // Validate requires request_id.
 func (p *ShutdownRequest) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("request_id", p.RequestID, true)
 	return c.result()
 }
@@ -74,7 +75,7 @@ type ShutdownResponse struct {
 
 // Validate requires request_id and approve.
 func (p *ShutdownResponse) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("request_id", p.RequestID, true)
 	if p.Approve == nil {
 		c.missing("approve")
@@ -91,7 +92,7 @@ type PlanApproval struct {
 
 // Validate requires request_id and plan.
 func (p *PlanApproval) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("request_id", p.RequestID, true)
 	c.text("plan", p.Plan)
 	return c.result()
@@ -107,7 +108,7 @@ type PlanApprovalResponse struct {
 
 // Validate requires request_id and approve.
 func (p *PlanApprovalResponse) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("request_id", p.RequestID, true)
 	if p.Approve == nil {
 		c.missing("approve")
@@ -127,38 +128,38 @@ const signatureSizeMax = 4200 // bytes
 // Signature algorithms (AGLX-NOTES.md section 4). hmac-sha256 is only for
 // zone membership secrets (zone.join).
 var (
-	keyAlgs  = []string{"rsa-sha256", "ed25519"}
-	zoneAlgs = []string{"hmac-sha256"}
+	sigAlgsKey  = []string{"rsa-sha256", "ed25519"}
+	sigAlgsZone = []string{"hmac-sha256"}
 )
 
 // check collects the first reason a payload is invalid, so that each rule of
 // a Validate method is one line and the first broken rule is the one reported.
-type check struct{ err *Error }
+type fieldCheck struct{ err *Error }
 
-func (c *check) failf(format string, args ...any) {
+func (c *fieldCheck) failf(format string, args ...any) {
 	if c.err == nil {
 		c.err = Errorf(StatusBadRequest, format, args...)
 	}
 }
 
-func (c *check) result() error {
+func (c *fieldCheck) result() error {
 	if c.err == nil {
 		return nil
 	}
 	return c.err
 }
 
-func (c *check) missing(name string) { c.failf("field %q is required", name) }
+func (c *fieldCheck) missing(name string) { c.failf("field %q is required", name) }
 
 // text requires a non-empty string.
-func (c *check) text(name, v string) {
+func (c *fieldCheck) text(name, v string) {
 	if v == "" {
 		c.missing(name)
 	}
 }
 
 // id checks an identifier: 1 to IDSizeMax bytes of visible ASCII.
-func (c *check) id(name, v string, required bool) {
+func (c *fieldCheck) id(name, v string, required bool) {
 	switch {
 	case v == "":
 		if required {
@@ -192,7 +193,7 @@ const (
 
 // amount checks a money field: present if required, within the bounds of an
 // Amount (for one built in Go), and of the sign the rule demands.
-func (c *check) amount(name string, a *Amount, required bool, rule amountRule) {
+func (c *fieldCheck) amount(name string, a *Amount, required bool, rule amountRule) {
 	if a == nil {
 		if required {
 			c.missing(name)
@@ -213,15 +214,26 @@ func (c *check) amount(name string, a *Amount, required bool, rule amountRule) {
 	}
 }
 
-func (c *check) timestamp(name string, t Timestamp, required bool) {
-	if required && t.IsZero() {
-		c.missing(name)
+// timestamp requires a Timestamp if asked to, and checks that a Text set in
+// Go is one the node would have accepted.
+func (c *fieldCheck) timestamp(name string, t Timestamp, required bool) {
+	switch {
+	case t.IsZero():
+		if required {
+			c.missing(name)
+		}
+	case t.Text != "":
+		if parsed, why := parseTimestamp(t.Text); why != "" {
+			c.failf("field %q %s", name, why)
+		} else if !parsed.Equal(t.Time) {
+			c.failf("field %q holds text %s that does not match its time", name, quoteValue(t.Text))
+		}
 	}
 }
 
 // address requires a URI and checks that it is one ParseURI would return,
 // for a payload built in Go rather than decoded.
-func (c *check) address(name string, u URI) {
+func (c *fieldCheck) address(name string, u URI) {
 	if u.IsZero() {
 		c.missing(name)
 		return
@@ -238,7 +250,7 @@ func (c *check) address(name string, u URI) {
 // "rsa-sha256:0f3c9a..." that must parse at this layer; whether VALUE is hex
 // of the right length is for the signature verifier to decide, together with
 // whether it verifies.
-func (c *check) signature(name, sig string, required bool, algs []string) {
+func (c *fieldCheck) signature(name, sig string, required bool, algs []string) {
 	if sig == "" {
 		if required {
 			c.missing(name)
@@ -251,22 +263,13 @@ func (c *check) signature(name, sig string, required bool, algs []string) {
 		c.failf("field %q is longer than %d bytes", name, signatureSizeMax)
 	case !ok || value == "" || !visibleASCII(value):
 		c.failf("field %q must be ALG:hex, with ALG one of %s", name, strings.Join(algs, ", "))
-	case !contains(algs, alg):
+	case !slices.Contains(algs, alg):
 		c.failf("field %q uses algorithm %s; expected one of %s", name, quoteValue(alg), strings.Join(algs, ", "))
 	}
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // integer checks an optional or required integer against [lo, hi].
-func (c *check) integer(name string, v *int64, required bool, lo, hi int64) {
+func (c *fieldCheck) integer(name string, v *int64, required bool, lo, hi int64) {
 	switch {
 	case v == nil:
 		if required {
@@ -279,7 +282,7 @@ func (c *check) integer(name string, v *int64, required bool, lo, hi int64) {
 
 // fraction checks a score or rating, which the reference writes as a number
 // from 0 to 1 (0.93, or the 0.6 threshold of zone.deny).
-func (c *check) fraction(name string, v *float64, required bool) {
+func (c *fieldCheck) fraction(name string, v *float64, required bool) {
 	switch {
 	case v == nil:
 		if required {
@@ -291,7 +294,7 @@ func (c *check) fraction(name string, v *float64, required bool) {
 }
 
 // object checks that an optional raw member holds a JSON object.
-func (c *check) object(name string, raw json.RawMessage, required bool) {
+func (c *fieldCheck) object(name string, raw json.RawMessage, required bool) {
 	raw = bytes.TrimLeft(raw, " \t\r\n")
 	switch {
 	case len(raw) == 0:
@@ -305,7 +308,7 @@ func (c *check) object(name string, raw json.RawMessage, required bool) {
 
 // words checks a list of names (capabilities, expertise): if required, at
 // least one; each non-empty.
-func (c *check) words(name string, list []string, required bool) {
+func (c *fieldCheck) words(name string, list []string, required bool) {
 	switch {
 	case list == nil && required:
 		c.missing(name)

@@ -27,7 +27,7 @@ type MentorRequest struct {
 // Validate requires task_id, which a later credit.reward refers to;
 // metrics, if given, is an object.
 func (p *MentorRequest) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("task_id", p.TaskID, true)
 	c.object("metrics", p.Metrics, false)
 	return c.result()
@@ -46,7 +46,7 @@ type MentorFeedback struct {
 // Validate requires a score from 0 to 1; a reward, if given, is not
 // negative; a reputation_delta, if given, is from -1 to 1.
 func (p *MentorFeedback) Validate() error {
-	var c check
+	var c fieldCheck
 	c.fraction("score", p.Score, true)
 	c.amount("reward", p.Reward, false, notNegative)
 	if d := p.ReputationDelta; d != nil && !(*d >= -1 && *d <= 1) {
@@ -66,7 +66,7 @@ type MentorRegister struct {
 // Validate requires agent_name and at least one expertise: a mentor for
 // nothing cannot be matched to anyone.
 func (p *MentorRegister) Validate() error {
-	var c check
+	var c fieldCheck
 	c.text("agent_name", p.AgentName)
 	c.words("expertise", p.Expertise, true)
 	c.fraction("rating", p.Rating, false)
@@ -86,7 +86,7 @@ type MentorReport struct {
 // Validate requires sessions_total; counts and credits are not negative and
 // avg_score is from 0 to 1.
 func (p *MentorReport) Validate() error {
-	var c check
+	var c fieldCheck
 	c.integer("sessions_total", p.SessionsTotal, true, 0, math.MaxInt64)
 	c.integer("mentees_supported", p.MenteesSupported, false, 0, math.MaxInt64)
 	c.fraction("avg_score", p.AvgScore, false)

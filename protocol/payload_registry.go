@@ -24,19 +24,19 @@ type RegistryUpdate struct {
 	// Status is the agent's state as it words it: "READY", "IDLE", "BUSY".
 	Status string `json:"status,omitempty"`
 	TTL    *int64 `json:"ttl,omitempty"` // seconds
-	// Signature is checked for form only; see check.signature.
+	// Signature is checked for form only; see fieldCheck.signature.
 	Signature string `json:"signature,omitempty"`
 }
 
 // Validate requires agent_name; port, ttl and signature must be well formed
 // when given.
 func (p *RegistryUpdate) Validate() error {
-	var c check
+	var c fieldCheck
 	c.text("agent_name", p.AgentName)
 	c.words("capabilities", p.Capabilities, false)
 	c.integer("port", p.Port, false, 1, 65535)
 	c.integer("ttl", p.TTL, false, 1, ttlMax)
-	c.signature("signature", p.Signature, false, keyAlgs)
+	c.signature("signature", p.Signature, false, sigAlgsKey)
 	return c.result()
 }
 
@@ -50,7 +50,7 @@ type RegistryAck struct {
 
 // Validate checks the form of the fields that are present.
 func (p *RegistryAck) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("agent_id", p.AgentID, false)
 	c.integer("ttl", p.TTL, false, 0, ttlMax)
 	return c.result()
@@ -71,7 +71,7 @@ type RegistryFetch struct {
 // mode; a mode the node does not know is refused rather than answered with a
 // guess.
 func (p *RegistryFetch) Validate() error {
-	var c check
+	var c fieldCheck
 	c.text("mode", p.Mode)
 	if p.Mode != "" && p.Mode != FetchModeUpdate {
 		c.failf("field %q holds %s; the only mode is %q", "mode", quoteValue(p.Mode), FetchModeUpdate)
@@ -89,7 +89,7 @@ type RegistryEntry struct {
 	TTL      *int64    `json:"ttl,omitempty"`      // seconds, in registry.sync
 }
 
-func (e *RegistryEntry) check(c *check, path string) {
+func (e *RegistryEntry) check(c *fieldCheck, path string) {
 	c.id(path+".agent_id", e.AgentID, true)
 	c.address(path+".agent_uri", e.AgentURI)
 	c.integer(path+".ttl", e.TTL, false, 0, ttlMax)
@@ -113,7 +113,7 @@ type RegistrySync struct {
 func (p *RegistrySync) Validate() error { return checkEntries(p.Entries) }
 
 func checkEntries(entries []RegistryEntry) error {
-	var c check
+	var c fieldCheck
 	if entries == nil {
 		c.missing("entries")
 	}
@@ -137,7 +137,7 @@ type RegistryExchange struct {
 
 // Validate requires known_agents (possibly empty), each with agent_uri.
 func (p *RegistryExchange) Validate() error {
-	var c check
+	var c fieldCheck
 	if p.KnownAgents == nil {
 		c.missing("known_agents")
 	}
@@ -157,7 +157,7 @@ type AgentAnnounce struct {
 
 // Validate requires agent_name; uptime, if given, is not negative.
 func (p *AgentAnnounce) Validate() error {
-	var c check
+	var c fieldCheck
 	c.text("agent_name", p.AgentName)
 	c.integer("uptime", p.Uptime, false, 0, math.MaxInt64)
 	return c.result()

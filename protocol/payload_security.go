@@ -12,7 +12,7 @@ package protocol
 // SubjectPublicKeyInfo of an 8192-bit RSA key is about 1,400 bytes.
 const publicKeySizeMax = 4096 // bytes
 
-func (c *check) publicKey(name, key string) {
+func (c *fieldCheck) publicKey(name, key string) {
 	switch {
 	case key == "":
 		c.missing(name)
@@ -35,10 +35,10 @@ type AuthRequest struct {
 // Validate requires all four fields: without the signature there is nothing
 // to verify, without the timestamp nothing to stop a replay.
 func (p *AuthRequest) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("agent_id", p.AgentID, true)
 	c.publicKey("public_key", p.PublicKey)
-	c.signature("signature", p.Signature, true, keyAlgs)
+	c.signature("signature", p.Signature, true, sigAlgsKey)
 	c.timestamp("timestamp", p.Timestamp, true)
 	return c.result()
 }
@@ -54,9 +54,9 @@ type AuthResponse struct {
 
 // Validate requires status.
 func (p *AuthResponse) Validate() error {
-	var c check
+	var c fieldCheck
 	c.text("status", p.Status)
-	c.signature("signature", p.Signature, false, keyAlgs)
+	c.signature("signature", p.Signature, false, sigAlgsKey)
 	return c.result()
 }
 
@@ -74,7 +74,7 @@ type KeyRotate struct {
 // Validate requires both key ids, distinct, the new public_key and
 // timestamp.
 func (p *KeyRotate) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("old_key_id", p.OldKeyID, true)
 	c.id("new_key_id", p.NewKeyID, true)
 	if p.OldKeyID != "" && p.OldKeyID == p.NewKeyID {
@@ -82,7 +82,7 @@ func (p *KeyRotate) Validate() error {
 	}
 	c.publicKey("public_key", p.PublicKey)
 	c.timestamp("timestamp", p.Timestamp, true)
-	c.signature("signature", p.Signature, false, keyAlgs)
+	c.signature("signature", p.Signature, false, sigAlgsKey)
 	return c.result()
 }
 
@@ -99,10 +99,10 @@ type ZoneJoin struct {
 // Validate requires zone_id, agent_id, an hmac-sha256 signature and
 // timestamp. Only zone.join uses hmac-sha256, and it uses nothing else.
 func (p *ZoneJoin) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("zone_id", p.ZoneID, true)
 	c.id("agent_id", p.AgentID, true)
-	c.signature("signature", p.Signature, true, zoneAlgs)
+	c.signature("signature", p.Signature, true, sigAlgsZone)
 	c.words("capabilities", p.Capabilities, false)
 	c.timestamp("timestamp", p.Timestamp, true)
 	return c.result()
@@ -118,7 +118,7 @@ type ZoneConfirm struct {
 
 // Validate requires zone_id and session_token.
 func (p *ZoneConfirm) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("zone_id", p.ZoneID, true)
 	c.id("session_token", p.SessionToken, true)
 	return c.result()
@@ -133,7 +133,7 @@ type ZoneDeny struct {
 
 // Validate requires zone_id and reason.
 func (p *ZoneDeny) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("zone_id", p.ZoneID, true)
 	c.text("reason", p.Reason)
 	return c.result()
@@ -148,7 +148,7 @@ type ZoneLeave struct {
 
 // Validate requires zone_id.
 func (p *ZoneLeave) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("zone_id", p.ZoneID, true)
 	return c.result()
 }

@@ -28,7 +28,7 @@ type TaskAssign struct {
 // Validate requires task; priority, if given, is 0 to 1000; payload, if given,
 // is an object.
 func (p *TaskAssign) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("task_id", p.TaskID, false)
 	c.text("task", p.Task)
 	c.integer("priority", p.Priority, false, 0, priorityMax)
@@ -50,7 +50,7 @@ type TaskResult struct {
 
 // Validate requires task_id and status; duration, if given, is not negative.
 func (p *TaskResult) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("task_id", p.TaskID, true)
 	c.text("status", p.Status)
 	if p.Duration != nil && !(*p.Duration >= 0 && *p.Duration <= math.MaxFloat64) {
@@ -69,7 +69,7 @@ type TaskReject struct {
 // Validate requires task_id and reason: a refusal without a reason leaves the
 // owner nothing to act on.
 func (p *TaskReject) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("task_id", p.TaskID, true)
 	c.text("reason", p.Reason)
 	return c.result()
@@ -88,7 +88,7 @@ type TaskRetry struct {
 
 // Validate requires original_task_id and an attempt of at least 1.
 func (p *TaskRetry) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("original_task_id", p.OriginalTaskID, true)
 	c.integer("attempt", p.Attempt, true, 1, math.MaxInt32)
 	c.integer("priority", p.Priority, false, 0, priorityMax)
@@ -104,7 +104,7 @@ type TaskCancel struct {
 
 // Validate requires task_id.
 func (p *TaskCancel) Validate() error {
-	var c check
+	var c fieldCheck
 	c.id("task_id", p.TaskID, true)
 	return c.result()
 }

@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -42,10 +43,26 @@ func parseTimestamp(s string) (Timestamp, string) {
 		return Timestamp{}, "is longer than " + strconv.Itoa(timestampSizeMax) + " bytes; expected an RFC 3339 time such as \"2025-10-29T18:22:04Z\""
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
+	if err != nil || !strictRFC3339(s) {
 		return Timestamp{}, "holds " + quoteValue(s) + ", which is not an RFC 3339 time such as \"2025-10-29T18:22:04Z\""
 	}
 	return Timestamp{Time: t, Text: s}, ""
+}
+
+// strictRFC3339 refuses what time.Parse takes but RFC 3339 does not, so that
+// a reader in another language agrees with the node: a comma before the
+// fraction ("04,5Z") and offsets of 24 hours or more ("+24:00"). It is called
+// on text time.Parse has accepted, so the offset's digits are digits.
+func strictRFC3339(s string) bool {
+	if strings.IndexByte(s, ',') >= 0 {
+		return false
+	}
+	if n := len(s); n >= 6 && (s[n-6] == '+' || s[n-6] == '-') {
+		hours := int(s[n-5]-'0')*10 + int(s[n-4]-'0')
+		minutes := int(s[n-2]-'0')*10 + int(s[n-1]-'0')
+		return hours <= 23 && minutes <= 59
+	}
+	return true
 }
 
 // IsZero reports whether t is absent. It also lets encoding/json's omitzero

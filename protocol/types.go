@@ -83,28 +83,31 @@ type TypeInfo struct {
 	// NoReply is set for ack and error: they are recorded but never answered,
 	// so that two nodes cannot answer each other's answers forever.
 	NoReply bool
-
-	// newPayload returns a zero payload for Parse to decode into.
-	newPayload func() Payload
 }
 
-// knownTypes is the registry, indexed by TYPE. It is filled once at package
-// initialisation and never written afterwards, so reading it needs no lock.
-var knownTypes = map[string]TypeInfo{}
+// knownTypes is the registry, indexed by TYPE, and newPayload the zero
+// payload of each TYPE for Parse to decode into. Both are filled once at
+// package initialisation and never written afterwards, so reading them needs
+// no lock. The constructor is kept out of TypeInfo so that TypeInfo stays a
+// plain, comparable value.
+var (
+	knownTypes = map[string]TypeInfo{}
+	newPayload = map[string]func() Payload{}
+)
 
 func init() {
-	add := func(name, group string, newPayload func() Payload) {
+	add := func(name, group string, payload func() Payload) {
 		if _, dup := knownTypes[name]; dup {
 			panic("protocol: TYPE " + name + " registered twice")
 		}
 		knownTypes[name] = TypeInfo{
-			Name:       name,
-			Group:      group,
-			UDP:        name == TypeAgentAnnounce,
-			Security:   group == GroupSecurity,
-			NoReply:    name == TypeAck || name == TypeError,
-			newPayload: newPayload,
+			Name:     name,
+			Group:    group,
+			UDP:      name == TypeAgentAnnounce,
+			Security: group == GroupSecurity,
+			NoReply:  name == TypeAck || name == TypeError,
 		}
+		newPayload[name] = payload
 	}
 	add(TypeTaskAssign, GroupTask, func() Payload { return new(TaskAssign) })
 	add(TypeTaskResult, GroupTask, func() Payload { return new(TaskResult) })

@@ -70,11 +70,17 @@ func checkURIName(name string) string {
 		return "the name is empty"
 	}
 	host, port, hasPort := strings.Cut(name, ":")
-	if hasPort {
-		if why := checkPort(port); why != "" {
-			return why
-		}
+	if why := checkHost(host); why != "" {
+		return why
 	}
+	if hasPort {
+		return checkPort(port)
+	}
+	return ""
+}
+
+// checkHost checks the host part of NAME and says what is wrong, or returns "".
+func checkHost(host string) string {
 	if host == "" {
 		return "the name is empty"
 	}

@@ -5,8 +5,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 const usage = `usage: aglx COMMAND [flags]
@@ -28,7 +31,9 @@ func main() {
 	case "send":
 		err = runSend(os.Args[2:], os.Stdin, os.Stdout)
 	case "tail":
-		err = runTail(os.Args[2:], os.Stdout)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		err = runTail(ctx, os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -7,10 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/aglx/ledger/events"
@@ -24,7 +21,7 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
-func runTail(args []string, stdout io.Writer) error {
+func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("aglx tail", flag.ContinueOnError)
 	url := fs.String("nats", "nats://127.0.0.1:4222", "the node's NATS address (aglxd --nats-listen)")
 	stream := fs.String("stream", events.StreamNameDefault, "event log stream name")
@@ -53,8 +50,6 @@ func runTail(args []string, stdout io.Writer) error {
 	}
 	opts.Subjects = filters(types, *from, *to, *agent)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	nc, err := nats.Connect(*url, nats.Name("aglx tail"))
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", *url, err)

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/bridge"
+	"github.com/aglx/ledger/events"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// testNode is a bare node: embedded server, log and bridge on loopback.
+type testNode struct {
+	tcp, udp, natsURL string
+}
+
+func startTestNode(t *testing.T) testNode {
+	t.Helper()
+	s, err := events.StartServer(events.ServerConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	nc, err := nats.Connect("", nats.InProcessServer(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	l, err := events.Open(context.Background(), nc, events.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := bridge.New(l, bridge.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeTCP(ln, events.TransportTCP)
+	go srv.ServeUDP(pc)
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	return testNode{tcp: ln.Addr().String(), udp: pc.LocalAddr().String(), natsURL: clientURL(s)}
+}
+
+func clientURL(s *server.Server) string { return s.ClientURL() }
+
+func referencePaths(t *testing.T) []string {
+	t.Helper()
+	paths, _ := filepath.Glob("../../testdata/reference/*.aglx")
+	sort.Strings(paths)
+	if len(paths) == 0 {
+		t.Fatal("no reference frames")
+	}
+	return paths
+}
+
+func TestSendAndTail(t *testing.T) {
+	n := startTestNode(t)
+	paths := referencePaths(t)
+	var out bytes.Buffer
+	if err := runSend(append([]string{"--addr", n.tcp}, paths...), nil, &out); err != nil {
+		t.Fatalf("aglx send = %v\n%s", err, out.String())
+	}
+	if got := strings.Count(out.String(), "TYPE: ack\n"); got != len(paths) {
+		t.Fatalf("aglx send printed %d acks for %d frames:\n%s", got, len(paths), out.String())
+	}
+
+	tests := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"everything", nil, len(paths)},
+		{"one group", []string{"--type", "credit"}, 8},
+		{"one type", []string{"--type", "task.assign"}, 3},
+		{"two types", []string{"--type", "zone.join", "--type", "zone.leave"}, 2},
+		{"from an agent", []string{"--from", "agent://worker05.local"}, 3},
+		{"to an agent", []string{"--to", "agent://worker05.local"}, 7},
+		{"from or to an agent", []string{"--agent", "agent://worker05.local"}, 9},
+		{"from a sequence", []string{"--seq", "30"}, len(paths) - 29},
+		{"since a time", []string{"--since", "1h"}, len(paths)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var tail bytes.Buffer
+			args := append([]string{"--nats", n.natsURL, "--no-follow", "--json"}, tc.args...)
+			if err := runTail(context.Background(), args, &tail); err != nil {
+				t.Fatalf("aglx tail %v = %v", args, err)
+			}
+			lines := 0
+			sc := bufio.NewScanner(&tail)
+			for sc.Scan() {
+				var l jsonLine
+				if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Seq == 0 || len(l.Body) == 0 {
+					t.Fatalf("line %q: %v", sc.Text(), err)
+				}
+				lines++
+			}
+			if lines != tc.want {
+				t.Fatalf("aglx tail %v printed %d events, want %d", tc.args, lines, tc.want)
+			}
+		})
+	}
+}
+
+func TestSendReportsErrors(t *testing.T) {
+	n := startTestNode(t)
+	var out bytes.Buffer
+	in := strings.NewReader("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.explode\n\n{}\n")
+	err := runSend([]string{"--addr", n.tcp}, in, &out)
+	if code, ok := err.(exitCode); !ok || code != 1 {
+		t.Fatalf("aglx send of a bad frame = %v, want exit 1", err)
+	}
+	if !strings.Contains(out.String(), "TYPE: error") || !strings.Contains(out.String(), "task.explode") {
+		t.Fatalf("output does not show the error:\n%s", out.String())
+	}
+}
+
+func TestTailFollows(t *testing.T) {
+	n := startTestNode(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ctxDone := make(chan error, 1)
+	pr, pw := io.Pipe()
+	go func() {
+		ctxDone <- runTail(ctx, []string{"--nats", n.natsURL, "--type", "agent.announce"}, pw)
+		pw.Close()
+	}()
+	defer func() {
+		cancel()
+		go io.Copy(io.Discard, pr)
+		if err := <-ctxDone; err != nil {
+			t.Errorf("tail after cancel: %v", err)
+		}
+	}()
+	if err := runSend([]string{"--udp", "--addr", n.udp, referencePaths(t)[13]}, nil, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "TYPE: agent.announce") {
+				lines <- sc.Text()
+				return
+			}
+		}
+	}()
+	select {
+	case <-lines:
+	case err := <-ctxDone:
+		t.Fatalf("tail ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("tail did not print the announce")
+	}
+}
