@@ -238,4 +238,3 @@ func checkAcksStored(t *testing.T, p *nodeProcess, acks map[string]ackBody) {
 	}
 	t.Logf("%d acked, %d stored", len(acks), len(stored))
 }
-
