@@ -44,10 +44,11 @@ func startBenchServer(b *testing.B) (*events.Log, *nats.Conn) {
 		b.Fatal(err)
 	}
 	b.Cleanup(nc.Close)
-	l, err := events.Open(context.Background(), nc, events.Config{})
+	l, err := events.Open(context.Background(), nc, events.Config{}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { l.Close(context.Background()) })
 	return l, nc
 }
 

@@ -26,6 +26,11 @@ const (
 	HdrHeader = "Aglx-Header"
 	// HdrNoBody marks a frame that had no body at all, as opposed to "{}".
 	HdrNoBody = "Aglx-No-Body"
+	// HdrDedupID is the client's deduplication key, "id:<FROM>:<ID>", on
+	// events whose frame had an ID header. Nats-Msg-Id is always the event
+	// id, which is unique, so JetStream's own deduplication can never drop
+	// an event the node has already promised a sequence to.
+	HdrDedupID = "Aglx-Dedup-Id"
 )
 
 // timeFormat is RFC 3339 with nanoseconds, always UTC, so that the stored
@@ -35,8 +40,11 @@ const timeFormat = "2006-01-02T15:04:05.000000000Z07:00"
 // toMsg encodes an envelope as the NATS message the log stores.
 func toMsg(e *Envelope) *nats.Msg {
 	h := make(nats.Header, 12)
-	h[nats.MsgIdHdr] = []string{e.MsgID}
+	h[nats.MsgIdHdr] = []string{e.ID}
 	h[HdrEventID] = []string{e.ID}
+	if e.MsgID != "" && e.MsgID != e.ID {
+		h[HdrDedupID] = []string{e.MsgID}
+	}
 	h[HdrType] = []string{e.Type}
 	h[HdrFrom] = []string{e.From}
 	if e.To != "" {
@@ -75,7 +83,10 @@ func FromMsg(h nats.Header, data []byte, seq uint64) (*Envelope, error) {
 		Transport: h.Get(HdrTransport),
 		Declared:  h.Get(HdrDeclared),
 		Peer:      h.Get(HdrPeer),
-		MsgID:     h.Get(nats.MsgIdHdr),
+		MsgID:     h.Get(HdrDedupID),
+	}
+	if e.MsgID == "" {
+		e.MsgID = e.ID
 	}
 	if e.ID == "" || e.Type == "" {
 		return nil, fmt.Errorf("event at seq %d: missing %s or %s header: not an AGLX event", seq, HdrEventID, HdrType)

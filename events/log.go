@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aglx/ledger/protocol"
@@ -11,38 +14,44 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Defaults for the stream. Each is a bound: on disk, in time, or on the
-// publishes the node keeps in flight.
+// Defaults and bounds of the log. Each is a bound: on disk, in time, or on
+// the appends the node holds in memory.
 const (
 	StreamNameDefault = "AGLX"
-	// DuplicateWindowDefault is how long JetStream remembers a Nats-Msg-Id.
-	// A client that retries a frame with the same ID header within it gets
-	// the first event back instead of a second one.
+	// DuplicateWindowDefault is how long a client's ID header is remembered:
+	// a resend of the same FROM and ID within it gets the first event back.
 	DuplicateWindowDefault = 2 * time.Minute
-	// StreamBytesMaxDefault leaves the log bounded on disk by the server's
-	// JetStream store limit (by default 75% of the free disk when the server
-	// starts). Either way the stream refuses new events when full (discard
-	// new) rather than dropping old history: a ledger never forgets.
+	// DedupEntriesMax bounds the IDs remembered for the window. Beyond it the
+	// oldest are forgotten early, which only shortens the window under a
+	// flood of IDs; it never makes the node store an event twice by itself.
+	DedupEntriesMax = 1 << 20 // IDs
+	// StreamBytesMaxDefault leaves the event stream bounded on disk by the
+	// server's JetStream store limit (by default 75% of the free disk when
+	// the server starts). Either way the stream refuses new events when full
+	// (discard new) rather than dropping old history: a ledger never forgets.
 	StreamBytesMaxDefault = -1 // bytes; -1 = the server's store limit
-	// InFlightMax bounds the appends the node has sent but JetStream has not
-	// acknowledged. When it is reached, Append blocks: back-pressure reaches
-	// the connections instead of memory growing.
-	InFlightMax = 4096 // appends
-	// AckTimeout bounds the wait for JetStream to acknowledge one append;
-	// after it the append counts as failed (it may still have been stored,
-	// which a retry with the same Nats-Msg-Id resolves).
+	// WALBytesMaxDefault bounds the write-ahead stream. It must hold every
+	// batch whose events the event stream may not have flushed yet: with
+	// EventSyncInterval at 1s, 1 GiB is minutes of full-speed ingest.
+	WALBytesMaxDefault = 1 << 30 // bytes
+	// InFlightMax bounds the appends waiting for a commit. When it is
+	// reached, Append blocks: back-pressure reaches the connections instead
+	// of memory growing.
+	InFlightMax = 8192 // appends
+	// AckTimeout bounds the wait for JetStream to acknowledge a publish.
 	AckTimeout = 30 * time.Second
 	// envelopeOverhead is room for the NATS headers around the largest body.
 	envelopeOverhead = 128 << 10 // bytes
 )
 
-// Config describes the stream. The zero value plus Defaults() is valid.
+// Config describes the log's streams. The zero value is valid.
 type Config struct {
 	Stream          string
 	DuplicateWindow time.Duration
 	BytesMax        int64
-	// BodySizeMax is the largest body the node accepts; the stream's message
-	// size limit is set above it.
+	WALBytesMax     int64
+	// BodySizeMax is the largest body the node accepts; the streams' message
+	// size limits are set above it.
 	BodySizeMax int
 	Replicas    int
 }
@@ -58,6 +67,9 @@ func (c Config) withDefaults() Config {
 	if c.BytesMax == 0 {
 		c.BytesMax = StreamBytesMaxDefault
 	}
+	if c.WALBytesMax <= 0 {
+		c.WALBytesMax = WALBytesMaxDefault
+	}
 	if c.BodySizeMax <= 0 {
 		c.BodySizeMax = protocol.BodySizeMaxDefault
 	}
@@ -67,11 +79,19 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// StreamConfig is the JetStream configuration the log runs with. Deletes and
-// purges are denied: the log is the system of record and is never edited.
+// walStream and walSubject name the write-ahead stream of an event stream.
+func (c Config) walStream() string  { return c.Stream + "_WAL" }
+func (c Config) walSubject() string { return "aglx.wal." + c.Stream }
+
+// StreamConfig is the event stream: one message per event, on the subjects
+// consumers filter by. Deletes and purges are denied: it is the system of
+// record. It is written only from committed batches of the write-ahead
+// stream, so it can use JetStream's asynchronous persistence (flushed every
+// EventSyncInterval): anything it loses in a crash is in the write-ahead
+// stream and is put back at start (see recover.go).
 func (c Config) StreamConfig() jetstream.StreamConfig {
 	c = c.withDefaults()
-	return jetstream.StreamConfig{
+	sc := jetstream.StreamConfig{
 		Name:        c.Stream,
 		Description: "AGLX event log: every received message, append-only",
 		Subjects:    []string{SubjectPrefix + ".>"},
@@ -85,22 +105,72 @@ func (c Config) StreamConfig() jetstream.StreamConfig {
 		DenyDelete:  true,
 		DenyPurge:   true,
 	}
+	if c.Replicas == 1 {
+		sc.PersistMode = jetstream.AsyncPersistMode
+	}
+	return sc
 }
 
-// Log is the append-only event log on one JetStream stream.
+// WALConfig is the write-ahead stream: one message per group commit, synced
+// to disk before any event in it is acknowledged. It keeps its newest
+// WALBytesMax bytes; it is bounded by size, never by age, so a node that
+// was down for a day still finds the batches it needs at start.
+func (c Config) WALConfig() jetstream.StreamConfig {
+	c = c.withDefaults()
+	return jetstream.StreamConfig{
+		Name:        c.walStream(),
+		Description: "AGLX write-ahead batches: the durable copy of the newest events",
+		Subjects:    []string{c.walSubject()},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxBytes:    c.WALBytesMax,
+		MaxMsgSize:  int32(max(BatchBytesMax, c.BodySizeMax) + envelopeOverhead),
+		Replicas:    c.Replicas,
+		DenyDelete:  true,
+	}
+}
+
+// Log is the append-only event log. Appends are group-committed: the events
+// waiting when a commit ends are written together as one batch to the
+// write-ahead stream, which costs one fsync; once that is on disk they are
+// acknowledged and then published one by one to the event stream, each at
+// the sequence it was promised.
 type Log struct {
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	stream   jetstream.Stream
-	cfg      Config
-	inflight chan struct{}
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	wal    jetstream.Stream // nil for a read-only (attached) log
+	cfg    Config
+	lg     *slog.Logger
+
+	queue     chan *Pending // appends waiting for the committer
+	toPublish chan *batch   // committed batches waiting for the publisher
+	ids       *idIndex      // client IDs seen in the duplicate window
+
+	// Owned by the committer goroutine once it runs.
+	nextSeq uint64 // the sequence the next event gets
+	walLast uint64 // the write-ahead stream's last sequence
+
+	pubMu     sync.Mutex
+	published uint64        // last sequence confirmed in the event stream
+	pubCh     chan struct{} // closed and replaced when published grows
+	unhealthy atomic.Value  // error: why the log refuses appends, if it does
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
-// Open creates the stream if it does not exist, or brings its configuration
-// up to date, and returns the log.
-func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
+// Open creates the streams if they do not exist or brings their
+// configuration up to date, repairs the event stream from the write-ahead
+// stream (see recover.go), and starts the committer. Close stops it.
+func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log, error) {
 	cfg = cfg.withDefaults()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(InFlightMax+1), jetstream.WithPublishAsyncTimeout(AckTimeout))
+	if lg == nil {
+		lg = slog.Default()
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2*BatchEventsMax), jetstream.WithPublishAsyncTimeout(AckTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("events: jetstream: %w", err)
 	}
@@ -108,11 +178,29 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: create stream %s: %w", cfg.Stream, err)
 	}
-	return &Log{nc: nc, js: js, stream: st, cfg: cfg, inflight: make(chan struct{}, InFlightMax)}, nil
+	wal, err := js.CreateOrUpdateStream(ctx, cfg.WALConfig())
+	if err != nil {
+		return nil, fmt.Errorf("events: create stream %s: %w", cfg.walStream(), err)
+	}
+	l := &Log{
+		nc: nc, js: js, stream: st, wal: wal, cfg: cfg, lg: lg,
+		queue:     make(chan *Pending, InFlightMax),
+		toPublish: make(chan *batch, InFlightMax/BatchEventsMax+1),
+		ids:       newIDIndex(cfg.DuplicateWindow, DedupEntriesMax),
+		stop:      make(chan struct{}),
+		pubCh:     make(chan struct{}),
+	}
+	if err := l.recover(ctx); err != nil {
+		return nil, err
+	}
+	l.wg.Add(2)
+	go l.commitLoop()
+	go l.publishLoop()
+	return l, nil
 }
 
-// Attach opens an existing log without changing its stream, for readers
-// such as `aglx tail` that must not reconfigure the node's stream.
+// Attach opens an existing log read-only, for readers such as `aglx tail`
+// that must neither reconfigure nor write the node's streams.
 func Attach(ctx context.Context, nc *nats.Conn, stream string) (*Log, error) {
 	if stream == "" {
 		stream = StreamNameDefault
@@ -125,124 +213,160 @@ func Attach(ctx context.Context, nc *nats.Conn, stream string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: stream %s: %w", stream, err)
 	}
-	cfg := Config{Stream: stream}.withDefaults()
-	return &Log{nc: nc, js: js, stream: st, cfg: cfg, inflight: make(chan struct{}, InFlightMax)}, nil
+	return &Log{nc: nc, js: js, stream: st, cfg: Config{Stream: stream}.withDefaults()}, nil
 }
 
-// Stream is the name of the log's stream.
-func (l *Log) Stream() string { return l.cfg.Stream }
+// Close stops taking appends, commits and publishes what it holds, and
+// returns when the event stream has every acknowledged event or ctx ends.
+// The caller must stop calling Append first.
+func (l *Log) Close(ctx context.Context) error {
+	if l.wal == nil {
+		return nil
+	}
+	l.stopOnce.Do(func() { close(l.stop) })
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("events: close: %w", ctx.Err())
+	}
+}
 
-// JetStream exposes the client for readers such as the projection runner.
-func (l *Log) JetStream() jetstream.JetStream { return l.js }
+// Stream is the name of the event stream.
+func (l *Log) Stream() string { return l.cfg.Stream }
 
 // Appended is where an append landed.
 type Appended struct {
 	EventID string
 	Seq     uint64
-	// Duplicate is set when JetStream already held an event with the same
-	// Nats-Msg-Id; EventID and Seq are then those of the first one.
+	// Duplicate is set when the log already held an event with the same
+	// client ID; EventID and Seq are then those of the first one.
 	Duplicate bool
 }
 
-// Pending is an append in flight. Its result is known once Done is closed.
+// Pending is an append in flight. Its result is known once Poll is true.
 type Pending struct {
-	log  *Log
 	env  *Envelope
-	fut  jetstream.PubAckFuture
+	done chan struct{}
+	res  Appended
 	err  error
-	ack  *jetstream.PubAck // set by Poll once the acknowledgement is in
-	done bool              // the result is in ack or err
 }
 
-// Append sends env to the stream without waiting for the acknowledgement.
-// It blocks while InFlightMax appends are outstanding. env.ID and env.MsgID
-// must be set; env must not change until the Pending is resolved.
+// Append queues env for the next group commit and returns at once, unless
+// InFlightMax appends are already waiting, in which case it blocks until
+// there is room or ctx ends. env.ID and env.MsgID must be set; env must not
+// change afterwards.
 func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
-	p := &Pending{log: l, env: env}
-	select {
-	case l.inflight <- struct{}{}:
-	case <-ctx.Done():
-		p.err = ctx.Err()
+	p := &Pending{env: env, done: make(chan struct{})}
+	if l.wal == nil {
+		p.fail(errors.New("events: the log is open read-only"))
 		return p
 	}
-	p.fut, p.err = l.js.PublishMsgAsync(toMsg(env))
-	if p.err != nil {
-		<-l.inflight
-		p.done = true
+	if err := l.health(); err != nil {
+		p.fail(err)
+		return p
+	}
+	select {
+	case l.queue <- p:
+	case <-l.stop:
+		p.fail(errors.New("events: the log is closing"))
+	case <-ctx.Done():
+		p.fail(ctx.Err())
 	}
 	return p
 }
 
+func (p *Pending) resolve(a Appended) { p.res = a; close(p.done) }
+func (p *Pending) fail(err error)     { p.err = err; close(p.done) }
+
 // Poll reports, without blocking, whether the result is in. A writer uses it
 // to flush the replies it holds before it waits.
 func (p *Pending) Poll() bool {
-	if p.done {
-		return true
-	}
 	select {
-	case ack := <-p.fut.Ok():
-		p.settle(ack, nil)
-	case err := <-p.fut.Err():
-		p.settle(nil, err)
+	case <-p.done:
+		return true
 	default:
+		return false
 	}
-	return p.done
 }
 
-func (p *Pending) settle(ack *jetstream.PubAck, err error) {
-	p.ack, p.err, p.done = ack, err, true
-	<-p.log.inflight
-}
-
-// Wait blocks until JetStream acknowledges the append (with sync always, once
-// it is on disk) or refuses it, or ctx ends.
-// Wait must be called once for every Pending: it releases the in-flight slot.
+// Wait blocks until the append is durable (with sync always: on disk) or
+// has failed, or ctx ends. A failure is a *protocol.Error with status 503:
+// the event may or may not be stored, and a resend with the same ID is safe.
 func (p *Pending) Wait(ctx context.Context) (Appended, error) {
-	if !p.done {
-		select {
-		case ack := <-p.fut.Ok():
-			p.settle(ack, nil)
-		case err := <-p.fut.Err():
-			p.settle(nil, err)
-		case <-ctx.Done():
-			// The slot stays taken until JetStream answers: the publish is
-			// still in flight. A goroutine waits for that so it is released.
-			go func() {
-				select {
-				case <-p.fut.Ok():
-				case <-p.fut.Err():
-				}
-				<-p.log.inflight
-			}()
-			p.done, p.err = true, ctx.Err()
-		}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return Appended{}, unavailable(ctx.Err())
 	}
 	if p.err != nil {
-		return Appended{}, p.wrap(p.err)
+		return Appended{}, unavailable(p.err)
 	}
-	a := Appended{EventID: p.env.ID, Seq: p.ack.Sequence, Duplicate: p.ack.Duplicate}
-	if p.ack.Duplicate {
-		first, err := p.log.Get(ctx, p.ack.Sequence)
-		if err != nil {
-			return Appended{}, p.wrap(err)
+	return p.res, nil
+}
+
+func unavailable(err error) error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &protocol.Error{Status: protocol.StatusUnavailable, Reason: fmt.Sprintf("the event log did not store the message (%v); resending it with the same ID header is safe", err)}
+}
+
+// health is nil while the log takes appends.
+func (l *Log) health() error {
+	if v := l.unhealthy.Load(); v != nil {
+		if err, ok := v.(error); ok && err != nil {
+			return err
 		}
-		a.EventID = first.ID
 	}
-	return a, nil
+	return nil
 }
 
-// wrap turns a JetStream failure into a refusal with the status a client can
-// act on: 413 for an event above the size limit, 503 for anything else, as
-// the event may not be stored and a retry with the same ID is safe.
-func (p *Pending) wrap(err error) error {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
-		return &protocol.Error{Status: protocol.StatusTooLarge, Reason: "the event is larger than the log accepts"}
-	}
-	return &protocol.Error{Status: protocol.StatusUnavailable, Reason: fmt.Sprintf("the event log did not store the message (%v); retrying with the same ID header is safe", err)}
+// Healthy reports why the log refuses appends, or nil.
+func (l *Log) Healthy() error { return l.health() }
+
+// Published is the last sequence known to be in the event stream.
+func (l *Log) Published() uint64 {
+	l.pubMu.Lock()
+	defer l.pubMu.Unlock()
+	return l.published
 }
 
-// LastSeq is the sequence of the newest event, 0 for an empty log.
+func (l *Log) setPublished(seq uint64) {
+	l.pubMu.Lock()
+	defer l.pubMu.Unlock()
+	if seq > l.published {
+		l.published = seq
+		close(l.pubCh)
+		l.pubCh = make(chan struct{})
+	}
+}
+
+// WaitPublished blocks until the event at seq is in the event stream, where
+// Get, Read and every consumer can see it. An acknowledged append is durable
+// at once, and visible there a moment later.
+func (l *Log) WaitPublished(ctx context.Context, seq uint64) error {
+	for {
+		l.pubMu.Lock()
+		done, ch := l.published >= seq, l.pubCh
+		l.pubMu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("events: waiting for seq %d to be published: %w", seq, ctx.Err())
+		}
+	}
+}
+
+// LastSeq is the sequence of the newest event in the event stream, 0 for an
+// empty log. Events acknowledged a moment ago may not be there yet; use
+// Published to wait for them.
 func (l *Log) LastSeq(ctx context.Context) (uint64, error) {
 	info, err := l.stream.Info(ctx)
 	if err != nil {

@@ -25,10 +25,11 @@ func openTestLog(t *testing.T, dir string) (*Log, *nats.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	l, err := Open(context.Background(), nc, Config{})
+	l, err := Open(context.Background(), nc, Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Close(context.Background()) })
 	return l, nc
 }
 
@@ -61,6 +62,14 @@ func appendAll(t *testing.T, l *Log, envs ...*Envelope) []Appended {
 		}
 		out[i] = a
 	}
+	// Acknowledged means durable; visible to readers a moment later.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, a := range out {
+		if err := l.WaitPublished(wctx, a.Seq); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return out
 }
 
@@ -88,6 +97,7 @@ func TestAppendIsIdempotentByMsgID(t *testing.T) {
 	l, _ := openTestLog(t, t.TempDir())
 	first := testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local")
 	again := testEnvelope(2, "task.assign", "agent://a.local", "agent://b.local")
+	first.MsgID = "id:agent://a.local:x"
 	again.MsgID = first.MsgID
 	got := appendAll(t, l, first, again)
 	if !got[1].Duplicate || got[1].Seq != got[0].Seq || got[1].EventID != first.ID {
@@ -166,11 +176,12 @@ func TestLogSurvivesRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := Open(context.Background(), nc, Config{})
+		l, err := Open(context.Background(), nc, Config{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		appendAll(t, l, testEnvelope(1, "ack", "agent://a.local", "agent://b.local"))
+		l.Close(context.Background())
 		nc.Close()
 		s.Shutdown()
 		s.WaitForShutdown()

@@ -27,6 +27,11 @@ type ServerConfig struct {
 	MaxPayload int32
 }
 
+// EventSyncInterval is how often the event stream, which is written only
+// from batches already synced to the write-ahead stream, is flushed to disk.
+// The write-ahead stream must hold far more than this much ingest.
+const EventSyncInterval = time.Second
+
 // serverReadyTimeout bounds the wait for the embedded server to start.
 const serverReadyTimeout = 30 * time.Second
 
@@ -48,6 +53,9 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	}
 	if cfg.SyncInterval <= 0 {
 		opts.SyncAlways = true
+		// Streams in asynchronous persist mode (the event stream) ignore
+		// SyncAlways and flush on this interval instead.
+		opts.SyncInterval = EventSyncInterval
 	} else {
 		opts.SyncInterval = cfg.SyncInterval
 	}

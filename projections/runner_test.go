@@ -24,10 +24,11 @@ func openLog(t *testing.T) *events.Log {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	l, err := events.Open(context.Background(), nc, events.Config{})
+	l, err := events.Open(context.Background(), nc, events.Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Close(context.Background()) })
 	return l
 }
 

@@ -29,7 +29,7 @@ type CreditTransfer struct {
 // transaction_id.
 func (p *CreditTransfer) Validate() error {
 	var c fieldCheck
-	c.amount("amount", p.Amount, true, positive)
+	c.amount("amount", p.Amount, true, amountPositive)
 	c.text("currency", p.Currency)
 	if p.Currency != "" && p.Currency != Currency {
 		c.failf("field %q holds %s; the only currency is %q", "currency", quoteValue(p.Currency), Currency)
@@ -54,8 +54,8 @@ type CreditReceived struct {
 func (p *CreditReceived) Validate() error {
 	var c fieldCheck
 	c.id("transaction_id", p.TransactionID, true)
-	c.amount("amount", p.Amount, true, positive)
-	c.amount("balance", p.Balance, false, anySign)
+	c.amount("amount", p.Amount, true, amountPositive)
+	c.amount("balance", p.Balance, false, amountAnySign)
 	c.timestamp("timestamp", p.Timestamp, true)
 	return c.result()
 }
@@ -72,7 +72,7 @@ type CreditRequest struct {
 // Validate requires a positive requested_amount and timestamp.
 func (p *CreditRequest) Validate() error {
 	var c fieldCheck
-	c.amount("requested_amount", p.RequestedAmount, true, positive)
+	c.amount("requested_amount", p.RequestedAmount, true, amountPositive)
 	c.id("task_id", p.TaskID, false)
 	c.timestamp("timestamp", p.Timestamp, true)
 	return c.result()
@@ -88,7 +88,7 @@ type CreditApprove struct {
 // Validate requires a positive approved_amount and transaction_id.
 func (p *CreditApprove) Validate() error {
 	var c fieldCheck
-	c.amount("approved_amount", p.ApprovedAmount, true, positive)
+	c.amount("approved_amount", p.ApprovedAmount, true, amountPositive)
 	c.id("transaction_id", p.TransactionID, true)
 	return c.result()
 }
@@ -107,9 +107,9 @@ type CreditDeny struct {
 // timestamp.
 func (p *CreditDeny) Validate() error {
 	var c fieldCheck
-	c.amount("requested_amount", p.RequestedAmount, true, positive)
+	c.amount("requested_amount", p.RequestedAmount, true, amountPositive)
 	c.text("reason", p.Reason)
-	c.amount("balance", p.Balance, false, anySign)
+	c.amount("balance", p.Balance, false, amountAnySign)
 	c.timestamp("timestamp", p.Timestamp, true)
 	return c.result()
 }
@@ -129,10 +129,10 @@ type CreditBalance struct {
 // may be anything a ledger can hold.
 func (p *CreditBalance) Validate() error {
 	var c fieldCheck
-	c.amount("balance", p.Balance, false, anySign)
-	c.amount("earned_total", p.EarnedTotal, false, notNegative)
-	c.amount("spent_total", p.SpentTotal, false, notNegative)
-	c.amount("pending", p.Pending, false, notNegative)
+	c.amount("balance", p.Balance, false, amountAnySign)
+	c.amount("earned_total", p.EarnedTotal, false, amountNotNegative)
+	c.amount("spent_total", p.SpentTotal, false, amountNotNegative)
+	c.amount("pending", p.Pending, false, amountNotNegative)
 	return c.result()
 }
 
@@ -148,7 +148,7 @@ type CreditReward struct {
 // Validate requires a positive amount and timestamp.
 func (p *CreditReward) Validate() error {
 	var c fieldCheck
-	c.amount("amount", p.Amount, true, positive)
+	c.amount("amount", p.Amount, true, amountPositive)
 	c.id("task_id", p.TaskID, false)
 	c.timestamp("timestamp", p.Timestamp, true)
 	return c.result()
@@ -169,7 +169,7 @@ type CreditAdjust struct {
 func (p *CreditAdjust) Validate() error {
 	var c fieldCheck
 	c.id("transaction_id", p.TransactionID, true)
-	c.amount("adjustment", p.Adjustment, true, notZero)
+	c.amount("adjustment", p.Adjustment, true, amountNotZero)
 	c.text("reason", p.Reason)
 	c.timestamp("timestamp", p.Timestamp, true)
 	return c.result()

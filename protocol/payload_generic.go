@@ -12,8 +12,8 @@ import (
 // built from.
 
 // Ack is ack: a receipt. Agents put various things in it, so no field is
-// required and unknown ones are ignored; the two fields the node writes into
-// its own acks are typed. An ack is never answered (TypeInfo.NoReply).
+// required and unknown ones are ignored; the fields the node writes into its
+// own acks are typed. An ack is never answered (TypeInfo.NoReply).
 type Ack struct {
 	// EventID is the event-log id of the message acknowledged.
 	EventID string `json:"event_id,omitempty"`
@@ -132,7 +132,7 @@ var (
 	sigAlgsZone = []string{"hmac-sha256"}
 )
 
-// check collects the first reason a payload is invalid, so that each rule of
+// fieldCheck collects the first reason a payload is invalid, so that each rule of
 // a Validate method is one line and the first broken rule is the one reported.
 type fieldCheck struct{ err *Error }
 
@@ -185,10 +185,10 @@ func visibleASCII(s string) bool {
 type amountRule int
 
 const (
-	anySign     amountRule = iota // a balance
-	positive                      // an amount paid, requested or approved
-	notZero                       // an adjustment
-	notNegative                   // a total
+	amountAnySign     amountRule = iota // a balance
+	amountPositive                      // an amount paid, requested or approved
+	amountNotZero                       // an adjustment
+	amountNotNegative                   // a total
 )
 
 // amount checks a money field: present if required, within the bounds of an
@@ -205,11 +205,11 @@ func (c *fieldCheck) amount(name string, a *Amount, required bool, rule amountRu
 		return
 	}
 	switch s := a.Decimal().Sign(); {
-	case rule == positive && s <= 0:
+	case rule == amountPositive && s <= 0:
 		c.failf("field %q must be positive, got %s", name, quoteValue(a.String()))
-	case rule == notZero && s == 0:
+	case rule == amountNotZero && s == 0:
 		c.failf("field %q must not be zero", name)
-	case rule == notNegative && s < 0:
+	case rule == amountNotNegative && s < 0:
 		c.failf("field %q must not be negative, got %s", name, quoteValue(a.String()))
 	}
 }

@@ -48,7 +48,7 @@ type MentorFeedback struct {
 func (p *MentorFeedback) Validate() error {
 	var c fieldCheck
 	c.fraction("score", p.Score, true)
-	c.amount("reward", p.Reward, false, notNegative)
+	c.amount("reward", p.Reward, false, amountNotNegative)
 	if d := p.ReputationDelta; d != nil && !(*d >= -1 && *d <= 1) {
 		c.failf("field %q must be from -1 to 1", "reputation_delta")
 	}
@@ -90,6 +90,6 @@ func (p *MentorReport) Validate() error {
 	c.integer("sessions_total", p.SessionsTotal, true, 0, math.MaxInt64)
 	c.integer("mentees_supported", p.MenteesSupported, false, 0, math.MaxInt64)
 	c.fraction("avg_score", p.AvgScore, false)
-	c.amount("credits_earned", p.CreditsEarned, false, notNegative)
+	c.amount("credits_earned", p.CreditsEarned, false, amountNotNegative)
 	return c.result()
 }

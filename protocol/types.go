@@ -65,8 +65,8 @@ const (
 )
 
 // TypeInfo is what the node knows about one TYPE before it reads a body: how
-// to route it, which transport may carry it, and which Go type holds its
-// payload.
+// to route it and which transport may carry it. (Which Go type holds its
+// payload is Parse's business: Message.Payload.)
 type TypeInfo struct {
 	// Name is the TYPE exactly as it appears on the wire.
 	Name string

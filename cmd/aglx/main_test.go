@@ -23,6 +23,18 @@ import (
 // testNode is a bare node: embedded server, log and bridge on loopback.
 type testNode struct {
 	tcp, udp, natsURL string
+	log               *events.Log
+}
+
+// waitPublished waits until the event stream holds seq: an ack means the
+// event is durable, and readers see it a moment later.
+func (n testNode) waitPublished(t *testing.T, seq uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.log.WaitPublished(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func startTestNode(t *testing.T) testNode {
@@ -37,10 +49,11 @@ func startTestNode(t *testing.T) testNode {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	l, err := events.Open(context.Background(), nc, events.Config{})
+	l, err := events.Open(context.Background(), nc, events.Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Close(context.Background()) })
 	srv := bridge.New(l, bridge.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +66,7 @@ func startTestNode(t *testing.T) testNode {
 	go srv.ServeTCP(ln, events.TransportTCP)
 	go srv.ServeUDP(pc)
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	return testNode{tcp: ln.Addr().String(), udp: pc.LocalAddr().String(), natsURL: clientURL(s)}
+	return testNode{tcp: ln.Addr().String(), udp: pc.LocalAddr().String(), natsURL: clientURL(s), log: l}
 }
 
 func clientURL(s *server.Server) string { return s.ClientURL() }
@@ -78,6 +91,7 @@ func TestSendAndTail(t *testing.T) {
 	if got := strings.Count(out.String(), "TYPE: ack\n"); got != len(paths) {
 		t.Fatalf("aglx send printed %d acks for %d frames:\n%s", got, len(paths), out.String())
 	}
+	n.waitPublished(t, uint64(len(paths)))
 
 	tests := []struct {
 		name string

@@ -167,10 +167,7 @@ func TestReferenceFramesBackToBack(t *testing.T) {
 		if reply.Value(protocol.HeaderID) == "" || reply.To() != sent.From() {
 			t.Fatalf("frame %d: reply without ID or not addressed to %s: %+v", i+1, sent.From(), reply.Headers)
 		}
-		ev, err := l.Get(context.Background(), a.Seq)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ev := getEvent(t, m, l, a.Seq)
 		if ev.ID != a.EventID || !bytes.Equal(ev.Body, sent.Body) || !reflect.DeepEqual(ev.Headers, sent.Headers) {
 			t.Fatalf("frame %d: stored %+v\nsent %+v", i+1, ev, sent)
 		}
@@ -181,6 +178,22 @@ func TestReferenceFramesBackToBack(t *testing.T) {
 	if f, err := c.ReadReply(); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the last reply got %+v, %v; want the node to close", f, err)
 	}
+}
+
+// getEvent reads the event at seq once it is in the event stream: an ack
+// means the event is durable, and readers see it a moment later.
+func getEvent(t *testing.T, m *Main, l *events.Log, seq uint64) *events.Envelope {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.log.WaitPublished(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := l.Get(ctx, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
 }
 
 // TestRestartKeepsEventsAndProjections stops a node and starts another on the
@@ -359,10 +372,7 @@ func TestUDPAnnounceIsRecorded(t *testing.T) {
 	if err := m.runner.WaitFor(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	ev, err := openLog(t, m).Get(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev := getEvent(t, m, openLog(t, m), 1)
 	if ev.Type != "agent.announce" || ev.Transport != events.TransportUDP || ev.To != "" || !bytes.Contains(announce, ev.Body) {
 		t.Fatalf("stored %+v", ev)
 	}

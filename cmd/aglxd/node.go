@@ -66,7 +66,7 @@ func (m *Main) Run(ctx context.Context) error {
 		m.lg.Info("using external NATS", "url", m.cfg.NATSURL)
 	}
 	var err error
-	m.log, err = events.Open(ctx, m.nc, events.Config{BodySizeMax: m.cfg.BodySizeMax})
+	m.log, err = events.Open(ctx, m.nc, events.Config{BodySizeMax: m.cfg.BodySizeMax}, m.lg)
 	if err != nil {
 		return err
 	}
@@ -128,6 +128,9 @@ func (m *Main) Close(ctx context.Context) error {
 	}
 	if m.http != nil {
 		errs = append(errs, m.http.Shutdown(ctx))
+	}
+	if m.log != nil {
+		errs = append(errs, m.log.Close(ctx))
 	}
 	if m.cancel != nil {
 		m.cancel()

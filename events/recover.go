@@ -1,0 +1,109 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// recover brings the event stream level with the write-ahead stream before
+// the log takes appends. The event stream is flushed asynchronously, so a
+// crash can cost it its newest events; every one of them was acknowledged
+// only after its batch was synced to the write-ahead stream, and is copied
+// back from there, at the sequence it was promised. Then the committer
+// continues after the last event, and the duplicate window is rebuilt.
+func (l *Log) recover(ctx context.Context) error {
+	last, err := l.replayWAL(ctx)
+	if err != nil {
+		return err
+	}
+	info, err := l.wal.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("events: recover: %w", err)
+	}
+	l.setPublished(last)
+	l.walLast = info.State.LastSeq
+	l.nextSeq = last + 1
+	if last == 0 {
+		return nil
+	}
+	// The window is the node's wall clock; this is the edge, not a fold.
+	since := time.Now().Add(-l.cfg.DuplicateWindow)
+	return l.Read(ctx, ReadOptions{StartTime: since}, func(e *Envelope) error {
+		if isClientID(e.MsgID) {
+			l.ids.add(e.MsgID, Appended{EventID: e.ID, Seq: e.Seq}, e.ReceivedAt)
+		}
+		return nil
+	})
+}
+
+// replayWAL copies to the event stream every event of the write-ahead
+// stream that it lacks, in order, and returns the event stream's last
+// sequence afterwards. A missing stretch that the write-ahead stream no
+// longer holds is an error: the node must not go on as if it were not.
+func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
+	last, err := l.LastSeq(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var from uint64 // write-ahead batch of the event stream's last event
+	if last > 0 {
+		m, err := l.stream.GetMsg(ctx, last)
+		if err != nil {
+			return 0, fmt.Errorf("events: recover: read seq %d: %w", last, err)
+		}
+		from, _ = strconv.ParseUint(m.Header.Get(HdrWALSeq), 10, 64)
+	}
+	info, err := l.wal.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("events: recover: %w", err)
+	}
+	first, end := info.State.FirstSeq, info.State.LastSeq
+	if end == 0 || from > end {
+		return last, nil
+	}
+	from = max(from, first)
+	copied := 0
+	for seq := from; seq <= end; seq++ {
+		m, err := l.wal.GetMsg(ctx, seq)
+		if err != nil {
+			return 0, fmt.Errorf("events: recover: write-ahead batch %d: %w", seq, err)
+		}
+		b, err := decodeBatch(m.Data)
+		if err != nil {
+			return 0, fmt.Errorf("events: recover: write-ahead batch %d: %w", seq, err)
+		}
+		var futs []jetstream.PubAckFuture
+		for _, e := range b.events {
+			if e.Seq <= last {
+				continue
+			}
+			if e.Seq != last+1 {
+				return 0, fmt.Errorf("%w: the event stream ends at %d, the write-ahead stream resumes at %d (batch %d); events in between are lost", errGap, last, e.Seq, seq)
+			}
+			fut, err := l.js.PublishMsgAsync(eventMsg(e, seq), jetstream.WithExpectLastSequence(last))
+			if err != nil {
+				return 0, fmt.Errorf("events: recover: publish seq %d: %w", e.Seq, err)
+			}
+			futs = append(futs, fut)
+			last = e.Seq
+		}
+		for _, fut := range futs {
+			select {
+			case <-fut.Ok():
+			case err := <-fut.Err():
+				return 0, fmt.Errorf("events: recover: publish: %w", err)
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
+		copied += len(futs)
+	}
+	if copied > 0 {
+		l.lg.Warn("event stream repaired from the write-ahead stream", "events", copied, "last_seq", last)
+	}
+	return last, nil
+}

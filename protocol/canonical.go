@@ -1,0 +1,419 @@
+package protocol
+
+import (
+	"slices"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Canonical returns the canonical form of a JSON object body with its
+// top-level "signature" member removed: the bytes a signature covers
+// (AGLX-NOTES.md section 4).
+//
+// Signer and verifier must agree on these bytes without agreeing on how the
+// body was laid out, so objects, strings and white space follow RFC 8785
+// (JCS): members sorted by key in UTF-16 code units, no insignificant white
+// space, strings escaped as JCS escapes them. Numbers are the one exception:
+// each is written with the exact text it had in the input. JCS would pass
+// them through float64, so that "amount": 3 and "amount": 3.0 (or two
+// amounts beyond float64's precision) would share one signature while the
+// ledger reads them as different decimals.
+//
+// Only the top-level "signature" member is removed; a nested one is data
+// like any other. The body is refused (400) when it is not exactly one JSON
+// object, holds invalid UTF-8 or a lone surrogate escape, names a member
+// twice in one object (two readers could pick different ones), or nests
+// deeper than JSONDepthMax. A body larger than BodySizeMaxLimit is refused
+// with 413.
+func Canonical(body []byte) ([]byte, error) {
+	canon, _, e := parseSigned(body)
+	if e != nil {
+		return nil, e
+	}
+	return canon, nil
+}
+
+// parseSigned canonicalizes body and reports its signature member.
+func parseSigned(body []byte) ([]byte, signedBody, *Error) {
+	var info signedBody
+	if len(body) > BodySizeMaxLimit {
+		return nil, info, Errorf(StatusTooLarge, "the body is larger than %d bytes", BodySizeMaxLimit)
+	}
+	p := jcsParser{in: body, out: make([]byte, 0, len(body)), info: &info}
+	p.skipSpace()
+	if p.pos >= len(p.in) || p.in[p.pos] != '{' {
+		return nil, info, p.fail("the body must be one JSON object")
+	}
+	if e := p.object(0); e != nil {
+		return nil, info, e
+	}
+	p.skipSpace()
+	if p.pos != len(p.in) {
+		return nil, info, p.fail("data after the JSON object")
+	}
+	return p.out, info, nil
+}
+
+// jcsParser is a recursive-descent JSON parser that writes the canonical
+// form while it reads. A hand-written parser rather than encoding/json,
+// because encoding/json silently replaces invalid UTF-8 and lone surrogates
+// with U+FFFD, which would let two different bodies share one signature.
+type jcsParser struct {
+	in   []byte
+	pos  int
+	out  []byte
+	info *signedBody // filled in for the top-level object only
+}
+
+func (p *jcsParser) fail(what string) *Error {
+	return Errorf(StatusBadRequest, "the body is not valid JSON for signing: %s at byte %d", what, p.pos)
+}
+
+func (p *jcsParser) skipSpace() {
+	for p.pos < len(p.in) {
+		switch p.in[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+// value parses one value at nesting depth, the number of objects and arrays
+// around it.
+func (p *jcsParser) value(depth int) *Error {
+	if p.pos >= len(p.in) {
+		return p.fail("unexpected end of input")
+	}
+	switch c := p.in[p.pos]; {
+	case c == '{':
+		return p.object(depth)
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		_, e := p.str(false)
+		return e
+	case c == '-' || ('0' <= c && c <= '9'):
+		return p.number()
+	case c == 't':
+		return p.literal("true")
+	case c == 'f':
+		return p.literal("false")
+	case c == 'n':
+		return p.literal("null")
+	}
+	return p.fail("unexpected character")
+}
+
+// canonMember is one member's canonical bytes in p.out, with its key in
+// UTF-16 code units for sorting.
+type canonMember struct {
+	key        []uint16
+	start, end int
+}
+
+// object parses an object at p.pos. Its members are written one after the
+// other as they come, then rewritten once in sorted order with commas.
+func (p *jcsParser) object(depth int) *Error {
+	if depth >= JSONDepthMax {
+		return p.fail("objects and arrays nested deeper than the limit")
+	}
+	p.pos++ // '{'
+	start := len(p.out)
+	var members []canonMember
+	seen := make(map[string]struct{})
+	p.skipSpace()
+	for more := p.pos >= len(p.in) || p.in[p.pos] != '}'; more; {
+		if e := p.member(depth, seen, &members); e != nil {
+			return e
+		}
+		p.skipSpace()
+		switch {
+		case p.pos >= len(p.in):
+			return p.fail("unexpected end of input in an object")
+		case p.in[p.pos] == ',':
+			p.pos++
+		case p.in[p.pos] == '}':
+			more = false
+		default:
+			return p.fail("expected ',' or '}' after a member")
+		}
+	}
+	if depth == 0 {
+		p.info.close = p.pos
+	}
+	p.pos++ // '}'
+	// JCS sorts by key as UTF-16 code units, so that signers in languages
+	// whose strings are UTF-16 (JavaScript, Java, C#) sort the same way.
+	slices.SortFunc(members, func(a, b canonMember) int { return slices.Compare(a.key, b.key) })
+	sorted := make([]byte, 0, len(p.out)-start+len(members)+2)
+	sorted = append(sorted, '{')
+	for i, m := range members {
+		if i > 0 {
+			sorted = append(sorted, ',')
+		}
+		sorted = append(sorted, p.out[m.start:m.end]...)
+	}
+	sorted = append(sorted, '}')
+	p.out = append(p.out[:start], sorted...)
+	return nil
+}
+
+// member parses one member of an object at depth and appends it to members,
+// or, for the top-level signature, records it in p.info and drops it.
+func (p *jcsParser) member(depth int, seen map[string]struct{}, members *[]canonMember) *Error {
+	span := memberSpan{lead: p.pos}
+	p.skipSpace()
+	if p.pos >= len(p.in) || p.in[p.pos] != '"' {
+		return p.fail("expected a member name")
+	}
+	span.key = p.pos
+	mStart := len(p.out)
+	key, e := p.str(true)
+	if e != nil {
+		return e
+	}
+	span.keyEnd = p.pos
+	if _, dup := seen[key]; dup {
+		return Errorf(StatusBadRequest, "member %s appears twice in one object; a member may appear only once", sigQuote(key))
+	}
+	seen[key] = struct{}{}
+	p.skipSpace()
+	if p.pos >= len(p.in) || p.in[p.pos] != ':' {
+		return p.fail("expected ':' after a member name")
+	}
+	p.pos++
+	p.out = append(p.out, ':')
+	p.skipSpace()
+	span.val = p.pos
+	isSig := depth == 0 && key == sigMemberName
+	if isSig && p.pos < len(p.in) && p.in[p.pos] == '"' {
+		p.info.sigValue, e = p.str(true)
+		p.info.sigIsString = true
+	} else {
+		e = p.value(depth + 1)
+	}
+	if e != nil {
+		return e
+	}
+	span.valEnd = p.pos
+	if depth == 0 {
+		p.info.members++
+		p.info.last = span
+	}
+	if isSig {
+		p.info.sigFound, p.info.sig = true, span
+		p.out = p.out[:mStart] // signed bytes never include the signature
+		return nil
+	}
+	*members = append(*members, canonMember{utf16.Encode([]rune(key)), mStart, len(p.out)})
+	return nil
+}
+
+func (p *jcsParser) array(depth int) *Error {
+	if depth >= JSONDepthMax {
+		return p.fail("objects and arrays nested deeper than the limit")
+	}
+	p.pos++ // '['
+	p.out = append(p.out, '[')
+	p.skipSpace()
+	if p.pos < len(p.in) && p.in[p.pos] == ']' {
+		p.pos++
+		p.out = append(p.out, ']')
+		return nil
+	}
+	for {
+		p.skipSpace()
+		if e := p.value(depth + 1); e != nil {
+			return e
+		}
+		p.skipSpace()
+		if p.pos >= len(p.in) {
+			return p.fail("unexpected end of input in an array")
+		}
+		c := p.in[p.pos]
+		p.pos++
+		p.out = append(p.out, c)
+		switch c {
+		case ',':
+		case ']':
+			return nil
+		default:
+			p.pos--
+			return p.fail("expected ',' or ']' after an array element")
+		}
+	}
+}
+
+// number copies a number's literal text after checking it against the JSON
+// grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (p *jcsParser) number() *Error {
+	start := p.pos
+	if p.in[p.pos] == '-' {
+		p.pos++
+	}
+	switch {
+	case p.pos < len(p.in) && p.in[p.pos] == '0':
+		p.pos++
+	case p.digits() == 0:
+		return p.fail("invalid number")
+	}
+	if p.pos < len(p.in) && p.in[p.pos] == '.' {
+		p.pos++
+		if p.digits() == 0 {
+			return p.fail("invalid number: no digit after '.'")
+		}
+	}
+	if p.pos < len(p.in) && (p.in[p.pos] == 'e' || p.in[p.pos] == 'E') {
+		p.pos++
+		if p.pos < len(p.in) && (p.in[p.pos] == '+' || p.in[p.pos] == '-') {
+			p.pos++
+		}
+		if p.digits() == 0 {
+			return p.fail("invalid number: no digit in the exponent")
+		}
+	}
+	p.out = append(p.out, p.in[start:p.pos]...)
+	return nil
+}
+
+func (p *jcsParser) digits() int {
+	n := 0
+	for p.pos < len(p.in) && '0' <= p.in[p.pos] && p.in[p.pos] <= '9' {
+		p.pos++
+		n++
+	}
+	return n
+}
+
+func (p *jcsParser) literal(word string) *Error {
+	if len(p.in)-p.pos < len(word) || string(p.in[p.pos:p.pos+len(word)]) != word {
+		return p.fail("unexpected character")
+	}
+	p.pos += len(word)
+	p.out = append(p.out, word...)
+	return nil
+}
+
+// str parses a string at p.pos, writes it JCS-escaped, and returns its
+// decoded text when decode is set (member names, the signature).
+func (p *jcsParser) str(decode bool) (string, *Error) {
+	p.pos++ // '"'
+	p.out = append(p.out, '"')
+	var text []byte
+	for {
+		if p.pos >= len(p.in) {
+			return "", p.fail("unterminated string")
+		}
+		c := p.in[p.pos]
+		var r rune
+		switch {
+		case c == '"':
+			p.pos++
+			p.out = append(p.out, '"')
+			return string(text), nil
+		case c < 0x20:
+			return "", p.fail("control character in a string")
+		case c == '\\':
+			var e *Error
+			if r, e = p.escape(); e != nil {
+				return "", e
+			}
+		case c < utf8.RuneSelf:
+			r = rune(c)
+			p.pos++
+		default:
+			var size int
+			r, size = utf8.DecodeRune(p.in[p.pos:])
+			if r == utf8.RuneError && size <= 1 {
+				return "", p.fail("invalid UTF-8 in a string")
+			}
+			p.pos += size
+		}
+		p.out = appendJCSRune(p.out, r)
+		if decode {
+			text = utf8.AppendRune(text, r)
+		}
+	}
+}
+
+// escape decodes one escape sequence at p.pos. A \u escape of a surrogate
+// must be one half of a pair: I-JSON (RFC 7493), which JCS requires, has no
+// room for a lone surrogate, and it has no UTF-8 form to sign.
+func (p *jcsParser) escape() (rune, *Error) {
+	if p.pos+1 >= len(p.in) {
+		return 0, p.fail("unterminated string")
+	}
+	c := p.in[p.pos+1]
+	p.pos += 2
+	if r, ok := jsonUnescapes[c]; ok {
+		return r, nil
+	}
+	if c != 'u' {
+		p.pos--
+		return 0, p.fail("invalid escape in a string")
+	}
+	r, ok := p.hex4()
+	if !ok {
+		return 0, p.fail(`invalid \u escape`)
+	}
+	if !utf16.IsSurrogate(r) {
+		return r, nil
+	}
+	if r >= 0xDC00 || p.pos+1 >= len(p.in) || p.in[p.pos] != '\\' || p.in[p.pos+1] != 'u' {
+		return 0, p.fail("lone UTF-16 surrogate escape")
+	}
+	p.pos += 2
+	low, ok := p.hex4()
+	if !ok || low < 0xDC00 || low > 0xDFFF {
+		return 0, p.fail("lone UTF-16 surrogate escape")
+	}
+	return utf16.DecodeRune(r, low), nil
+}
+
+func (p *jcsParser) hex4() (rune, bool) {
+	if len(p.in)-p.pos < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range p.in[p.pos : p.pos+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	p.pos += 4
+	return r, true
+}
+
+// appendJCSRune writes r as RFC 8785 section 3.2.2.2 does: '"' and '\'
+// escaped, control characters as \b \t \n \f \r or \u00xx in lower case,
+// everything else as its UTF-8 bytes.
+func appendJCSRune(dst []byte, r rune) []byte {
+	switch {
+	case r == '"' || r == '\\':
+		return append(dst, '\\', byte(r))
+	case r >= 0x20:
+		return utf8.AppendRune(dst, r)
+	case jcsShortEscapes[r] != 0:
+		return append(dst, '\\', jcsShortEscapes[r])
+	}
+	const hexDigits = "0123456789abcdef"
+	return append(dst, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xF])
+}
+
+// jcsShortEscapes are the control characters with a two-character escape.
+var jcsShortEscapes = [0x20]byte{'\b': 'b', '\t': 't', '\n': 'n', '\f': 'f', '\r': 'r'}
+
+// jsonUnescapes maps the letter after a backslash to what it stands for,
+// \u excepted.
+var jsonUnescapes = map[byte]rune{
+	'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t',
+}
