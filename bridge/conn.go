@@ -207,8 +207,8 @@ func (s *Server) admit(f *protocol.Frame, decodeErr *protocol.Error, transport, 
 		ID:         id,
 		MsgID:      id,
 		Type:       msg.Info.Name,
-		From:       f.From(),
-		To:         f.To(),
+		From:       msg.From.String(),
+		To:         recipient(msg),
 		Transport:  transport,
 		Declared:   f.Transport,
 		Peer:       peer,
@@ -234,4 +234,15 @@ func (s *Server) refuse(it *item, err error, peer string) *item {
 	it.refusal = err
 	s.lg.Info("frame refused", "peer", peer, "id", it.inReplyTo, "status", int(protocol.StatusOf(err)), "reason", reasonOf(err))
 	return it
+}
+
+// recipient is the message's TO in canonical form, or "" for a broadcast.
+// The envelope, the subjects and every fold use the canonical spelling, so
+// one agent is one sender whatever case its frames use; the stored headers
+// keep what the sender wrote.
+func recipient(msg *protocol.Message) string {
+	if msg.To.IsZero() {
+		return ""
+	}
+	return msg.To.String()
 }

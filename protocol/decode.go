@@ -99,8 +99,11 @@ func (d *Decoder) decode() (*Frame, error) {
 			return nil, fatalf(StatusTooLarge, "more than %d header lines", HeaderCountMax)
 		}
 		h, herr := parseHeader(line)
-		if herr != nil {
+		if herr != nil && herr.Fatal {
 			return nil, herr
+		}
+		if herr != nil && deferred == nil {
+			deferred = herr
 		}
 		f.Headers = append(f.Headers, h)
 	}
@@ -108,7 +111,7 @@ func (d *Decoder) decode() (*Frame, error) {
 		deferred = e
 	}
 	cl, hasCL := f.Get(HeaderContentLength)
-	if hasCL && strings.TrimSpace(cl) == "0" {
+	if n, err := strconv.Atoi(strings.TrimSpace(cl)); hasCL && err == nil && n == 0 {
 		return f, errOrNil(deferred)
 	}
 	body, err := d.readBody()
@@ -227,7 +230,11 @@ func parseHeader(line []byte) (Header, *Error) {
 	}
 	value := line[i+1:]
 	if !utf8.Valid(value) {
-		return Header{}, fatalf(StatusBadRequest, "header %s is not valid UTF-8", name)
+		// The line is whole, so the frame's end is still known: refuse the
+		// frame, keep the connection. The value is kept with its bad bytes
+		// replaced, for the log line.
+		return Header{Name: name, Value: strings.ToValidUTF8(strings.TrimSpace(string(value)), "\uFFFD")},
+			Errorf(StatusBadRequest, "header %s is not valid UTF-8", name)
 	}
 	return Header{Name: name, Value: strings.TrimSpace(string(value))}, nil
 }
@@ -238,7 +245,7 @@ func isTokenByte(c byte) bool {
 
 // singleHeaders may appear at most once: two values would leave it open
 // which one the node acted on.
-var singleHeaders = []string{HeaderFrom, HeaderTo, HeaderType, HeaderContentLength, HeaderID, HeaderCredits, HeaderInReplyTo}
+var singleHeaders = []string{HeaderFrom, HeaderTo, HeaderType, HeaderContentLength, HeaderContentType, HeaderID, HeaderCredits, HeaderInReplyTo, HeaderStatus}
 
 func checkHeaders(f *Frame) *Error {
 	for _, name := range singleHeaders {
@@ -271,11 +278,16 @@ func isBlank(line []byte) bool {
 	return true
 }
 
-// quoteShort quotes b for an error reason, cut so a reply never echoes much.
+// quoteShort quotes b for an error reason, cut (at a character boundary)
+// so a reply never echoes much.
 func quoteShort(b []byte) string {
 	const max = 40
 	if len(b) > max {
-		return strconv.Quote(string(b[:max])) + "..."
+		cut := max
+		for cut > 0 && !utf8.RuneStart(b[cut]) {
+			cut--
+		}
+		return strconv.Quote(string(b[:cut])) + "..."
 	}
 	return strconv.Quote(string(b))
 }

@@ -152,6 +152,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad header name", "AGLX/1.0 TCP\nFR OM: agent://a\n\n{}\n", StatusBadRequest, true},
 		{"duplicate TYPE", "AGLX/1.0 TCP\nTYPE: ack\ntype: error\n\n{}\n", StatusBadRequest, false},
 		{"bad content length", "AGLX/1.0 TCP\nTYPE: ack\nCONTENT-LENGTH: -3\n\n{}\n", StatusBadRequest, false},
+		{"header not utf-8", "AGLX/1.0 TCP\nTYPE: ack\nX-A: \xff\xfe\n\n{}\n", StatusBadRequest, false},
+		{"duplicate STATUS", "AGLX/1.0 TCP\nTYPE: ack\nSTATUS: 200 OK\nSTATUS: 500 No\n\n{}\n", StatusBadRequest, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,8 +185,18 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// TestEncodeRefusesHeaderInjection: a value holding a line break must not
+// become a header of its own.
+func TestEncodeRefusesHeaderInjection(t *testing.T) {
+	f := &Frame{Headers: []Header{{Name: "TO", Value: "agent://a\nTYPE: credit.adjust"}, {Name: "TYPE", Value: "ack"}}, Body: []byte("{}")}
+	got, err := decodeOne(t, Encode(f))
+	if err != nil || got.Type() != "ack" || len(got.Headers) != 3 {
+		t.Fatalf("Decode(Encode(injected)) = %+v, %v; want TYPE ack and no extra header", got, err)
+	}
+}
+
 func TestDecodeNoBody(t *testing.T) {
-	in := "AGLX/1.0 TCP\nFROM: agent://a\nTO: registry://n\nTYPE: credit.balance\nCONTENT-LENGTH: 0\n\nAGLX/1.0 TCP\nTYPE: ack\n\n{}"
+	in := "AGLX/1.0 TCP\nFROM: agent://a\nTO: registry://n\nTYPE: credit.balance\nCONTENT-LENGTH: 00\n\nAGLX/1.0 TCP\nTYPE: ack\n\n{}"
 	d := NewDecoder(strings.NewReader(in), DecoderOptions{})
 	f, err := d.Decode()
 	if err != nil || f.Body != nil {

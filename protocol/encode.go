@@ -19,9 +19,9 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 		if equalFoldASCII(h.Name, HeaderContentLength) {
 			continue
 		}
-		dst = append(dst, h.Name...)
+		dst = appendLine(dst, h.Name)
 		dst = append(dst, ": "...)
-		dst = append(dst, h.Value...)
+		dst = appendLine(dst, h.Value)
 		dst = append(dst, '\n')
 	}
 	dst = append(dst, HeaderContentLength...)
@@ -31,6 +31,20 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 	dst = append(dst, f.Body...)
 	if len(f.Body) > 0 {
 		dst = append(dst, '\n')
+	}
+	return dst
+}
+
+// appendLine appends s with any CR or LF replaced by a space: a header
+// built from untrusted text must never end its line early and inject a
+// header (or a body) of its own.
+func appendLine(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		dst = append(dst, c)
 	}
 	return dst
 }

@@ -2,6 +2,7 @@
 //
 //	aglx send [flags] [FILE...]   send frames, print the replies
 //	aglx tail [flags]             follow the event log
+//	aglx bench [flags]            measure ingest against raw JetStream
 package main
 
 import (
@@ -17,6 +18,7 @@ const usage = `usage: aglx COMMAND [flags]
 commands:
   send   send AGLX frames from files or stdin to a node and print the replies
   tail   follow the node's event log, filtered by TYPE or agent
+  bench  measure durable ingest against raw JetStream, in one run
 
 Run 'aglx COMMAND -h' for a command's flags.
 `
@@ -30,10 +32,14 @@ func main() {
 	switch os.Args[1] {
 	case "send":
 		err = runSend(os.Args[2:], os.Stdin, os.Stdout)
-	case "tail":
+	case "tail", "bench":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		err = runTail(ctx, os.Args[2:], os.Stdout)
+		if os.Args[1] == "tail" {
+			err = runTail(ctx, os.Args[2:], os.Stdout)
+		} else {
+			err = runBench(ctx, os.Args[2:], os.Stdout)
+		}
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
