@@ -38,8 +38,8 @@ func startBenchServer(b *testing.B) (*events.Log, *nats.Conn) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	nc, err := nats.Connect("", nats.InProcessServer(s))
+	b.Cleanup(s.Shutdown)
+	nc, err := s.Connect("test")
 	if err != nil {
 		b.Fatal(err)
 	}

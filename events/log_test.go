@@ -19,8 +19,8 @@ func openTestLog(t *testing.T, dir string) (*Log, *nats.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	nc, err := nats.Connect(s.ClientURL())
+	t.Cleanup(s.Shutdown)
+	nc, err := s.Connect("test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestLogSurvivesRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		nc, err := nats.Connect("", nats.InProcessServer(s))
+		nc, err := s.Connect("test")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +184,6 @@ func TestLogSurvivesRestart(t *testing.T) {
 		l.Close(context.Background())
 		nc.Close()
 		s.Shutdown()
-		s.WaitForShutdown()
 	}
 	l, _ := openTestLog(t, dir)
 	if last, err := l.LastSeq(context.Background()); err != nil || last != 1 {

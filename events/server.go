@@ -1,6 +1,7 @@
 package events
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // ServerConfig describes the embedded nats-server.
@@ -35,9 +37,53 @@ const EventSyncInterval = time.Second
 // serverReadyTimeout bounds the wait for the embedded server to start.
 const serverReadyTimeout = 30 * time.Second
 
+// Server is the embedded nats-server. The node talks to it in-process as the
+// only user allowed to write; every client that connects over the network
+// without credentials is a reader (see readerPermissions).
+type Server struct {
+	*server.Server
+	password string // of nodeUser; random per start, never stored
+}
+
+// nodeUser and readerUser are the embedded server's two users.
+const (
+	nodeUser   = "aglxd"
+	readerUser = "reader"
+)
+
+// readerPermissions let an analytics consumer read everything and create
+// its own consumers, but neither publish events (which would bypass the
+// bridge and break the node's sequence promises) nor change, purge, delete
+// or snapshot streams.
+var readerPermissions = &server.Permissions{
+	Publish: &server.SubjectPermission{Deny: []string{
+		"aglx.>",
+		"$JS.API.STREAM.CREATE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.DELETE.>",
+		"$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.STREAM.SNAPSHOT.>",
+		"$JS.API.STREAM.RESTORE.>", "$JS.API.STREAM.PEER.>", "$JS.API.STREAM.LEADER.>",
+		"$JS.API.META.>", "$JS.API.ACCOUNT.>", "$JS.API.SERVER.>", "$SYS.>",
+	}},
+}
+
+// Connect opens an in-process connection as the node's writing user.
+func (s *Server) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
+	opts = append(opts, nats.InProcessServer(s.Server), nats.UserInfo(nodeUser, s.password), nats.Name(name))
+	nc, err := nats.Connect("", opts...)
+	if err != nil {
+		return nil, fmt.Errorf("events: connect to the embedded server: %w", err)
+	}
+	return nc, nil
+}
+
+// Shutdown stops the server and waits until it has stopped.
+func (s *Server) Shutdown() {
+	s.Server.Shutdown()
+	s.Server.WaitForShutdown()
+}
+
 // StartServer starts an embedded nats-server with JetStream. The caller owns
 // it and must Shutdown it.
-func StartServer(cfg ServerConfig) (*server.Server, error) {
+func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("events: server: no data dir")
 	}
@@ -47,6 +93,12 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		StoreDir:   filepath.Join(cfg.DataDir, "jetstream"),
 		NoSigs:     true,
 		MaxPayload: cfg.MaxPayload,
+		NoAuthUser: readerUser,
+	}
+	password, reader := rand.Text(), rand.Text()
+	opts.Users = []*server.User{
+		{Username: nodeUser, Password: password},
+		{Username: readerUser, Password: reader, Permissions: readerPermissions},
 	}
 	if opts.MaxPayload <= 0 {
 		opts.MaxPayload = protocol.BodySizeMaxLimit + envelopeOverhead
@@ -75,14 +127,14 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 			opts.Port = server.RANDOM_PORT
 		}
 	}
-	s, err := server.NewServer(opts)
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("events: server: %w", err)
 	}
-	go s.Start()
-	if !s.ReadyForConnections(serverReadyTimeout) {
-		s.Shutdown()
+	go ns.Start()
+	if !ns.ReadyForConnections(serverReadyTimeout) {
+		ns.Shutdown()
 		return nil, fmt.Errorf("events: server: not ready after %s (is %s already in use?)", serverReadyTimeout, cfg.Listen)
 	}
-	return s, nil
+	return &Server{Server: ns, password: password}, nil
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
-	"github.com/nats-io/nats.go"
 )
 
 func openLog(t *testing.T) *events.Log {
@@ -18,8 +17,8 @@ func openLog(t *testing.T) *events.Log {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	nc, err := nats.Connect("", nats.InProcessServer(s))
+	t.Cleanup(s.Shutdown)
+	nc, err := s.Connect("test")
 	if err != nil {
 		t.Fatal(err)
 	}

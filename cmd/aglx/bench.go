@@ -16,7 +16,6 @@ import (
 	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/projections"
-	"github.com/nats-io/nats.go"
 )
 
 // benchRow is one line of the report.
@@ -116,8 +115,8 @@ func benchRaw(ctx context.Context, dir string, sync time.Duration, n, size, wind
 	if err != nil {
 		return events.RawResult{}, err
 	}
-	defer func() { s.Shutdown(); s.WaitForShutdown() }()
-	nc, err := nats.Connect("", nats.InProcessServer(s))
+	defer s.Shutdown()
+	nc, err := s.Connect("test")
 	if err != nil {
 		return events.RawResult{}, err
 	}
@@ -132,8 +131,8 @@ func benchIngest(ctx context.Context, dir string, load bridge.Load) (bridge.Load
 	if err != nil {
 		return bridge.LoadResult{}, err
 	}
-	defer func() { s.Shutdown(); s.WaitForShutdown() }()
-	nc, err := nats.Connect("", nats.InProcessServer(s))
+	defer s.Shutdown()
+	nc, err := s.Connect("test")
 	if err != nil {
 		return bridge.LoadResult{}, err
 	}

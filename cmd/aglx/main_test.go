@@ -16,8 +16,6 @@ import (
 
 	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/events"
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 )
 
 // testNode is a bare node: embedded server, log and bridge on loopback.
@@ -43,8 +41,8 @@ func startTestNode(t *testing.T) testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	nc, err := nats.Connect("", nats.InProcessServer(s))
+	t.Cleanup(s.Shutdown)
+	nc, err := s.Connect("test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +67,7 @@ func startTestNode(t *testing.T) testNode {
 	return testNode{tcp: ln.Addr().String(), udp: pc.LocalAddr().String(), natsURL: clientURL(s), log: l}
 }
 
-func clientURL(s *server.Server) string { return s.ClientURL() }
+func clientURL(s *events.Server) string { return s.ClientURL() }
 
 func referencePaths(t *testing.T) []string {
 	t.Helper()

@@ -23,6 +23,7 @@ import (
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // startNode runs a node on random loopback ports in dir and stops it when
@@ -453,5 +454,50 @@ func TestHealthz(t *testing.T) {
 	json.NewDecoder(resp.Body).Decode(&body)
 	if resp.StatusCode != http.StatusOK || body["status"] != "ok" {
 		t.Fatalf("/healthz = %d %v", resp.StatusCode, body)
+	}
+}
+
+// TestNATSReadersCannotWrite: a client on --nats-listen without credentials
+// may read the log but neither append to it nor edit or delete streams.
+func TestNATSReadersCannotWrite(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	nc, err := nats.Connect(m.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A denied request gets no answer, so each attempt ends at its deadline.
+	try := func(op func(ctx context.Context) error) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		return op(ctx)
+	}
+	for name, op := range map[string]func(ctx context.Context) error{
+		"append to": func(ctx context.Context) error {
+			_, err := js.Publish(ctx, "aglx.ev.task.assign.agent~x.agent~y", []byte(`{}`))
+			return err
+		},
+		"delete": func(ctx context.Context) error { return js.DeleteStream(ctx, events.StreamNameDefault) },
+		"create": func(ctx context.Context) error {
+			_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SHADOW", Subjects: []string{"shadow.>"}})
+			return err
+		},
+		"update": func(ctx context.Context) error {
+			_, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: events.StreamNameDefault, Subjects: []string{"x.>"}})
+			return err
+		},
+	} {
+		if err := try(op); err == nil {
+			t.Fatalf("a reader could %s a stream", name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := js.Stream(ctx, events.StreamNameDefault); err != nil {
+		t.Fatalf("a reader cannot look up the stream: %v", err)
 	}
 }

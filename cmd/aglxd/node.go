@@ -13,7 +13,6 @@ import (
 	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/projections"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
@@ -23,7 +22,7 @@ type Main struct {
 	cfg Config
 	lg  *slog.Logger
 
-	ns     *server.Server // nil with --nats-url
+	ns     *events.Server // nil with --nats-url
 	nc     *nats.Conn
 	log    *events.Log
 	runner *projections.Runner
@@ -52,9 +51,9 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 		m.ns = ns
-		m.nc, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("aglxd"))
+		m.nc, err = ns.Connect("aglxd")
 		if err != nil {
-			return fmt.Errorf("connect to embedded server: %w", err)
+			return err
 		}
 		m.lg.Info("embedded NATS JetStream started", "store", m.cfg.DataDir, "client_url", m.NATSURL(), "fsync", m.cfg.Fsync)
 	} else {
@@ -141,7 +140,6 @@ func (m *Main) Close(ctx context.Context) error {
 	}
 	if m.ns != nil {
 		m.ns.Shutdown()
-		m.ns.WaitForShutdown()
 	}
 	return errors.Join(errs...)
 }
