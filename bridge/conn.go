@@ -18,29 +18,52 @@ import (
 // is answered with few writes.
 const writeBufferSize = 32 << 10 // bytes
 
-// conn is one TCP connection. A reader goroutine decodes frames and starts
-// their appends; a writer goroutine answers them in the same order. The
-// queue between them is bounded by PipelineMax, which is what stops the
-// reader when a peer sends faster than the log acknowledges.
+// conn is one TCP connection, served by three goroutines in a pipeline:
+//
+//	reader     decodes frames (framing is sequential by nature) and hands
+//	           each to the server's validation workers, which check frames
+//	           of this and every other connection in parallel;
+//	sequencer  takes the frames back in arrival order as each is validated
+//	           and appends them, so the log holds one connection's messages
+//	           in the order they were sent;
+//	writer     answers each frame, in the same order, once its append is
+//	           durable.
+//
+// Both queues are bounded by PipelineMax: when a peer sends faster than the
+// log acknowledges, the reader stops reading and TCP pushes back.
 type conn struct {
 	s         *Server
 	nc        net.Conn
 	transport string
 	peer      string
-	queue     chan *item
+	queue     chan *item // reader -> sequencer
+	replies   chan *item // sequencer -> writer
 	stopOnce  sync.Once
 	stopped   chan struct{}
 	fatal     bool // reading ended on a framing error; set by the reader
 }
 
-// item is one frame waiting for its reply.
+// item is one frame on its way from the socket to its reply.
 type item struct {
 	to        string // the reply's TO: the frame's FROM, when it has one
 	inReplyTo string
-	pending   *events.Pending // set when the frame was appended
-	refusal   error           // set when it was refused
-	accepted  protocol.Status // 200 or 202, for an appended frame
-	silent    bool            // ack and error frames are never answered
+	silent    bool // ack and error frames are never answered
+
+	// Set by prepare, read by validate.
+	id         string
+	frame      *protocol.Frame
+	decodeErr  *protocol.Error
+	transport  string
+	peer       string
+	receivedAt time.Time
+
+	// Set by validate; validated is closed when it is done.
+	validated chan struct{}
+	env       *events.Envelope // the event to append, if the frame is valid
+	accepted  protocol.Status  // 200 or 202, for a valid frame
+	refusal   error            // why the frame was refused, if it was
+
+	pending *events.Pending // set by the sequencer when appended
 }
 
 func (s *Server) startConn(nc net.Conn, transport string) {
@@ -62,6 +85,7 @@ func (s *Server) startConn(nc net.Conn, transport string) {
 	c := &conn{
 		s: s, nc: nc, transport: transport, peer: nc.RemoteAddr().String(),
 		queue:   make(chan *item, s.cfg.PipelineMax),
+		replies: make(chan *item, s.cfg.PipelineMax),
 		stopped: make(chan struct{}),
 	}
 	s.conns[c] = struct{}{}
@@ -76,6 +100,7 @@ func (c *conn) serve() {
 	defer c.s.wg.Done()
 	written := make(chan struct{})
 	go func() { c.writeLoop(); close(written) }()
+	go c.sequenceLoop()
 	c.readLoop()
 	<-written
 	if c.fatal {
@@ -121,7 +146,8 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
-		it := c.s.admit(f, pe, c.transport, c.peer)
+		it := c.s.prepare(f, pe, c.transport, c.peer)
+		c.s.validateAsync(it)
 		c.queue <- it
 		if pe != nil && pe.Fatal {
 			c.fatal = true
@@ -130,10 +156,20 @@ func (c *conn) readLoop() {
 	}
 }
 
+// sequenceLoop appends validated frames in arrival order.
+func (c *conn) sequenceLoop() {
+	defer close(c.replies)
+	for it := range c.queue {
+		<-it.validated
+		c.s.append(it)
+		c.replies <- it
+	}
+}
+
 func (c *conn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, writeBufferSize)
 	var werr error
-	for it := range c.queue {
+	for it := range c.replies {
 		if it.pending != nil && !it.pending.Poll() && bw.Buffered() > 0 && werr == nil {
 			// About to wait for the log: let the replies already made go.
 			werr = c.flush(bw)
@@ -142,7 +178,7 @@ func (c *conn) writeLoop() {
 		if reply == nil || werr != nil {
 			continue // still drain: every pending append must be waited for
 		}
-		if _, werr = bw.Write(reply); werr == nil && len(c.queue) == 0 {
+		if _, werr = bw.Write(reply); werr == nil && len(c.replies) == 0 {
 			werr = c.flush(bw)
 		}
 		if werr != nil {
@@ -178,11 +214,15 @@ func (c *conn) flush(bw *bufio.Writer) error {
 	return bw.Flush()
 }
 
-// admit validates a decoded frame and, if it is good, starts its append. It
-// returns the item the writer will answer. transport and peer are recorded.
-func (s *Server) admit(f *protocol.Frame, decodeErr *protocol.Error, transport, peer string) *item {
+// prepare records what the reply will need from a decoded frame. It runs
+// on the reader, so it does only cheap work; validate does the rest.
+func (s *Server) prepare(f *protocol.Frame, decodeErr *protocol.Error, transport, peer string) *item {
 	id := ulid.Make().String()
-	it := &item{inReplyTo: id}
+	it := &item{
+		inReplyTo: id, id: id, frame: f, decodeErr: decodeErr,
+		transport: transport, peer: peer, receivedAt: time.Now().UTC(),
+		validated: make(chan struct{}),
+	}
 	if f != nil {
 		if v := f.ID(); v != "" {
 			it.inReplyTo = v
@@ -196,23 +236,33 @@ func (s *Server) admit(f *protocol.Frame, decodeErr *protocol.Error, transport, 
 			it.silent = true
 		}
 	}
-	if decodeErr != nil {
-		return s.refuse(it, decodeErr, peer)
+	return it
+}
+
+// validate checks a prepared frame and, if it is good, builds its event.
+// It is safe to run on any goroutine; it closes it.validated.
+func (s *Server) validate(it *item) {
+	defer close(it.validated)
+	if it.decodeErr != nil {
+		s.refuse(it, it.decodeErr)
+		return
 	}
+	f := it.frame
 	msg, err := protocol.Parse(f)
 	if err != nil {
-		return s.refuse(it, err, peer)
+		s.refuse(it, err)
+		return
 	}
 	env := &events.Envelope{
-		ID:         id,
-		MsgID:      id,
+		ID:         it.id,
+		MsgID:      it.id,
 		Type:       msg.Info.Name,
 		From:       msg.From.String(),
 		To:         recipient(msg),
-		Transport:  transport,
+		Transport:  it.transport,
 		Declared:   f.Transport,
-		Peer:       peer,
-		ReceivedAt: time.Now().UTC(),
+		Peer:       it.peer,
+		ReceivedAt: it.receivedAt,
 		Headers:    f.Headers,
 		Body:       f.Body,
 	}
@@ -225,15 +275,20 @@ func (s *Server) admit(f *protocol.Frame, decodeErr *protocol.Error, transport, 
 	if env.To == s.cfg.Name {
 		it.accepted = protocol.StatusOK
 	}
-	it.pending = s.log.Append(context.Background(), env)
-	return it
+	it.env = env
 }
 
-func (s *Server) refuse(it *item, err error, peer string) *item {
+// append starts the append of a validated frame's event, if it has one.
+func (s *Server) append(it *item) {
+	if it.env != nil {
+		it.pending = s.log.Append(context.Background(), it.env)
+	}
+}
+
+func (s *Server) refuse(it *item, err error) {
 	s.n.refused.Add(1)
 	it.refusal = err
-	s.lg.Info("frame refused", "peer", peer, "id", it.inReplyTo, "status", int(protocol.StatusOf(err)), "reason", reasonOf(err))
-	return it
+	s.lg.Info("frame refused", "peer", it.peer, "id", it.inReplyTo, "status", int(protocol.StatusOf(err)), "reason", reasonOf(err))
 }
 
 // recipient is the message's TO in canonical form, or "" for a broadcast.

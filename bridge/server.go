@@ -90,6 +90,9 @@ type Server struct {
 	packets   map[net.PacketConn]struct{}
 	conns     map[*conn]struct{}
 	wg        sync.WaitGroup // every connection and UDP waiter
+
+	workOnce sync.Once
+	work     chan *item // frames waiting for a validation worker
 }
 
 // New returns a Server that appends to log.
@@ -186,7 +189,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 
 	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
+	go func() {
+		s.wg.Wait()
+		s.workOnce.Do(func() {}) // no worker may start after this
+		if s.work != nil {
+			close(s.work)
+		}
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil

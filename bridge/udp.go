@@ -71,7 +71,9 @@ func (s *Server) handleDatagram(pc net.PacketConn, addr net.Addr, b []byte, wait
 	if err != nil {
 		decodeErr = asProtocolError(err)
 	}
-	it := s.admit(f, decodeErr, events.TransportUDP, peer)
+	it := s.prepare(f, decodeErr, events.TransportUDP, peer)
+	s.validate(it)
+	s.append(it)
 	if it.refusal != nil {
 		s.n.udpRefused.Add(1)
 		if !it.silent {
