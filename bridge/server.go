@@ -92,6 +92,7 @@ type Server struct {
 	wg        sync.WaitGroup // every connection and UDP waiter
 
 	workOnce sync.Once
+	stopWork sync.Once
 	work     chan *item // frames waiting for a validation worker
 }
 
@@ -192,9 +193,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go func() {
 		s.wg.Wait()
 		s.workOnce.Do(func() {}) // no worker may start after this
-		if s.work != nil {
-			close(s.work)
-		}
+		s.stopWork.Do(func() {
+			if s.work != nil {
+				close(s.work)
+			}
+		})
 		close(done)
 	}()
 	select {
