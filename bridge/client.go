@@ -3,6 +3,7 @@ package bridge
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 
@@ -20,6 +21,16 @@ type Client struct {
 // Dial connects to an AGLX node at addr (host:port).
 func Dial(ctx context.Context, addr string) (*Client, error) {
 	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return NewClient(nc), nil
+}
+
+// DialTLS connects to an AGLX node's TLS port.
+func DialTLS(ctx context.Context, addr string, cfg *tls.Config) (*Client, error) {
+	d := tls.Dialer{Config: cfg}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)

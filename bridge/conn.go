@@ -253,6 +253,10 @@ func (s *Server) validate(it *item) {
 		s.refuse(it, err)
 		return
 	}
+	if msg.Info.Security && it.transport != events.TransportTLS && !s.cfg.AllowPlaintextSecurity {
+		s.refuse(it, s.needsTLS(msg.Info.Name))
+		return
+	}
 	env := &events.Envelope{
 		ID:         it.id,
 		MsgID:      it.id,
@@ -276,6 +280,16 @@ func (s *Server) validate(it *item) {
 		it.accepted = protocol.StatusOK
 	}
 	it.env = env
+}
+
+// needsTLS is the refusal of a security message that came in the clear.
+// Such messages carry keys, secrets and session tokens, which the
+// reference says must travel encrypted.
+func (s *Server) needsTLS(typ string) error {
+	if s.cfg.TLSAddr == "" {
+		return protocol.Errorf(protocol.StatusForbidden, "%s must be sent over TLS, and this node serves no TLS port", typ)
+	}
+	return protocol.Errorf(protocol.StatusForbidden, "%s must be sent over TLS: connect to %s", typ, s.cfg.TLSAddr)
 }
 
 // append starts the append of a validated frame's event, if it has one.

@@ -41,6 +41,12 @@ type Config struct {
 	BodySizeMax    int
 	ConnectionsMax int
 	PipelineMax    int
+	// TLSAddr is where the node serves AGLX over TLS, named in the refusal
+	// of a security message that came in the clear; "" if it does not.
+	TLSAddr string
+	// AllowPlaintextSecurity accepts auth.*, key.rotate and zone.* without
+	// TLS. It exists for tests; a node in service never sets it.
+	AllowPlaintextSecurity bool
 }
 
 func (c Config) withDefaults() Config {

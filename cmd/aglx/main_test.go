@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -20,7 +23,8 @@ import (
 
 // testNode is a bare node: embedded server, log and bridge on loopback.
 type testNode struct {
-	tcp, udp, natsURL string
+	tcp, tls, udp, natsURL string
+	cert                   string // the TLS port's self-signed certificate
 	log               *events.Log
 }
 
@@ -61,10 +65,20 @@ func startTestNode(t *testing.T) testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
+	certDir := t.TempDir()
+	tcfg, _, err := bridge.TLSConfig("", "", certDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	go srv.ServeTCP(ln, events.TransportTCP)
+	go srv.ServeTCP(tls.NewListener(tln, tcfg), events.TransportTLS)
 	go srv.ServeUDP(pc)
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	return testNode{tcp: ln.Addr().String(), udp: pc.LocalAddr().String(), natsURL: clientURL(s), log: l}
+	return testNode{tcp: ln.Addr().String(), tls: tln.Addr().String(), udp: pc.LocalAddr().String(), natsURL: clientURL(s), log: l, cert: filepath.Join(certDir, "cert.pem")}
 }
 
 func clientURL(s *events.Server) string { return s.ClientURL() }
@@ -83,7 +97,7 @@ func TestSendAndTail(t *testing.T) {
 	n := startTestNode(t)
 	paths := referencePaths(t)
 	var out bytes.Buffer
-	if err := runSend(append([]string{"--addr", n.tcp}, paths...), nil, &out); err != nil {
+	if err := runSend(append([]string{"--tls", "--ca", n.cert, "--addr", n.tls}, paths...), nil, &out); err != nil {
 		t.Fatalf("aglx send = %v\n%s", err, out.String())
 	}
 	if got := strings.Count(out.String(), "TYPE: ack\n"); got != len(paths) {
@@ -126,6 +140,24 @@ func TestSendAndTail(t *testing.T) {
 				t.Fatalf("aglx tail %v printed %d events, want %d", tc.args, lines, tc.want)
 			}
 		})
+	}
+}
+
+func TestSendTLSPinsTheCertificate(t *testing.T) {
+	n := startTestNode(t)
+	frame := referencePaths(t)[26] // auth.request: needs TLS
+	var out bytes.Buffer
+	if err := runSend([]string{"--addr", n.tcp, frame}, nil, &out); err == nil || !strings.Contains(out.String(), "403") {
+		t.Fatalf("auth.request in the clear: %v\n%s", err, out.String())
+	}
+	b, _ := os.ReadFile(n.cert)
+	blk, _ := pem.Decode(b)
+	out.Reset()
+	if err := runSend([]string{"--tls", "--pin", bridge.Fingerprint(blk.Bytes), "--addr", n.tls, frame}, nil, &out); err != nil {
+		t.Fatalf("aglx send --tls --pin: %v\n%s", err, out.String())
+	}
+	if err := runSend([]string{"--tls", "--pin", "00:11", "--addr", n.tls, frame}, nil, io.Discard); err == nil {
+		t.Fatal("aglx send accepted a certificate with another fingerprint")
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,8 +21,11 @@ import (
 // error. With --udp each input (file, or stdin) is sent as one datagram.
 func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("aglx send", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:2594", "node address, host:port")
+	addr := fs.String("addr", "", "node address, host:port (default 127.0.0.1:2594, with --tls 127.0.0.1:2596)")
 	udp := fs.Bool("udp", false, "send each input as one UDP datagram (no replies are awaited)")
+	useTLS := fs.Bool("tls", false, "connect with TLS (the node's --tls-listen port, 2596 by default); security messages need it")
+	ca := fs.String("ca", "", "with --tls: trust the certificate(s) in this PEM file (for a self-signed node: DATA/tls/cert.pem)")
+	pin := fs.String("pin", "", "with --tls: trust exactly the certificate with this SHA-256 fingerprint (aglxd logs it at start)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: aglx send [flags] [FILE...]   (no FILE: read stdin)")
@@ -33,6 +37,12 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 		}
 		return exitCode(2)
 	}
+	if *addr == "" {
+		*addr = "127.0.0.1:2594"
+		if *useTLS {
+			*addr = "127.0.0.1:2596"
+		}
+	}
 	inputs, err := readInputs(fs.Args(), stdin)
 	if err != nil {
 		return err
@@ -42,7 +52,19 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	if *udp {
 		return sendUDP(ctx, *addr, inputs)
 	}
-	c, err := bridge.Dial(ctx, *addr)
+	var c *bridge.Client
+	if *useTLS {
+		host, _, _ := net.SplitHostPort(*addr)
+		if host == "127.0.0.1" || host == "::1" {
+			host = "localhost"
+		}
+		var cfg *tls.Config
+		if cfg, err = bridge.ClientTLS(*ca, *pin, host); err == nil {
+			c, err = bridge.DialTLS(ctx, *addr, cfg)
+		}
+	} else {
+		c, err = bridge.Dial(ctx, *addr)
+	}
 	if err != nil {
 		return err
 	}

@@ -11,13 +11,18 @@ import (
 
 // Config is everything aglxd can be told on its command line.
 type Config struct {
-	Name       string // the node's own URI
-	Listen     string // AGLX over TCP
-	UDP        string // AGLX over UDP; "" disables
-	HTTP       string // HTTP API; "" disables
-	NATSListen string // embedded server's client port; "" = in-process only
-	NATSURL    string // use this NATS server instead of the embedded one
-	DataDir    string
+	Name      string // the node's own URI
+	Listen    string // AGLX over TCP
+	TLSListen string // AGLX over TLS; "" disables
+	TLSCert   string // certificate file; "" = self-signed in the data dir
+	TLSKey    string
+	// AllowPlaintextSecurity accepts security messages without TLS (tests).
+	AllowPlaintextSecurity bool
+	UDP                    string // AGLX over UDP; "" disables
+	HTTP                   string // HTTP API; "" disables
+	NATSListen             string // embedded server's client port; "" = in-process only
+	NATSURL                string // use this NATS server instead of the embedded one
+	DataDir                string
 	// Fsync is "always" (every ack is on disk) or an interval such as "1s".
 	Fsync          string
 	BodySizeMax    int
@@ -32,6 +37,7 @@ func DefaultConfig() Config {
 	return Config{
 		Name:           "registry://localhost",
 		Listen:         "127.0.0.1:2594",
+		TLSListen:      "127.0.0.1:2596",
 		UDP:            "127.0.0.1:2594",
 		HTTP:           "127.0.0.1:2595",
 		NATSListen:     "127.0.0.1:4222",
@@ -50,6 +56,10 @@ func parseFlags(args []string) (Config, error) {
 	fs := flag.NewFlagSet("aglxd", flag.ContinueOnError)
 	fs.StringVar(&c.Name, "name", c.Name, "the node's own AGLX URI")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "AGLX over TCP: address to listen on")
+	fs.StringVar(&c.TLSListen, "tls-listen", c.TLSListen, "AGLX over TLS: address to listen on (empty: off); security messages are accepted only here")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate (PEM); without it a self-signed one is made in the data dir")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS private key (PEM) for --tls-cert")
+	fs.BoolVar(&c.AllowPlaintextSecurity, "allow-plaintext-security", false, "accept auth.*, key.rotate and zone.* over plain TCP (for tests only)")
 	fs.StringVar(&c.UDP, "udp", c.UDP, "AGLX over UDP: address to listen on (empty: off)")
 	fs.StringVar(&c.HTTP, "http", c.HTTP, "HTTP API and /healthz: address to listen on (empty: off)")
 	fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "embedded NATS server: client address for other NATS clients (empty: in-process only)")
@@ -75,13 +85,16 @@ func (c Config) Validate() error {
 	if _, err := protocol.ParseURI(c.Name); err != nil {
 		return fmt.Errorf("--name: %w", err)
 	}
-	for flagName, addr := range map[string]string{"--listen": c.Listen, "--udp": c.UDP, "--http": c.HTTP, "--nats-listen": c.NATSListen} {
+	for flagName, addr := range map[string]string{"--listen": c.Listen, "--tls-listen": c.TLSListen, "--udp": c.UDP, "--http": c.HTTP, "--nats-listen": c.NATSListen} {
 		if addr == "" && flagName != "--listen" {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return fmt.Errorf("%s %q: %w", flagName, addr, err)
 		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together")
 	}
 	if _, err := c.SyncInterval(); err != nil {
 		return err

@@ -33,6 +33,7 @@ func startNode(t *testing.T, dir string) *Main {
 	cfg := DefaultConfig()
 	cfg.DataDir = dir
 	cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.TLSListen = "127.0.0.1:0"
 	lg := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		lg = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -70,6 +71,25 @@ func dial(t *testing.T, addr string) *bridge.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := bridge.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Conn().SetDeadline(time.Now().Add(60 * time.Second))
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// dialTLS connects to the node's TLS port, trusting the self-signed
+// certificate it made in its data dir.
+func dialTLS(t *testing.T, m *Main) *bridge.Client {
+	t.Helper()
+	cfg, err := bridge.ClientTLS(filepath.Join(m.cfg.DataDir, "tls", "cert.pem"), "", "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := bridge.DialTLS(ctx, m.TLSAddr(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,11 +157,12 @@ func openLog(t *testing.T, m *Main) *events.Log {
 
 // TestReferenceFramesBackToBack sends every reference example over one
 // connection without waiting: each gets one ack, in order, and the log holds
-// each frame with its headers and body bytes as sent.
+// each frame with its headers and body bytes as sent. The connection is TLS,
+// as the reference's security messages require.
 func TestReferenceFramesBackToBack(t *testing.T) {
 	m := startNode(t, t.TempDir())
 	frames := referenceFiles(t)
-	c := dial(t, m.TCPAddr())
+	c := dialTLS(t, m)
 	for _, b := range frames {
 		if err := c.Write(b); err != nil {
 			t.Fatal(err)
@@ -203,7 +224,7 @@ func getEvent(t *testing.T, m *Main, l *events.Log, seq uint64) *events.Envelope
 func TestRestartKeepsEventsAndProjections(t *testing.T) {
 	dir := t.TempDir()
 	m := startNode(t, dir)
-	c := dial(t, m.TCPAddr())
+	c := dialTLS(t, m)
 	for _, b := range referenceFiles(t) {
 		c.Write(b)
 	}
@@ -354,6 +375,23 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("UDPRefused = %d, want 1", got)
 		}
 	})
+}
+
+// TestSecurityMessagesNeedTLS: auth, key and zone messages in the clear are
+// refused with 403 naming the TLS port, and accepted over TLS.
+func TestSecurityMessagesNeedTLS(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	auth := referenceFiles(t)[26] // auth.request
+	c := dial(t, m.TCPAddr())
+	c.Write(auth)
+	c.Flush()
+	if e := readError(t, c); e.Status != 403 || !strings.Contains(e.Reason, m.TLSAddr()) {
+		t.Fatalf("auth.request over plain TCP: %+v, want 403 naming %s", e, m.TLSAddr())
+	}
+	tc := dialTLS(t, m)
+	tc.Write(auth)
+	tc.Flush()
+	readAck(t, tc)
 }
 
 // TestUDPAnnounceIsRecorded sends the reference announce as a datagram.

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -31,6 +33,7 @@ type Main struct {
 	http   *http.Server
 
 	tcpLn  net.Listener
+	tlsLn  net.Listener
 	udpPC  net.PacketConn
 	httpLn net.Listener
 
@@ -77,14 +80,31 @@ func (m *Main) Run(ctx context.Context) error {
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.runner.Run(runCtx) }()
 
-	m.bridge = bridge.New(m.log, bridge.Config{
-		Name: m.cfg.Name, BodySizeMax: m.cfg.BodySizeMax,
-		ConnectionsMax: m.cfg.ConnectionsMax, PipelineMax: m.cfg.PipelineMax,
-	}, m.lg)
 	if m.tcpLn, err = net.Listen("tcp", m.cfg.Listen); err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
+	if m.cfg.TLSListen != "" {
+		host, _, _ := net.SplitHostPort(m.cfg.TLSListen)
+		tcfg, fp, err := bridge.TLSConfig(m.cfg.TLSCert, m.cfg.TLSKey, filepath.Join(m.cfg.DataDir, "tls"), []string{host})
+		if err != nil {
+			return fmt.Errorf("--tls-listen: %w", err)
+		}
+		ln, err := net.Listen("tcp", m.cfg.TLSListen)
+		if err != nil {
+			return fmt.Errorf("--tls-listen: %w", err)
+		}
+		m.tlsLn = tls.NewListener(ln, tcfg)
+		m.lg.Info("TLS certificate", "sha256_fingerprint", fp, "self_signed", m.cfg.TLSCert == "")
+	}
+	m.bridge = bridge.New(m.log, bridge.Config{
+		Name: m.cfg.Name, BodySizeMax: m.cfg.BodySizeMax,
+		ConnectionsMax: m.cfg.ConnectionsMax, PipelineMax: m.cfg.PipelineMax,
+		TLSAddr: m.TLSAddr(), AllowPlaintextSecurity: m.cfg.AllowPlaintextSecurity,
+	}, m.lg)
 	m.serve("tcp", func() error { return m.bridge.ServeTCP(m.tcpLn, events.TransportTCP) })
+	if m.tlsLn != nil {
+		m.serve("tls", func() error { return m.bridge.ServeTCP(m.tlsLn, events.TransportTLS) })
+	}
 	if m.cfg.UDP != "" {
 		if m.udpPC, err = net.ListenPacket("udp", m.cfg.UDP); err != nil {
 			return fmt.Errorf("--udp: %w", err)
@@ -98,7 +118,7 @@ func (m *Main) Run(ctx context.Context) error {
 		m.http = &http.Server{Handler: bridge.HTTPHandler(m.log, m.runner, m.stats, m.bridge), ReadHeaderTimeout: 10 * time.Second}
 		m.serve("http", func() error { return m.http.Serve(m.httpLn) })
 	}
-	m.lg.Info("aglxd serving", "name", m.cfg.Name, "tcp", m.TCPAddr(), "udp", m.UDPAddr(), "http", m.HTTPAddr())
+	m.lg.Info("aglxd serving", "name", m.cfg.Name, "tcp", m.TCPAddr(), "tls", m.TLSAddr(), "udp", m.UDPAddr(), "http", m.HTTPAddr())
 	return nil
 }
 
@@ -119,7 +139,7 @@ func (m *Main) Close(ctx context.Context) error {
 	if m.bridge != nil {
 		errs = append(errs, m.bridge.Shutdown(ctx))
 	} else {
-		for _, c := range []interface{ Close() error }{m.tcpLn, m.udpPC} {
+		for _, c := range []interface{ Close() error }{m.tcpLn, m.tlsLn, m.udpPC} {
 			if c != nil {
 				c.Close()
 			}
@@ -146,6 +166,9 @@ func (m *Main) Close(ctx context.Context) error {
 
 // TCPAddr is the AGLX TCP address actually listened on.
 func (m *Main) TCPAddr() string { return addrOf(m.tcpLn) }
+
+// TLSAddr is the AGLX TLS address actually listened on.
+func (m *Main) TLSAddr() string { return addrOf(m.tlsLn) }
 
 // HTTPAddr is the HTTP address actually listened on.
 func (m *Main) HTTPAddr() string { return addrOf(m.httpLn) }

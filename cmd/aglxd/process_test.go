@@ -64,7 +64,7 @@ type nodeProcess struct {
 // logs where it serves. The process is killed, by its PID, when the test ends.
 func startProcess(t *testing.T, dataDir string) *nodeProcess {
 	t.Helper()
-	cmd := exec.Command(aglxdBinary(t), "--data", dataDir, "--listen", "127.0.0.1:0", "--udp", "127.0.0.1:0",
+	cmd := exec.Command(aglxdBinary(t), "--data", dataDir, "--listen", "127.0.0.1:0", "--tls-listen", "127.0.0.1:0", "--udp", "127.0.0.1:0",
 		"--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-format", "json")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -1,0 +1,159 @@
+package bridge
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// SelfSignedValidity is how long a certificate the node makes for itself
+// is valid. It is remade when it has less than a tenth of that left.
+const SelfSignedValidity = 365 * 24 * time.Hour
+
+// TLSConfig returns the server TLS configuration: from certFile and keyFile
+// when given, else from a self-signed certificate kept in dir (made on first
+// use, for the hosts named). TLS 1.3 only: there are no old clients to keep.
+// It also returns the certificate's SHA-256 fingerprint, which operators
+// hand to clients that pin it.
+func TLSConfig(certFile, keyFile, dir string, hosts []string) (*tls.Config, string, error) {
+	if (certFile == "") != (keyFile == "") {
+		return nil, "", errors.New("tls: give both a certificate and a key, or neither")
+	}
+	if certFile == "" {
+		certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+		if err := ensureSelfSigned(certFile, keyFile, hosts); err != nil {
+			return nil, "", err
+		}
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("tls: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}, Fingerprint(cert.Certificate[0]), nil
+}
+
+// Fingerprint is the SHA-256 of a certificate's DER, as hex pairs joined
+// by colons, the form most tools print.
+func Fingerprint(der []byte) string {
+	sum := sha256.Sum256(der)
+	h := hex.EncodeToString(sum[:])
+	pairs := make([]string, 0, len(sum))
+	for i := 0; i < len(h); i += 2 {
+		pairs = append(pairs, strings.ToUpper(h[i:i+2]))
+	}
+	return strings.Join(pairs, ":")
+}
+
+func ensureSelfSigned(certFile, keyFile string, hosts []string) error {
+	if b, err := os.ReadFile(certFile); err == nil {
+		if blk, _ := pem.Decode(b); blk != nil {
+			if c, err := x509.ParseCertificate(blk.Bytes); err == nil && time.Until(c.NotAfter) > SelfSignedValidity/10 {
+				return nil
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(certFile), 0o700); err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "aglxd"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(SelfSignedValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if h != "" {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	if err := writeFileAtomic(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		return err
+	}
+	return writeFileAtomic(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+}
+
+// writeFileAtomic writes via a temporary file and a rename, so a crash
+// never leaves half a key behind.
+func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	return nil
+}
+
+// ClientTLS returns a client configuration that trusts the certificates in
+// caFile, or pins the certificate with the given fingerprint, or both.
+func ClientTLS(caFile, fingerprint, serverName string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13, ServerName: serverName}
+	if caFile != "" {
+		b, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("tls: %s holds no PEM certificate", caFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if fingerprint != "" {
+		want := strings.ToUpper(strings.ReplaceAll(fingerprint, ":", ""))
+		if caFile == "" {
+			// Pinning replaces the chain check: the pinned certificate is
+			// the trust anchor.
+			cfg.InsecureSkipVerify = true
+		}
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("tls: the server sent no certificate")
+			}
+			got := strings.ReplaceAll(Fingerprint(cs.PeerCertificates[0].Raw), ":", "")
+			if got != want {
+				return fmt.Errorf("tls: the server's certificate has fingerprint %s, not the pinned one", Fingerprint(cs.PeerCertificates[0].Raw))
+			}
+			return nil
+		}
+	}
+	return cfg, nil
+}
