@@ -19,6 +19,8 @@ commands:
   send   send AGLX frames from files or stdin to a node and print the replies
   tail   follow the node's event log, filtered by TYPE or agent
   bench  measure durable ingest against raw JetStream, in one run
+  keygen make an agent key pair (Ed25519 or RSA)
+  sign   sign frames with a key and print them
 
 Run 'aglx COMMAND -h' for a command's flags.
 `
@@ -40,6 +42,10 @@ func main() {
 		} else {
 			err = runBench(ctx, os.Args[2:], os.Stdout)
 		}
+	case "keygen":
+		err = runKeygen(os.Args[2:], os.Stdout)
+	case "sign":
+		err = runSign(os.Args[2:], os.Stdin, os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

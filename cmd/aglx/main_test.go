@@ -19,13 +19,14 @@ import (
 
 	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
 )
 
 // testNode is a bare node: embedded server, log and bridge on loopback.
 type testNode struct {
 	tcp, tls, udp, natsURL string
 	cert                   string // the TLS port's self-signed certificate
-	log               *events.Log
+	log                    *events.Log
 }
 
 // waitPublished waits until the event stream holds seq: an ack means the
@@ -209,5 +210,35 @@ func TestTailFollows(t *testing.T) {
 		t.Fatalf("tail ended: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("tail did not print the announce")
+	}
+}
+
+func TestKeygenSignVerify(t *testing.T) {
+	dir := t.TempDir()
+	keyPath := filepath.Join(dir, "agent.key")
+	var out bytes.Buffer
+	if err := runKeygen([]string{"--out", keyPath}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := runKeygen([]string{"--out", keyPath}, io.Discard); err == nil {
+		t.Fatal("keygen overwrote an existing key")
+	}
+	if fi, err := os.Stat(keyPath); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode = %v, %v; want 0600", fi.Mode(), err)
+	}
+	var signed bytes.Buffer
+	if err := runSign([]string{"--key", keyPath, referencePaths(t)[14]}, nil, &signed); err != nil {
+		t.Fatal(err)
+	}
+	f, err := protocol.NewDecoder(&signed, protocol.DecoderOptions{}).Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := loadKey(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := protocol.Verify(key.Public(), f.From(), f.To(), f.Type(), f.Body); err != nil {
+		t.Fatalf("aglx sign output does not verify: %v\n%s", err, f.Body)
 	}
 }

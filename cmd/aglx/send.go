@@ -25,6 +25,7 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	udp := fs.Bool("udp", false, "send each input as one UDP datagram (no replies are awaited)")
 	useTLS := fs.Bool("tls", false, "connect with TLS (the node's --tls-listen port, 2596 by default); security messages need it")
 	ca := fs.String("ca", "", "with --tls: trust the certificate(s) in this PEM file (for a self-signed node: DATA/tls/cert.pem)")
+	keyPath := fs.String("key", "", "sign every frame with this private key before sending (see aglx keygen)")
 	pin := fs.String("pin", "", "with --tls: trust exactly the certificate with this SHA-256 fingerprint (aglxd logs it at start)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	fs.Usage = func() {
@@ -46,6 +47,15 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	inputs, err := readInputs(fs.Args(), stdin)
 	if err != nil {
 		return err
+	}
+	if *keyPath != "" {
+		key, err := loadKey(*keyPath)
+		if err != nil {
+			return err
+		}
+		if inputs, err = signFrames(key, inputs); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"path/filepath"
 	"time"
 
 	"github.com/aglx/ledger/protocol"
@@ -23,6 +24,8 @@ type Config struct {
 	NATSListen             string // embedded server's client port; "" = in-process only
 	NATSURL                string // use this NATS server instead of the embedded one
 	DataDir                string
+	// NodeKey is the node's signing key file; "" = DATA/keys/node.key.
+	NodeKey string
 	// Fsync is "always" (every ack is on disk) or an interval such as "1s".
 	Fsync          string
 	BodySizeMax    int
@@ -65,6 +68,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "embedded NATS server: client address for other NATS clients (empty: in-process only)")
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "use this NATS server (with JetStream) instead of the embedded one")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream store, keys)")
+	fs.StringVar(&c.NodeKey, "node-key", c.NodeKey, "the node's signing key (PKCS #8 PEM); made on first start (default DATA/keys/node.key)")
 	fs.StringVar(&c.Fsync, "fsync", c.Fsync, `"always": an ack means the event is on disk; or an interval such as 1s, which is faster but can lose acknowledged events on power loss`)
 	fs.IntVar(&c.BodySizeMax, "body-max", c.BodySizeMax, "largest accepted frame body, bytes")
 	fs.IntVar(&c.ConnectionsMax, "max-connections", c.ConnectionsMax, "most concurrent TCP connections")
@@ -112,6 +116,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--data: must not be empty")
 	}
 	return nil
+}
+
+// NodeKeyPath is where the node's signing key lives.
+func (c Config) NodeKeyPath() string {
+	if c.NodeKey != "" {
+		return c.NodeKey
+	}
+	return filepath.Join(c.DataDir, "keys", "node.key")
 }
 
 // SyncInterval is 0 for "always", else the flush interval.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/projections"
+	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats.go"
 )
 
@@ -23,6 +25,7 @@ import (
 type Main struct {
 	cfg Config
 	lg  *slog.Logger
+	key crypto.Signer // the node's signing key
 
 	ns     *events.Server // nil with --nats-url
 	nc     *nats.Conn
@@ -47,6 +50,13 @@ func NewMain(cfg Config, lg *slog.Logger) *Main { return &Main{cfg: cfg, lg: lg}
 // Run starts every part and returns once the node serves. The parts keep
 // running until Close.
 func (m *Main) Run(ctx context.Context) error {
+	key, made, err := loadOrCreateNodeKey(m.cfg.NodeKeyPath())
+	if err != nil {
+		return err
+	}
+	m.key = key
+	pub, _ := protocol.MarshalPublicKey(key.Public())
+	m.lg.Info("node key", "path", m.cfg.NodeKeyPath(), "created", made, "key_id", protocol.KeyID(key.Public()), "public_key", pub)
 	sync, _ := m.cfg.SyncInterval()
 	if m.cfg.NATSURL == "" {
 		ns, err := events.StartServer(events.ServerConfig{DataDir: m.cfg.DataDir, Listen: m.cfg.NATSListen, SyncInterval: sync})
@@ -60,14 +70,12 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.lg.Info("embedded NATS JetStream started", "store", m.cfg.DataDir, "client_url", m.NATSURL(), "fsync", m.cfg.Fsync)
 	} else {
-		var err error
 		m.nc, err = nats.Connect(m.cfg.NATSURL, nats.Name("aglxd"), nats.MaxReconnects(-1))
 		if err != nil {
 			return fmt.Errorf("connect to %s: %w", m.cfg.NATSURL, err)
 		}
 		m.lg.Info("using external NATS", "url", m.cfg.NATSURL)
 	}
-	var err error
 	m.log, err = events.Open(ctx, m.nc, events.Config{BodySizeMax: m.cfg.BodySizeMax}, m.lg)
 	if err != nil {
 		return err

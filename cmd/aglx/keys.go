@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"crypto"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// runKeygen makes an agent key pair: the private key as PKCS #8 PEM in a
+// file only its owner may read, the public key (the form auth.request and
+// key.rotate carry) and its key id on stdout.
+func runKeygen(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("aglx keygen", flag.ContinueOnError)
+	out := fs.String("out", "agent.key", "where to write the private key (PEM, mode 0600)")
+	alg := fs.String("type", protocol.KeyEd25519, "ed25519 or rsa (RSA-2048)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return exitCode(2)
+	}
+	if _, err := os.Stat(*out); err == nil {
+		return fmt.Errorf("%s exists; not overwriting a key", *out)
+	}
+	k, err := protocol.GenerateKey(*alg)
+	if err != nil {
+		return err
+	}
+	b, err := protocol.MarshalPrivateKey(k)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(*out, b, 0o600); err != nil {
+		return err
+	}
+	pub, err := protocol.MarshalPublicKey(k.Public())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "private key: %s\npublic key:  %s\nkey id:      %s\n", *out, pub, protocol.KeyID(k.Public()))
+	return nil
+}
+
+func loadKey(path string) (crypto.Signer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := protocol.ParsePrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
+}
+
+// signFrames decodes every frame in the inputs, signs each with key, and
+// returns them encoded again (with a correct CONTENT-LENGTH).
+func signFrames(key crypto.Signer, inputs [][]byte) ([][]byte, error) {
+	var out [][]byte
+	for _, in := range inputs {
+		dec := protocol.NewDecoder(bytes.NewReader(in), protocol.DecoderOptions{BodySizeMax: protocol.BodySizeMaxLimit})
+		var buf []byte
+		for {
+			f, err := dec.Decode()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			if err := protocol.SignFrame(key, f); err != nil {
+				return nil, fmt.Errorf("signing %s from %s: %w", f.Type(), f.From(), err)
+			}
+			buf = protocol.AppendFrame(buf, f)
+		}
+		out = append(out, buf)
+	}
+	return out, nil
+}
+
+// runSign signs frames from files or stdin and prints them.
+func runSign(args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := flag.NewFlagSet("aglx sign", flag.ContinueOnError)
+	keyPath := fs.String("key", "", "private key file (from aglx keygen)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return exitCode(2)
+	}
+	if *keyPath == "" {
+		return errors.New("--key is required")
+	}
+	key, err := loadKey(*keyPath)
+	if err != nil {
+		return err
+	}
+	inputs, err := readInputs(fs.Args(), stdin)
+	if err != nil {
+		return err
+	}
+	signed, err := signFrames(key, inputs)
+	if err != nil {
+		return err
+	}
+	for _, b := range signed {
+		if _, err := stdout.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
