@@ -4,7 +4,19 @@
 // clock, so replaying the log rebuilds it byte for byte.
 package projections
 
-import "github.com/aglx/ledger/events"
+import (
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
+)
+
+// Event is what a projection is given: the stored envelope and the message
+// decoded from it, once, by the runner for every projection. Msg is nil
+// for an event that does not decode (which the bridge never appends, but a
+// log is read as found); projections skip such events.
+type Event struct {
+	*events.Envelope
+	Msg *protocol.Message
+}
 
 // Projection is a fold over the event log, in the spirit of an FSM in
 // hashicorp/raft.
@@ -16,7 +28,7 @@ import "github.com/aglx/ledger/events"
 // reach it): it ignores them or records them as refused.
 type Projection interface {
 	Name() string
-	Apply(e *events.Envelope)
+	Apply(e *Event)
 }
 
 // Snapshotter is a projection whose whole state can be written out. The

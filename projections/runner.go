@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
 )
 
 // retryWaitMax bounds the pause between attempts to resume reading the log
@@ -81,8 +82,14 @@ func (r *Runner) apply(e *events.Envelope, readyAt uint64) {
 		// event once.
 		return
 	}
+	ev := &Event{Envelope: e}
+	if msg, err := protocol.Parse(e.Frame()); err == nil {
+		ev.Msg = msg
+	} else {
+		r.lg.Warn("projections: an event in the log does not decode; skipped by every fold", "seq", e.Seq, "err", err)
+	}
 	for _, p := range r.projs {
-		p.Apply(e)
+		p.Apply(ev)
 	}
 	r.applied = e.Seq
 	close(r.advanced)

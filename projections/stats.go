@@ -3,8 +3,6 @@ package projections
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/aglx/ledger/events"
 )
 
 // Stats counts the log: events per TYPE, per sender and per transport, and
@@ -30,7 +28,7 @@ func NewStats() *Stats {
 func (s *Stats) Name() string { return "stats" }
 
 // Apply implements Projection.
-func (s *Stats) Apply(e *events.Envelope) {
+func (s *Stats) Apply(e *Event) {
 	s.Events++
 	s.ByType[e.Type]++
 	s.BySender[e.From]++

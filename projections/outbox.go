@@ -1,0 +1,66 @@
+package projections
+
+import (
+	"sync"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// OutboxMax bounds the replies the outbox holds. A reply is taken within
+// moments of being made, by the connection that waits for it; during a
+// replay at start nobody waits, and the oldest replies are dropped.
+const OutboxMax = 1 << 16 // replies
+
+// Reply is the node's answer to one message, decided by a projection when
+// it applied the message: a registry.ack, a credit outcome, a refusal. It
+// is a deterministic function of the log, like the rest of the state, so
+// nothing about it needs storing.
+type Reply struct {
+	Type   string // e.g. "registry.ack", "ack", "error"
+	Status protocol.Status
+	Body   []byte // JSON
+}
+
+// Outbox passes replies from the projections to the connections waiting
+// for them, by sequence. Exactly one projection answers any given TYPE.
+type Outbox struct {
+	mu    sync.Mutex
+	bySeq map[uint64]Reply
+	order []uint64 // insertion order, for eviction
+}
+
+// NewOutbox returns an empty outbox.
+func NewOutbox() *Outbox { return &Outbox{bySeq: map[uint64]Reply{}} }
+
+// Put records the reply to the event at seq, unless one is there already.
+func (o *Outbox) Put(seq uint64, r Reply) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.bySeq[seq]; ok {
+		return
+	}
+	o.bySeq[seq] = r
+	o.order = append(o.order, seq)
+	for len(o.bySeq) > OutboxMax {
+		delete(o.bySeq, o.order[0])
+		o.order = o.order[1:]
+	}
+	if len(o.order) > 2*OutboxMax { // taken entries linger in order
+		kept := o.order[:0]
+		for _, s := range o.order {
+			if _, ok := o.bySeq[s]; ok {
+				kept = append(kept, s)
+			}
+		}
+		o.order = kept
+	}
+}
+
+// Take removes and returns the reply to the event at seq.
+func (o *Outbox) Take(seq uint64) (Reply, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, ok := o.bySeq[seq]
+	delete(o.bySeq, seq)
+	return r, ok
+}
