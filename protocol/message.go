@@ -1,10 +1,7 @@
 package protocol
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"io"
 	"reflect"
 	"strconv"
 	"strings"
@@ -95,13 +92,19 @@ func parse(f *Frame) (*Message, *Error) {
 	}
 	body := f.Body
 	if len(body) == 0 {
-		body = []byte("{}")
+		body = emptyBody
 	}
-	if e := checkDuplicates(body); e != nil {
+	s, isObject, e := scanBody(body)
+	defer s.release()
+	if e != nil {
 		return nil, e
 	}
-	m.Payload = newPayload[info.Name]()
-	if e := decodeObject(body, reflect.ValueOf(m.Payload).Elem(), ""); e != nil {
+	if !isObject {
+		return nil, Errorf(StatusBadRequest, "the body must be a JSON object")
+	}
+	pt := payloadTypes()[info.Name]
+	m.Payload = pt.new()
+	if e := decodeFields(s.top, reflect.ValueOf(m.Payload).Elem(), pt.fields, objectPath{index: -1}); e != nil {
 		return nil, e
 	}
 	if err := m.Payload.Validate(); err != nil {
@@ -112,6 +115,9 @@ func parse(f *Frame) (*Message, *Error) {
 	}
 	return m, nil
 }
+
+// emptyBody is what a frame without a body is read as. Nothing writes to it.
+var emptyBody = []byte("{}")
 
 // addressHeader reads the FROM or TO header. An empty value counts as absent.
 func addressHeader(f *Frame, name string, required bool) (URI, *Error) {
@@ -140,166 +146,9 @@ func asBadRequest(err error) *Error {
 	return Errorf(StatusBadRequest, "%s", err.Error())
 }
 
-// checkDuplicates walks the whole body once, before anything reads it, and
-// refuses an object that names one member twice. encoding/json would keep the
-// last of two "amount" members where another reader, or the person checking
-// a signature, may take the first; a message that means two things is
-// refused. The walk also bounds the nesting, for a frame that did not come
-// through the Decoder.
-func checkDuplicates(body []byte) *Error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber() // numbers are not converted, so none can overflow here
-	if e := walkValue(dec, "", 0); e != nil {
-		return e
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Errorf(StatusBadRequest, "the body holds more than one JSON value")
-	}
-	return nil
-}
-
-func walkValue(dec *json.Decoder, path string, depth int) *Error {
-	tok, err := dec.Token()
-	if err != nil {
-		return Errorf(StatusBadRequest, "the body is not valid JSON")
-	}
-	delim, ok := tok.(json.Delim)
-	if !ok || delim == '}' || delim == ']' {
-		return nil
-	}
-	if depth == JSONDepthMax {
-		return Errorf(StatusBadRequest, "the body is nested deeper than %d levels", JSONDepthMax)
-	}
-	if delim == '[' {
-		for i := 0; dec.More(); i++ {
-			if e := walkValue(dec, path+"["+strconv.Itoa(i)+"]", depth+1); e != nil {
-				return e
-			}
-		}
-	} else {
-		seen := make(map[string]bool)
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				return Errorf(StatusBadRequest, "the body is not valid JSON")
-			}
-			key, _ := tok.(string)
-			if seen[key] {
-				return Errorf(StatusBadRequest, "member %s appears twice; a member may appear only once", quoteValue(joinPath(path, key)))
-			}
-			seen[key] = true
-			if e := walkValue(dec, joinPath(path, key), depth+1); e != nil {
-				return e
-			}
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing ']' or '}'
-		return Errorf(StatusBadRequest, "the body is not valid JSON")
-	}
-	return nil
-}
-
-func joinPath(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
-}
-
-// decodeObject fills the struct rv from the JSON object raw, one member at a
-// time, so that a refusal names the member at fault ("entries[1].agent_uri"),
-// which json.Unmarshal cannot do for errors of custom types. Members match the
-// json tags exactly; untagged fields and unknown members are skipped; a
-// member holding null is treated as absent.
-func decodeObject(raw []byte, rv reflect.Value, path string) *Error {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &members); err != nil || members == nil {
-		if path == "" {
-			return Errorf(StatusBadRequest, "the body must be a JSON object")
-		}
-		return Errorf(StatusBadRequest, "field %q must be an object", path)
-	}
-	t := rv.Type()
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name == "" || name == "-" || !t.Field(i).IsExported() {
-			continue
-		}
-		member, ok := members[name]
-		if !ok || string(member) == "null" {
-			continue
-		}
-		if e := decodeMember(member, rv.Field(i), joinPath(path, name)); e != nil {
-			return e
-		}
-	}
-	return nil
-}
-
-// decodeMember decodes one member into the field fv. Nested structs and
-// slices of structs (registry entries) go through decodeObject so that their
-// members are named too; everything else is json.Unmarshal's.
-func decodeMember(raw []byte, fv reflect.Value, path string) *Error {
-	ptr := fv.Addr().Interface()
-	if _, custom := ptr.(json.Unmarshaler); !custom {
-		switch {
-		case fv.Kind() == reflect.Struct:
-			return decodeObject(raw, fv, path)
-		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.Struct:
-			var elems []json.RawMessage
-			if err := json.Unmarshal(raw, &elems); err != nil {
-				return Errorf(StatusBadRequest, "field %q must be an array", path)
-			}
-			s := reflect.MakeSlice(fv.Type(), len(elems), len(elems))
-			for i, elem := range elems {
-				if e := decodeObject(elem, s.Index(i), path+"["+strconv.Itoa(i)+"]"); e != nil {
-					return e
-				}
-			}
-			fv.Set(s)
-			return nil
-		}
-	}
-	if err := json.Unmarshal(raw, ptr); err != nil {
-		var ve *valueError
-		if errors.As(err, &ve) {
-			return Errorf(StatusBadRequest, "field %q %s", path, ve.predicate)
-		}
-		return Errorf(StatusBadRequest, "field %q must be %s", path, jsonKind(fv.Type()))
-	}
-	return nil
-}
-
-// jsonKind names the JSON value a Go type is read from, for a reason such as
-// `field "priority" must be an integer`.
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return "an integer"
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a non-negative integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		if t.Elem().Kind() == reflect.String {
-			return "an array of strings"
-		}
-		return "an array"
-	default:
-		return "an object"
-	}
-}
-
 // valueError is the refusal of one JSON value by its own UnmarshalJSON
 // (Amount, Timestamp, URI), which does not know the member it was found in.
-// Its predicate reads after the member's name; decodeMember puts the name in
+// Its predicate reads after the member's name; fieldRefused puts the name in
 // front: `field "amount" ` + `is not a finite number`.
 type valueError struct{ predicate string }
 

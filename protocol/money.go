@@ -112,7 +112,7 @@ func (a *Amount) UnmarshalJSON(b []byte) error {
 	var text string
 	switch {
 	case len(b) == 0:
-		return &valueError{"must be a number"}
+		return &valueError{amountNotNumber}
 	case string(b) == "null":
 		return nil
 	case b[0] == '"':
@@ -122,7 +122,7 @@ func (a *Amount) UnmarshalJSON(b []byte) error {
 	case b[0] == '-' || b[0] >= '0' && b[0] <= '9':
 		text = string(b)
 	default:
-		return &valueError{"must be a number"}
+		return &valueError{amountNotNumber}
 	}
 	parsed, why := parseAmount(text)
 	if why != "" {
@@ -131,6 +131,9 @@ func (a *Amount) UnmarshalJSON(b []byte) error {
 	*a = *parsed
 	return nil
 }
+
+// amountNotNumber refuses a JSON value that is neither a number nor a string.
+const amountNotNumber = "must be a number"
 
 // parseAmount returns the Amount s holds, or why it holds none, phrased to
 // follow the name of what was read ("field \"amount\" holds ...").
@@ -141,19 +144,22 @@ func parseAmount(s string) (*Amount, string) {
 	if len(s) > amountTextSizeMax {
 		return nil, "is longer than " + strconv.Itoa(amountTextSizeMax) + " bytes; no amount needs that many"
 	}
-	held := "holds " + quoteValue(s) + ", which "
 	if why := checkNumberSyntax(s); why != "" {
-		return nil, held + why
+		return nil, amountHeld(s, why)
 	}
 	a := new(Amount)
 	if _, _, err := a.Decimal().SetString(s); err != nil {
-		return nil, held + amountRange
+		return nil, amountHeld(s, amountRange)
 	}
 	if why := a.checkBounds(); why != "" {
-		return nil, held + why
+		return nil, amountHeld(s, why)
 	}
 	return a, ""
 }
+
+// amountHeld phrases why s holds no Amount. It is built only for a refusal,
+// since quoting s costs more than parsing it.
+func amountHeld(s, why string) string { return "holds " + quoteValue(s) + ", which " + why }
 
 const amountRange = "is out of range (an amount has at most 34 digits before and 34 after the decimal point)"
 

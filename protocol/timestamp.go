@@ -83,6 +83,9 @@ func (t Timestamp) MarshalJSON() ([]byte, error) {
 	return json.Marshal(t.String())
 }
 
+// timestampNotString refuses a JSON value that is not a string.
+const timestampNotString = "must be a string holding an RFC 3339 time such as \"2025-10-29T18:22:04Z\""
+
 // UnmarshalJSON reads an RFC 3339 time from a JSON string. A JSON null leaves
 // t unchanged, as encoding/json does for its own types.
 func (t *Timestamp) UnmarshalJSON(b []byte) error {
@@ -91,7 +94,7 @@ func (t *Timestamp) UnmarshalJSON(b []byte) error {
 	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return &valueError{"must be a string holding an RFC 3339 time such as \"2025-10-29T18:22:04Z\""}
+		return &valueError{timestampNotString}
 	}
 	parsed, why := parseTimestamp(s)
 	if why != "" {

@@ -144,12 +144,26 @@ func (u URI) MarshalJSON() ([]byte, error) { return json.Marshal(u.String()) }
 func (u *URI) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return &valueError{"must be a string holding agent://NAME or registry://NAME"}
+		return &valueError{uriNotString}
 	}
-	parsed, why := parseURI(s)
+	parsed, why := parseURIValue(s)
 	if why != "" {
-		return &valueError{"holds " + quoteValue(s) + ", which " + why}
+		return &valueError{why}
 	}
 	*u = parsed
 	return nil
+}
+
+// uriNotString refuses a JSON value that is not a string.
+const uriNotString = "must be a string holding agent://NAME or registry://NAME"
+
+// parseURIValue is parseURI for an address read from a body, its reason
+// phrased to follow the name of the field: `holds "agent:/x", which is not
+// an AGLX address; ...`.
+func parseURIValue(s string) (URI, string) {
+	u, why := parseURI(s)
+	if why != "" {
+		return URI{}, "holds " + quoteValue(s) + ", which " + why
+	}
+	return u, ""
 }
