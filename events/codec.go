@@ -27,9 +27,10 @@ const (
 	// HdrNoBody marks a frame that had no body at all, as opposed to "{}".
 	HdrNoBody = "Aglx-No-Body"
 	// HdrDedupID is the client's deduplication key, "id:<FROM>:<ID>", on
-	// events whose frame had an ID header. Nats-Msg-Id is always the event
-	// id, which is unique, so JetStream's own deduplication can never drop
-	// an event the node has already promised a sequence to.
+	// events whose frame had an ID header. It is not a Nats-Msg-Id: the node
+	// deduplicates before it assigns sequences, and JetStream's own
+	// deduplication must never drop an event the node has promised a
+	// sequence to.
 	HdrDedupID = "Aglx-Dedup-Id"
 )
 
@@ -40,7 +41,10 @@ const timeFormat = "2006-01-02T15:04:05.000000000Z07:00"
 // toMsg encodes an envelope as the NATS message the log stores.
 func toMsg(e *Envelope) *nats.Msg {
 	h := make(nats.Header, 12)
-	h[nats.MsgIdHdr] = []string{e.ID}
+	// No Nats-Msg-Id: every publish to the event stream names the sequence
+	// it must land at (Nats-Expected-Last-Sequence), which already makes a
+	// repeated publish fail instead of storing twice, and spares the server
+	// a deduplication entry per event.
 	h[HdrEventID] = []string{e.ID}
 	if e.MsgID != "" && e.MsgID != e.ID {
 		h[HdrDedupID] = []string{e.MsgID}
