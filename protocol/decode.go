@@ -229,6 +229,15 @@ func parseHeader(line []byte) (Header, *Error) {
 		}
 	}
 	value := line[i+1:]
+	for _, c := range value {
+		if c < 0x20 && c != '\t' || c == 0x7F {
+			// A stray CR or another control character inside a line is how
+			// header smuggling starts; the line is whole, so refuse only the
+			// frame.
+			return Header{Name: name, Value: strings.Map(printable, strings.TrimSpace(string(value)))},
+				Errorf(StatusBadRequest, "header %s holds a control character (byte 0x%02X)", name, c)
+		}
+	}
 	if !utf8.Valid(value) {
 		// The line is whole, so the frame's end is still known: refuse the
 		// frame, keep the connection. The value is kept with its bad bytes
@@ -237,6 +246,14 @@ func parseHeader(line []byte) (Header, *Error) {
 			Errorf(StatusBadRequest, "header %s is not valid UTF-8", name)
 	}
 	return Header{Name: name, Value: strings.TrimSpace(string(value))}, nil
+}
+
+// printable replaces control characters, for a refused header's log line.
+func printable(r rune) rune {
+	if r < 0x20 && r != '\t' || r == 0x7F {
+		return '?'
+	}
+	return r
 }
 
 func isTokenByte(c byte) bool {

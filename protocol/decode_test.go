@@ -153,6 +153,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"duplicate TYPE", "AGLX/1.0 TCP\nTYPE: ack\ntype: error\n\n{}\n", StatusBadRequest, false},
 		{"bad content length", "AGLX/1.0 TCP\nTYPE: ack\nCONTENT-LENGTH: -3\n\n{}\n", StatusBadRequest, false},
 		{"header not utf-8", "AGLX/1.0 TCP\nTYPE: ack\nX-A: \xff\xfe\n\n{}\n", StatusBadRequest, false},
+		{"bare CR in a value", "AGLX/1.0 TCP\nTYPE: ack\nX-A: 1\r2\n\n{}\n", StatusBadRequest, false},
 		{"duplicate STATUS", "AGLX/1.0 TCP\nTYPE: ack\nSTATUS: 200 OK\nSTATUS: 500 No\n\n{}\n", StatusBadRequest, false},
 	}
 	for _, tc := range tests {
