@@ -1,0 +1,131 @@
+package ledger
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// benchLedger returns a ledger with n accounts, each minted 10^9 credits,
+// their URIs, and the sequence of the last event applied.
+func benchLedger(b *testing.B, n int) (*Ledger, []string, uint64) {
+	b.Helper()
+	l := New(node)
+	uris := make([]string, n)
+	seed := amt("1000000000")
+	for i := range uris {
+		uris[i] = fmt.Sprintf("agent://a%07d.bench", i)
+	}
+	for i, uri := range uris {
+		o := l.Apply(Event{Seq: uint64(i + 1), EventID: fmt.Sprintf("mint-ev-%d", i), Time: t0, From: node, To: uri, Auth: AuthNode,
+			Payload: &protocol.CreditTransfer{Amount: seed, Currency: protocol.Currency, TransactionID: fmt.Sprintf("mint-%d", i)}})
+		if o.Status != 200 {
+			b.Fatalf("mint: %d %s", o.Status, o.Reason)
+		}
+	}
+	return l, uris, uint64(n)
+}
+
+// benchTransfers returns n decoded credit.transfer events between random
+// accounts of uris, with sequences after seq: what the projection hands
+// the ledger after protocol.Parse.
+func benchTransfers(uris []string, seq uint64, n int) []Event {
+	amounts := []*protocol.Amount{amt("0.01"), amt("1"), amt("2.5"), amt("17.25")}
+	rng := rand.New(rand.NewPCG(1, 2))
+	evs := make([]Event, n)
+	for i := range evs {
+		from, to := rng.IntN(len(uris)), rng.IntN(len(uris)-1)
+		if to >= from {
+			to++
+		}
+		evs[i] = Event{
+			Seq: seq + uint64(i) + 1, EventID: fmt.Sprintf("01JBENCH%018d", i), Time: t0.Add(time.Duration(i) * time.Millisecond),
+			From: uris[from], To: uris[to], Auth: AuthValid,
+			Payload: &protocol.CreditTransfer{Amount: amounts[i%len(amounts)], Currency: protocol.Currency, TransactionID: fmt.Sprintf("tx-%d", i)},
+		}
+	}
+	return evs
+}
+
+// BenchmarkLedgerApply measures the fold's two resources that matter:
+//
+//   - transfers: decoded transfers between random accounts of 100k (the
+//     issue's case) and of 1k (accounts all in cache, to tell the CPU cost
+//     from the cost of memory latency), on one goroutine; reports
+//     postings/s.
+//   - memory: a ledger of 1M accounts; reports bytes per account (each
+//     with the one posting that created it), bytes per further posting,
+//     and bytes per account with its posting's share taken out.
+//
+// Run (docs/LEDGER-NOTES.md has the figures):
+//
+//	go test -run '^$' -bench 'LedgerApply/transfers' -benchtime 1000000x -cpu 1 -count 5 ./ledger/
+//	go test -run '^$' -bench 'LedgerApply/memory' -benchtime 1x ./ledger/
+func BenchmarkLedgerApply(b *testing.B) {
+	for _, n := range []int{100_000, 1_000} {
+		b.Run(fmt.Sprintf("transfers/accounts=%dk", n/1000), func(b *testing.B) {
+			l, uris, seq := benchLedger(b, n)
+			evs := benchTransfers(uris, seq, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range evs {
+				if o := l.Apply(evs[i]); o.Status != protocol.StatusOK {
+					b.Fatalf("Apply(%s) = %d %s", describe(evs[i]), o.Status, o.Reason)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "postings/s")
+		})
+	}
+	b.Run("memory/accounts=1M", func(b *testing.B) {
+		const n = 1_000_000
+		for range b.N {
+			b.StopTimer()
+			perAccount, perPosting, perBoth := measureMemory(b, n)
+			b.StartTimer()
+			b.ReportMetric(perAccount, "B/account")
+			b.ReportMetric(perPosting, "B/posting")
+			b.ReportMetric(perBoth, "B/account+posting")
+		}
+	})
+}
+
+// measureMemory builds a ledger of n accounts and reports the live heap it
+// takes: per account with its first posting, per further posting, and per
+// account alone (the first minus the second).
+func measureMemory(b *testing.B, n int) (perAccount, perPosting, perBoth float64) {
+	uris := make([]string, n)
+	for i := range uris {
+		uris[i] = fmt.Sprintf("agent://a%07d.bench", i)
+	}
+	evs := benchTransfers(uris, uint64(n), n)
+	seed := amt("1000000000")
+	heap := func() float64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return float64(m.HeapAlloc)
+	}
+	h0 := heap()
+	l := New(node)
+	for i, uri := range uris {
+		mintTx := fmt.Sprintf("mint-%d", i)
+		l.Apply(Event{Seq: uint64(i + 1), EventID: fmt.Sprintf("01JMINT%019d", i), Time: t0, From: node, To: uri, Auth: AuthNode,
+			Payload: &protocol.CreditTransfer{Amount: seed, Currency: protocol.Currency, TransactionID: mintTx}})
+	}
+	h1 := heap()
+	for i := range evs {
+		if o := l.Apply(evs[i]); o.Status != protocol.StatusOK {
+			b.Fatalf("Apply(%s) = %d %s", describe(evs[i]), o.Status, o.Reason)
+		}
+	}
+	h2 := heap()
+	runtime.KeepAlive(l)
+	runtime.KeepAlive(evs)
+	perBoth = (h1 - h0) / float64(n)
+	perPosting = (h2 - h1) / float64(n)
+	return perBoth - perPosting, perPosting, perBoth
+}

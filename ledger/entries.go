@@ -1,0 +1,132 @@
+package ledger
+
+import (
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// entryBlockSize is the number of posting indices per block of an
+// account's history.
+const entryBlockSize = 7 // postings; a block is 32 bytes
+
+// entryBlock is a full piece of one account's history: indices of postings
+// in sequence order, and the next block.
+type entryBlock struct {
+	postings [entryBlockSize]uint32
+	next     uint32 // block index + 1, 0 for the last
+}
+
+// entryList is an account's history: a chain of full blocks in a shared,
+// pointer-free table, then up to entryBlockSize-1 newer postings kept in
+// the account row itself. Appending therefore touches only the row, which
+// the posting needs anyway, and a full tail moves to a new block at the end
+// of the table; the history grows without copying, at 32 bytes per 7
+// postings.
+type entryList struct {
+	first, last uint32 // block indices + 1, 0 for none
+	n           uint32 // postings listed, tail included
+	tail        [entryBlockSize - 1]uint32
+}
+
+// addEntry appends posting i to the account's history.
+func (l *Ledger) addEntry(a *account, i uint32) {
+	list := &a.entries
+	k := list.n % entryBlockSize
+	if k < entryBlockSize-1 {
+		list.tail[k] = i
+		list.n++
+		return
+	}
+	b, blk := l.blocks.add()
+	copy(blk.postings[:], list.tail[:])
+	blk.postings[k] = i
+	if list.last != 0 {
+		l.blocks.get(list.last - 1).next = b + 1
+	} else {
+		list.first = b + 1
+	}
+	list.last = b + 1
+	list.n++
+}
+
+// eachEntry calls f with the account's postings after afterSeq, in order,
+// until f returns false. A block whose last posting is at or before
+// afterSeq is skipped whole, reading one posting instead of seven.
+func (l *Ledger) eachEntry(a *account, afterSeq uint64, f func(i uint32) bool) {
+	list := &a.entries
+	visit := func(idx []uint32) bool {
+		if l.postings.get(idx[len(idx)-1]).seq <= afterSeq {
+			return true
+		}
+		for _, i := range idx {
+			if l.postings.get(i).seq > afterSeq && !f(i) {
+				return false
+			}
+		}
+		return true
+	}
+	for b := list.first; b != 0; {
+		blk := l.blocks.get(b - 1)
+		if !visit(blk.postings[:]) {
+			return
+		}
+		b = blk.next
+	}
+	if k := list.n % entryBlockSize; k > 0 {
+		visit(list.tail[:k])
+	}
+}
+
+// EntriesLimitMax bounds one page of Entries.
+const EntriesLimitMax = 1000 // entries
+
+// Entry is one posting as the HTTP API and the history show it: who paid
+// whom how much, why, and both running balances. Money is written as JSON
+// strings; the fields are in the order of their JSON names.
+type Entry struct {
+	Amount      protocol.Amount `json:"amount"`
+	EventID     string          `json:"event_id"`
+	From        string          `json:"from"`
+	FromBalance protocol.Amount `json:"from_balance"`
+	// Kind is the message that made the posting: transfer, reward or
+	// adjust.
+	Kind          string          `json:"kind"`
+	Seq           uint64          `json:"seq"`
+	Time          time.Time       `json:"time"`
+	To            string          `json:"to"`
+	ToBalance     protocol.Amount `json:"to_balance"`
+	TransactionID string          `json:"transaction_id"`
+}
+
+func (l *Ledger) entry(p *posting) Entry {
+	return Entry{
+		Amount:        amountOfFixed(p.amount),
+		EventID:       l.strs.get(p.eventID),
+		From:          l.uri(p.from),
+		FromBalance:   amountOfFixed(p.fromBalance),
+		Kind:          p.kind.String(),
+		Seq:           p.seq,
+		Time:          timeOf(p.time),
+		To:            l.uri(p.to),
+		ToBalance:     amountOfFixed(p.toBalance),
+		TransactionID: l.strs.get(p.txID),
+	}
+}
+
+// Entries returns up to limit postings of uri made by events after
+// afterSeq, oldest first: a page of the account's history. limit is capped
+// at EntriesLimitMax; the next page starts after the last Seq returned.
+func (l *Ledger) Entries(uri string, afterSeq uint64, limit int) []Entry {
+	id, ok := l.lookup(uri)
+	if !ok || limit <= 0 {
+		return nil
+	}
+	limit = min(limit, EntriesLimitMax)
+	var out []Entry
+	l.eachEntry(l.accounts.get(id), afterSeq, func(i uint32) bool {
+		out = append(out, l.entry(l.postings.get(i)))
+		return len(out) < limit
+	})
+	return out
+}

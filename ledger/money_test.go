@@ -1,0 +1,88 @@
+package ledger
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// TestPointOnePlusPointTwo checks that 0.1 + 0.2 credits is exactly 0.3,
+// as it would not be in binary floating point.
+func TestPointOnePlusPointTwo(t *testing.T) {
+	h := newHarness(t)
+	h.apply(mint(alice, "0.1", "m-1"))
+	h.apply(mint(alice, "0.2", "m-2"))
+	if got := h.figures(alice); got != "0.3/0.3" {
+		t.Fatalf("alice after minting 0.1 and 0.2 = %s, want 0.3/0.3", got)
+	}
+	// Spending exactly 0.3 leaves exactly nothing, and 0.3 more is refused.
+	if o := h.apply(transfer(alice, bob, "0.3", "t-1", AuthValid)); o.Status != 200 || o.Balance.String() != "0.0" {
+		t.Fatalf("Apply(alice pays 0.3) = %d %q balance %s, want 200 balance 0.0", o.Status, o.Reason, o.Balance)
+	}
+	if o := h.apply(transfer(alice, bob, "0.0000000001", "t-2", AuthValid)); o.Status != 402 {
+		t.Fatalf("Apply(alice pays 1e-10 from 0) = %d, want 402", o.Status)
+	}
+}
+
+// TestThirtyDigits checks that an amount with 30 significant digits
+// survives posting, queries, history, JSON and a snapshot to the last digit.
+func TestThirtyDigits(t *testing.T) {
+	const big = "12345678901234567890.1234567891" // 30 significant digits
+	h := newHarness(t)
+	h.apply(mint(alice, big, "m-1"))
+	o := h.apply(transfer(alice, bob, big, "t-1", AuthValid))
+	if o.Status != 200 {
+		t.Fatalf("Apply(transfer %s) = %d %q, want 200", big, o.Status, o.Reason)
+	}
+	v, _ := h.l.Account(bob)
+	if v.Balance.String() != big || v.EarnedTotal.String() != big {
+		t.Errorf("Account(bob) balance %s earned %s, want %s", v.Balance, v.EarnedTotal, big)
+	}
+	es := h.l.Entries(bob, 0, 10)
+	if len(es) != 1 || es[0].Amount.String() != big || es[0].ToBalance.String() != big {
+		t.Errorf("Entries(bob) = %+v, want one entry of %s", es, big)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Balance protocol.Amount `json:"balance"`
+	}
+	if err := json.Unmarshal(b, &back); err != nil || back.Balance.String() != big {
+		t.Errorf("JSON round trip of %s = %s (%v), want %s", b, back.Balance.String(), err, big)
+	}
+	if !strings.Contains(string(b), `"balance":"`+big+`"`) {
+		t.Errorf("json.Marshal(view) = %s, want the balance as a JSON string", b)
+	}
+	if snap := h.snapshot(); strings.Count(string(snap), `"`+big+`"`) < 3 {
+		t.Errorf("Snapshot() holds %q fewer than 3 times: %s", big, snap)
+	}
+}
+
+// TestMaxDigits checks the 34-digit edge: a 34-digit amount is booked, and
+// a transfer whose resulting balance would need 35 digits is refused with
+// nothing changed rather than rounded.
+func TestMaxDigits(t *testing.T) {
+	h := newHarness(t)
+	const max34 = "9999999999999999999999999999999999" // 34 digits
+	if o := h.apply(mint(alice, max34, "m-1")); o.Status != 200 {
+		t.Fatalf("Apply(mint %s) = %d %q, want 200", max34, o.Status, o.Reason)
+	}
+	before := h.snapshot()
+	o := h.apply(mint(alice, "1", "m-2"))
+	if o.Status != 400 || !strings.Contains(o.Reason, "34 significant digits") {
+		t.Fatalf("Apply(mint 1 more) = %d %q, want 400 about 34 digits", o.Status, o.Reason)
+	}
+	sameSnapshot(t, "after the refused mint", h.snapshot(), before)
+
+	h2 := newHarness(t)
+	h2.apply(mint(alice, "100000000000000000000", "m-1")) // 10^20
+	before = h2.snapshot()
+	if o := h2.apply(mint(alice, "0.00000000000000000001", "m-2")); o.Status != 400 { // 10^-20
+		t.Fatalf("Apply(10^20 + 10^-20) = %d %q, want 400", o.Status, o.Reason)
+	}
+	sameSnapshot(t, "after the refused mint", h2.snapshot(), before)
+}

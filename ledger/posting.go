@@ -1,0 +1,178 @@
+package ledger
+
+import (
+	"github.com/aglx/ledger/protocol"
+)
+
+// kind is the message that made a posting.
+type kind uint8
+
+const (
+	kindTransfer kind = iota + 1 // credit.transfer, a settlement included
+	kindReward                   // credit.reward
+	kindAdjust                   // credit.adjust
+)
+
+func (k kind) String() string {
+	switch k {
+	case kindTransfer:
+		return "transfer"
+	case kindReward:
+		return "reward"
+	case kindAdjust:
+		return "adjust"
+	}
+	return "unknown"
+}
+
+// postingsMax bounds the postings of one ledger so that a 32-bit index
+// never wraps. At about 200 bytes a posting, memory runs out long before.
+const postingsMax = 1<<32 - 2 // postings
+
+// posting moves amount from one account to another. It is never changed
+// once made. It holds the running balance of both sides, so an account's
+// history can be shown and audited without replaying anything.
+type posting struct {
+	seq     uint64 // the event that made it
+	time    int64  // that event's time, Unix ns
+	eventID strRef
+	// txID is the transaction the posting belongs to: the transfer's
+	// transaction_id, the reward's event id, or the transaction an
+	// adjustment corrects.
+	txID        strRef
+	from, to    accountID
+	kind        kind
+	amount      fixed // always positive
+	fromBalance fixed // balance of from after the posting
+	toBalance   fixed // balance of to after the posting
+	// pending is the sender's pending figure right after the posting, so
+	// that a repeated message gets the available figure of the first
+	// reply. The sender is from, except for an adjustment, whose sender is
+	// the node.
+	pending fixed
+}
+
+// parties are the two accounts of a message that moves credits, looked up
+// once: their URIs, ids, and whether each has an account yet.
+type parties struct {
+	from, to     string
+	fromID, toID accountID
+	fromOK, toOK bool
+}
+
+// resolve looks up FROM and TO of a message that moves or reserves
+// credits, and returns them or a refusal reason. A URI without an account
+// must be canonical to get one later.
+func (l *Ledger) resolve(e *Event) (parties, string) {
+	p := parties{from: e.From, to: e.To}
+	switch {
+	case e.From == "":
+		return p, "the message has no FROM"
+	case e.To == "":
+		return p, "the message has no TO"
+	case e.From == e.To:
+		return p, "FROM and TO are the same account; credits cannot move to where they are"
+	}
+	// Both lookups first, so that their cache misses overlap.
+	p.fromID, p.fromOK = l.lookup(e.From)
+	p.toID, p.toOK = l.lookup(e.To)
+	if !p.fromOK {
+		if why := l.checkNewURI("FROM", e.From); why != "" {
+			return p, why
+		}
+	}
+	if !p.toOK {
+		if why := l.checkNewURI("TO", e.To); why != "" {
+			return p, why
+		}
+	}
+	return p, ""
+}
+
+// swap turns the parties around: an adjustment's direction follows its
+// sign.
+func (p parties) swap() parties {
+	return parties{from: p.to, to: p.from, fromID: p.toID, toID: p.fromID, fromOK: p.toOK, toOK: p.fromOK}
+}
+
+// move is a posting about to be made: everything book needs to know.
+type move struct {
+	parties
+	kind kind
+	// txID is the transaction's id, stored on success; txRef, if not 0,
+	// names one the arena already holds. A reward's is its event id.
+	txID   string
+	txRef  strRef
+	amount fixed
+	// settle is the index + 1 of the approval hold the transfer pays
+	// from, or 0; the hold ends with the posting.
+	settle uint32
+}
+
+// book makes the posting for m, and returns its index, or the status and
+// reason of a refusal. It checks everything a posting needs except the
+// sender's funds and rights, which are the message's rules, and it changes
+// nothing unless it succeeds: all new figures are computed first.
+func (l *Ledger) book(e *Event, m move) (uint32, protocol.Status, string) {
+	if m.from == m.to || m.amount.sign() <= 0 {
+		panic("ledger: book: a posting needs two accounts and a positive amount")
+	}
+	if l.postings.len() >= postingsMax || l.accounts.len()+2 > accountsMax {
+		return 0, protocol.StatusTooLarge, "the ledger holds the most postings or accounts it can"
+	}
+	// A side without an account yet has zero figures.
+	var from, to account
+	if m.fromOK {
+		from = *l.accounts.get(m.fromID)
+	}
+	if m.toOK {
+		to = *l.accounts.get(m.toID)
+	}
+	var ok [5]bool
+	from.balance, ok[0] = addMoney(l.ctx, from.balance, m.amount, true)
+	from.spent, ok[1] = addMoney(l.ctx, from.spent, m.amount, false)
+	to.balance, ok[2] = addMoney(l.ctx, to.balance, m.amount, false)
+	to.earned, ok[3] = addMoney(l.ctx, to.earned, m.amount, false)
+	ok[4] = true
+	if m.settle != 0 {
+		from.pending, ok[4] = addMoney(l.ctx, from.pending, l.holds.get(m.settle-1).amount, true)
+	}
+	if ok != [5]bool{true, true, true, true, true} {
+		return 0, protocol.StatusBadRequest, tooManyDigits
+	}
+
+	// Commit: nothing below can fail.
+	if !m.fromOK {
+		m.fromID = l.create(m.from)
+	}
+	if !m.toOK {
+		m.toID = l.create(m.to)
+	}
+	fa, ta := l.accounts.get(m.fromID), l.accounts.get(m.toID)
+	fa.balance, fa.spent, fa.pending = from.balance, from.spent, from.pending
+	ta.balance, ta.earned = to.balance, to.earned
+	if m.settle != 0 {
+		l.holds.end(m.settle-1, holdSettled, e.Seq)
+	}
+	fa.touch(e)
+	ta.touch(e)
+
+	i, p := l.postings.add()
+	*p = posting{
+		seq: e.Seq, time: unixNano(e.Time), eventID: l.strs.put(e.EventID), txID: m.txRef,
+		from: m.fromID, to: m.toID, kind: m.kind,
+		amount: m.amount, fromBalance: fa.balance, toBalance: ta.balance, pending: fa.pending,
+	}
+	switch {
+	case m.kind == kindReward:
+		p.txID = p.eventID
+	case p.txID == 0:
+		p.txID = l.strs.put(m.txID)
+	}
+	if m.kind == kindAdjust {
+		p.pending = l.accounts.get(issuance).pending
+	}
+	l.addEntry(fa, i)
+	l.addEntry(ta, i)
+	return i, 0, ""
+}

@@ -1,0 +1,197 @@
+package ledger
+
+import (
+	"strings"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// transfer applies a credit.transfer: FROM pays TO.
+//
+// Its transaction_id is its idempotency key for the life of the ledger:
+// sent again with the same content it gets the first reply again and
+// posts nothing; with other content it gets 409. Content is FROM, TO and
+// the amount compared by value (3 and 3.0 are the same transfer); the
+// reason, timestamp and signature are not content, because a sender that
+// retries may rebuild them. If the transaction_id is that of a live
+// approval from FROM to TO, the transfer pays from the hold (settles it).
+func (l *Ledger) transfer(e *Event, p *protocol.CreditTransfer) Outcome {
+	if o := l.checkSender(e); o != nil {
+		return *o
+	}
+	if why := checkAmount("amount", p.Amount, positive); why != "" {
+		return refuse(protocol.StatusBadRequest, "%s", why)
+	}
+	if p.Currency != protocol.Currency {
+		return refuse(protocol.StatusBadRequest, "field %q holds %s; the only currency is %q", "currency", quoteURI(p.Currency), protocol.Currency)
+	}
+	if why := checkID("transaction_id", p.TransactionID); why != "" {
+		return refuse(protocol.StatusBadRequest, "%s", why)
+	}
+	pt, why := l.resolve(e)
+	if why != "" {
+		return refuse(protocol.StatusBadRequest, "%s", why)
+	}
+	amount := mustFixed(p.Amount.Decimal())
+	ref := l.txs.find(&l.strs, p.TransactionID)
+	if ref != nil && ref.a != 0 {
+		return l.repeat(e, ref.a-1, kindTransfer, amount, "transaction_id "+quoteURI(p.TransactionID))
+	}
+	m := move{parties: pt, kind: kindTransfer, txID: p.TransactionID, amount: amount}
+	if ref != nil {
+		h := l.holds.get(ref.b - 1)
+		if h.account != pt.fromID || !pt.fromOK || l.strs.get(h.party) != e.To {
+			return refuse(protocol.StatusConflict, "transaction_id %s names an approval from %s to %s", quoteURI(p.TransactionID), quoteURI(l.uri(h.account)), quoteURI(l.strs.get(h.party)))
+		}
+		m.txRef = ref.key
+		if h.state == holdLive {
+			m.settle = ref.b
+		}
+	}
+	if o := l.checkFunds(pt, amount, m.settle, "the transfer"); o != nil {
+		return *o
+	}
+	i, status, why := l.book(e, m)
+	if status != 0 {
+		return refuse(status, "%s", why)
+	}
+	if ref != nil {
+		ref.a = i + 1
+	} else {
+		l.txs.insertRef(&l.strs, l.postings.get(i).txID, i+1, 0)
+	}
+	return l.applied(i)
+}
+
+// reward applies a credit.reward: FROM pays TO for good work, from its own
+// balance, or by issuance when FROM is the node.
+//
+// A reward has no transaction_id; its idempotency key is rewardKey, and its
+// event id becomes its transaction id, the name a credit.adjust uses.
+func (l *Ledger) reward(e *Event, p *protocol.CreditReward) Outcome {
+	if o := l.checkSender(e); o != nil {
+		return *o
+	}
+	if why := checkAmount("amount", p.Amount, positive); why != "" {
+		return refuse(protocol.StatusBadRequest, "%s", why)
+	}
+	if p.TaskID != "" {
+		if why := checkID("task_id", p.TaskID); why != "" {
+			return refuse(protocol.StatusBadRequest, "%s", why)
+		}
+	}
+	pt, why := l.resolve(e)
+	if why != "" {
+		return refuse(protocol.StatusBadRequest, "%s", why)
+	}
+	key, why := rewardKey(e, p)
+	if why != "" {
+		return refuse(protocol.StatusBadRequest, "%s", why)
+	}
+	amount := mustFixed(p.Amount.Decimal())
+	if r := l.rewards.find(&l.strs, key); r != nil {
+		return l.repeat(e, r.a-1, kindReward, amount, "the reward "+quoteURI(key))
+	}
+	if l.txs.find(&l.strs, e.EventID) != nil {
+		// Event ids are ULIDs the node makes; an agent would have to have
+		// guessed one as its transaction_id.
+		return refuse(protocol.StatusConflict, "the event id %s is already a transaction_id", quoteURI(e.EventID))
+	}
+	if o := l.checkFunds(pt, amount, 0, "the reward"); o != nil {
+		return *o
+	}
+	i, status, why := l.book(e, move{parties: pt, kind: kindReward, amount: amount})
+	if status != 0 {
+		return refuse(status, "%s", why)
+	}
+	l.rewards.insert(&l.strs, key, i+1, 0)
+	l.txs.insertRef(&l.strs, l.postings.get(i).txID, i+1, 0)
+	return l.applied(i)
+}
+
+// rewardKey is the idempotency key of a credit.reward: one reward per task
+// from one account to another when it names its task_id; otherwise the
+// message's own name (see messageKey).
+func rewardKey(e *Event, p *protocol.CreditReward) (string, string) {
+	if p.TaskID != "" {
+		return "task " + e.From + " " + e.To + " " + p.TaskID, ""
+	}
+	return messageKey(e)
+}
+
+// messageKey names a message for idempotency when its body carries no
+// key: by FROM and its ID header, which a resend keeps, or else by its
+// event id, which makes every copy a new message. The log already folds
+// resends with one ID inside its duplicate window (docs/EVENTS.md); this
+// key keeps them folded forever.
+func messageKey(e *Event) (string, string) {
+	if e.MessageID == "" {
+		return "event " + e.EventID, ""
+	}
+	if why := checkID("ID", e.MessageID); why != "" {
+		return "", "the ID header" + strings.TrimPrefix(why, `field "ID"`)
+	}
+	return "id " + e.From + " " + e.MessageID, ""
+}
+
+// repeat answers a message whose idempotency key is already booked as
+// posting i: the first reply again if the content is the same, else 409.
+func (l *Ledger) repeat(e *Event, i uint32, k kind, amount fixed, name string) Outcome {
+	p := l.postings.get(i)
+	from, to := l.uri(p.from), l.uri(p.to)
+	if p.kind != k || from != e.From || to != e.To || cmpFixed(p.amount, amount) != 0 {
+		return refuse(protocol.StatusConflict, "%s was booked at seq %d as a %s of %s from %s to %s; a message with the same key must have the same content",
+			name, p.seq, p.kind, p.amount.text(), quoteURI(from), quoteURI(to))
+	}
+	o := l.applied(i)
+	o.Replayed = true
+	o.Posting = Entry{}
+	return o
+}
+
+// applied is the reply to the message that made posting i: the
+// transaction and the sender's figures right after it.
+func (l *Ledger) applied(i uint32) Outcome {
+	p := l.postings.get(i)
+	sender, balance := p.from, p.fromBalance
+	if p.kind == kindAdjust {
+		sender = issuance
+		if p.to == issuance {
+			balance = p.toBalance
+		}
+	}
+	return Outcome{
+		Status:        protocol.StatusOK,
+		TransactionID: l.strs.get(p.txID),
+		Account:       l.uri(sender),
+		Balance:       amountOfFixed(balance),
+		Available:     l.availableOf(balance, p.pending),
+		Posting:       l.entry(p),
+	}
+}
+
+// checkFunds refuses (402) a payment or hold of amount by the sender of pt
+// that its available balance does not cover. settle is the index + 1 of a
+// live hold of the sender's that the payment settles, whose amount is
+// available to it. The issuance account has no limit; an account in debt
+// can pay nothing.
+func (l *Ledger) checkFunds(pt parties, amount fixed, settle uint32, what string) *Outcome {
+	if pt.fromOK && pt.fromID == issuance {
+		return nil
+	}
+	var none account // no account: no credits
+	a := &none
+	if pt.fromOK {
+		a = l.accounts.get(pt.fromID)
+	}
+	var extra fixed
+	if settle != 0 {
+		extra = l.holds.get(settle - 1).amount
+	}
+	if l.covers(a, extra, amount) {
+		return nil
+	}
+	avail := l.available(a)
+	o := refuse(protocol.StatusPaymentRequired, "%s has %s credits available; %s needs %s", quoteURI(pt.from), avail.String(), what, amount.text())
+	return &o
+}
