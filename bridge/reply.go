@@ -1,12 +1,14 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
 
 	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/projections"
 	"github.com/aglx/ledger/protocol"
 	"github.com/oklog/ulid/v2"
 )
@@ -25,6 +27,9 @@ func (s *Server) reply(it *item) []byte {
 			if it.silent {
 				return nil
 			}
+			if r, ok := s.answer(it, a); ok {
+				return s.frame(r.Type, it.to, it.inReplyTo, r.Status, withEvent(r.Body, a))
+			}
 			return s.ackFrame(it.to, it.inReplyTo, it.accepted, a)
 		}
 	}
@@ -32,6 +37,45 @@ func (s *Server) reply(it *item) []byte {
 		return nil
 	}
 	return s.errorFrame(it.to, it.inReplyTo, it.refusal)
+}
+
+// answer waits for the projections' reply to an appended message, for the
+// TYPEs they answer. A duplicate was answered the first time; it gets the
+// plain ack that names the first event.
+func (s *Server) answer(it *item, a events.Appended) (projections.Reply, bool) {
+	if s.cfg.Answerer == nil || a.Duplicate || !s.cfg.Answerer.Answers(it.env.Type) {
+		return projections.Reply{}, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), AnswerTimeout)
+	defer cancel()
+	r, ok, err := s.cfg.Answerer.Answer(ctx, a.Seq)
+	if err != nil {
+		s.lg.Warn("no answer from the projections in time; acknowledging as recorded", "seq", a.Seq, "err", err)
+		it.accepted = protocol.StatusAccepted
+	}
+	if ok && r.Status != protocol.StatusOK && r.Status != protocol.StatusAccepted {
+		s.n.refused.Add(1)
+	}
+	return r, ok
+}
+
+// withEvent puts event_id and seq first in a reply body, so every answer to
+// a stored message names the event, whatever the projection decided.
+func withEvent(body []byte, a events.Appended) []byte {
+	out := make([]byte, 0, len(body)+64)
+	out = append(out, `{"event_id":"`...)
+	out = append(out, a.EventID...)
+	out = append(out, `","seq":`...)
+	out = strconv.AppendUint(out, a.Seq, 10)
+	rest := bytes.TrimSpace(body)
+	if len(rest) < 2 || rest[0] != '{' {
+		return append(out, '}')
+	}
+	rest = bytes.TrimSpace(rest[1:])
+	if len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, rest...)
 }
 
 // ackFrame says: your message is event a.EventID at a.Seq, on disk.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/projections"
 	"github.com/aglx/ledger/protocol"
 )
 
@@ -47,7 +48,25 @@ type Config struct {
 	// AllowPlaintextSecurity accepts auth.*, key.rotate and zone.* without
 	// TLS. It exists for tests; a node in service never sets it.
 	AllowPlaintextSecurity bool
+	// Answerer, if set, decides the reply to the messages the node acts
+	// on itself (credit outcomes, registry answers); others get an ack.
+	Answerer Answerer
 }
+
+// Answerer gives the reply the projections decided for a message.
+type Answerer interface {
+	// Answers reports whether the reply to a TYPE may come from the
+	// projections, so that the writer waits for them.
+	Answers(typ string) bool
+	// Answer waits until the event at seq is applied and returns the
+	// reply decided for it, if there is one.
+	Answer(ctx context.Context, seq uint64) (projections.Reply, bool, error)
+}
+
+// AnswerTimeout bounds the wait for the projections to apply an appended
+// message. After it the sender gets an ack with 202: the message is
+// durable, its outcome is not known yet.
+const AnswerTimeout = 10 * time.Second
 
 func (c Config) withDefaults() Config {
 	if c.Name == "" {

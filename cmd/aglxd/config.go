@@ -26,6 +26,8 @@ type Config struct {
 	DataDir                string
 	// NodeKey is the node's signing key file; "" = DATA/keys/node.key.
 	NodeKey string
+	// Zones is the zone file (JSON); "" = no zones.
+	Zones string
 	// Fsync is "always" (every ack is on disk) or an interval such as "1s".
 	Fsync          string
 	BodySizeMax    int
@@ -68,6 +70,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "embedded NATS server: client address for other NATS clients (empty: in-process only)")
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "use this NATS server (with JetStream) instead of the embedded one")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream store, keys)")
+	fs.StringVar(&c.Zones, "zones", c.Zones, "zone file (JSON): each zone's id, HMAC secret, minimum reputation and role")
 	fs.StringVar(&c.NodeKey, "node-key", c.NodeKey, "the node's signing key (PKCS #8 PEM); made on first start (default DATA/keys/node.key)")
 	fs.StringVar(&c.Fsync, "fsync", c.Fsync, `"always": an ack means the event is on disk; or an interval such as 1s, which is faster but can lose acknowledged events on power loss`)
 	fs.IntVar(&c.BodySizeMax, "body-max", c.BodySizeMax, "largest accepted frame body, bytes")

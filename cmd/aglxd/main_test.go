@@ -118,11 +118,27 @@ func readAck(t *testing.T, c *bridge.Client) (*protocol.Frame, ackBody) {
 	if f.Type() != "ack" {
 		t.Fatalf("reply TYPE %q, want ack: %s", f.Type(), f.Body)
 	}
+	return f, eventOf(t, f)
+}
+
+// readReply reads any reply to a stored message: an ack, a domain answer
+// or a domain refusal; each names the event.
+func readReply(t *testing.T, c *bridge.Client) (*protocol.Frame, ackBody) {
+	t.Helper()
+	f, err := c.ReadReply()
+	if err != nil {
+		t.Fatalf("reading reply: %v", err)
+	}
+	return f, eventOf(t, f)
+}
+
+func eventOf(t *testing.T, f *protocol.Frame) ackBody {
+	t.Helper()
 	var a ackBody
 	if err := json.Unmarshal(f.Body, &a); err != nil || a.EventID == "" || a.Seq == 0 {
-		t.Fatalf("ack body %s: %v", f.Body, err)
+		t.Fatalf("%s reply body %s names no event: %v", f.Type(), f.Body, err)
 	}
-	return f, a
+	return a
 }
 
 func readError(t *testing.T, c *bridge.Client) errorBody {
@@ -178,7 +194,7 @@ func TestReferenceFramesBackToBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reply, a := readAck(t, c)
+		reply, a := readReply(t, c)
 		if a.Seq <= last {
 			t.Fatalf("frame %d: seq %d after %d: replies out of order", i+1, a.Seq, last)
 		}
@@ -249,7 +265,7 @@ func TestRestartKeepsEventsAndProjections(t *testing.T) {
 	c2 := dial(t, m2.TCPAddr())
 	c2.Write(referenceFiles(t)[0])
 	c2.Flush()
-	if _, a := readAck(t, c2); a.Seq != uint64(n)+1 {
+	if _, a := readReply(t, c2); a.Seq != uint64(n)+1 {
 		t.Fatalf("first event after restart has seq %d, want %d", a.Seq, n+1)
 	}
 }
@@ -291,8 +307,8 @@ func TestPlainNATSClientSeesEvents(t *testing.T) {
 	c.Write(frames[0])  // task.assign: not credit
 	c.Write(frames[14]) // credit.transfer from owner01 to worker05
 	c.Flush()
-	readAck(t, c)
-	_, a := readAck(t, c)
+	readReply(t, c)
+	_, a := readReply(t, c) // refused (no credits), but recorded
 	msg, err := sub.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)

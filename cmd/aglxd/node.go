@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -27,13 +28,17 @@ type Main struct {
 	lg  *slog.Logger
 	key crypto.Signer // the node's signing key
 
-	ns     *events.Server // nil with --nats-url
-	nc     *nats.Conn
-	log    *events.Log
-	runner *projections.Runner
-	stats  *projections.Stats
-	bridge *bridge.Server
-	http   *http.Server
+	ns       *events.Server // nil with --nats-url
+	nc       *nats.Conn
+	log      *events.Log
+	runner   *projections.Runner
+	stats    *projections.Stats
+	outbox   *projections.Outbox
+	verdicts *projections.VerdictCache
+	registry *projections.Registry
+	credits  *projections.Credits
+	bridge   *bridge.Server
+	http     *http.Server
 
 	tcpLn  net.Listener
 	tlsLn  net.Listener
@@ -83,8 +88,30 @@ func (m *Main) Run(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
+	var zones []projections.Zone
+	if m.cfg.Zones != "" {
+		b, err := os.ReadFile(m.cfg.Zones)
+		if err != nil {
+			return fmt.Errorf("--zones: %w", err)
+		}
+		if zones, err = projections.ParseZones(b); err != nil {
+			return fmt.Errorf("--zones %s: %w", m.cfg.Zones, err)
+		}
+	}
+	tokenKey, err := loadOrCreateSecret(filepath.Join(filepath.Dir(m.cfg.NodeKeyPath()), "token.key"))
+	if err != nil {
+		return fmt.Errorf("zone token key: %w", err)
+	}
+	m.outbox = projections.NewOutbox()
+	m.verdicts = projections.NewVerdictCache()
+	m.registry = projections.NewRegistry(projections.RegistryConfig{
+		NodeURI: m.cfg.Name, NodeKey: key, Zones: zones, TokenKey: tokenKey,
+		Outbox: m.outbox, Verdicts: m.verdicts,
+	})
+	m.credits = projections.NewCredits(m.cfg.Name, m.registry, m.outbox)
 	m.stats = projections.NewStats()
-	m.runner = projections.NewRunner(m.log, m.lg, m.stats)
+	// The registry comes first: the ledger asks it about the same event.
+	m.runner = projections.NewRunner(m.log, m.lg, m.registry, m.credits, m.stats)
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.runner.Run(runCtx) }()
 
@@ -108,6 +135,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Name: m.cfg.Name, BodySizeMax: m.cfg.BodySizeMax,
 		ConnectionsMax: m.cfg.ConnectionsMax, PipelineMax: m.cfg.PipelineMax,
 		TLSAddr: m.TLSAddr(), AllowPlaintextSecurity: m.cfg.AllowPlaintextSecurity,
+		Answerer: projections.NewAnswers(m.runner, m.outbox, projections.AnswersCredits, projections.AnswersRegistry),
 	}, m.lg)
 	m.serve("tcp", func() error { return m.bridge.ServeTCP(m.tcpLn, events.TransportTCP) })
 	if m.tlsLn != nil {

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// tokenKeySize is the size of the secret zone session tokens derive from.
+const tokenKeySize = 32 // bytes
+
+// loadOrCreateSecret reads a random secret from path, or makes one on first
+// start. The zone session tokens are derived from it, so that a replay of
+// the log derives the same tokens while none is ever stored.
+func loadOrCreateSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if len(b) != tokenKeySize {
+			return nil, fmt.Errorf("%s: want %d bytes, found %d", path, tokenKeySize, len(b))
+		}
+		return b, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	b = make([]byte, tokenKeySize)
+	rand.Read(b)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return nil, err
+	}
+	return b, os.Rename(tmp, path)
+}

@@ -1,0 +1,141 @@
+package projections
+
+import (
+	"encoding/json"
+
+	"github.com/aglx/ledger/ledger"
+	"github.com/aglx/ledger/protocol"
+)
+
+// Authenticator decides whether a message's signature holds, as of its
+// place in the log. The registry is the real one; it must be applied before
+// any projection that asks it about the same event.
+type Authenticator interface {
+	Authenticate(e *Event) Verdict
+}
+
+// Credits folds credit and task messages into the ledger and answers the
+// ones whose outcome the sender waits for: an applied transfer, reward or
+// adjustment gets 200 with the sender's figures, a refusal gets its status
+// and reason, a balance query gets the ledger's credit.balance.
+type Credits struct {
+	L      *ledger.Ledger
+	auth   Authenticator
+	outbox *Outbox
+}
+
+// NewCredits returns the ledger projection for the node at nodeURI.
+func NewCredits(nodeURI string, auth Authenticator, outbox *Outbox) *Credits {
+	return &Credits{L: ledger.New(nodeURI), auth: auth, outbox: outbox}
+}
+
+// Name implements Projection.
+func (c *Credits) Name() string { return "ledger" }
+
+// Snapshot implements Snapshotter.
+func (c *Credits) Snapshot() ([]byte, error) { return c.L.Snapshot() }
+
+// AnswersCredits lists the TYPEs whose reply the ledger may decide.
+var AnswersCredits = []string{
+	protocol.TypeCreditTransfer, protocol.TypeCreditReward, protocol.TypeCreditAdjust,
+	protocol.TypeCreditApprove, protocol.TypeCreditBalance, protocol.TypeCreditRequest,
+	protocol.TypeCreditDeny, protocol.TypeCreditReceived, protocol.TypeTaskAssign,
+}
+
+// Apply implements Projection.
+func (c *Credits) Apply(e *Event) {
+	if e.Msg == nil {
+		return
+	}
+	switch e.Msg.Info.Group {
+	case protocol.GroupCredit, protocol.GroupTask:
+	default:
+		return
+	}
+	verdict := c.verdict(e)
+	ev := ledger.Event{
+		Seq: e.Seq, EventID: e.ID, Time: e.ReceivedAt,
+		From: e.From, To: e.To, MessageID: e.Header(protocol.HeaderID),
+		Credits: e.Msg.Credits, Auth: ledgerAuth(verdict.Auth), Payload: e.Msg.Payload,
+	}
+	out := c.L.Apply(ev)
+	if out.Status == protocol.StatusUnauthorized && verdict.Reason != "" {
+		out.Reason = verdict.Reason // the signature check says best what is wrong
+	}
+	if r, ok := creditReply(e, out); ok {
+		c.outbox.Put(e.Seq, r)
+	}
+}
+
+func (c *Credits) verdict(e *Event) Verdict {
+	if c.auth == nil {
+		return Verdict{Auth: AuthUnsigned}
+	}
+	return c.auth.Authenticate(e)
+}
+
+func ledgerAuth(a Auth) ledger.Auth {
+	switch a {
+	case AuthValid:
+		return ledger.AuthValid
+	case AuthNode:
+		return ledger.AuthNode
+	case AuthUnsigned:
+		return ledger.AuthUnsigned
+	}
+	return ledger.AuthInvalid
+}
+
+// creditAck is the body of the reply to an applied credit message.
+// The bridge adds the event's id and sequence.
+type creditAck struct {
+	TransactionID string          `json:"transaction_id"`
+	Balance       protocol.Amount `json:"balance"`
+	Available     protocol.Amount `json:"available"`
+	Replayed      bool            `json:"replayed,omitempty"`
+}
+
+// creditBalance is the node's answer to a balance query: the ledger's
+// figures, money as strings.
+type creditBalance struct {
+	Balance     protocol.Amount `json:"balance"`
+	Available   protocol.Amount `json:"available"`
+	EarnedTotal protocol.Amount `json:"earned_total"`
+	SpentTotal  protocol.Amount `json:"spent_total"`
+	Pending     protocol.Amount `json:"pending"`
+	Updated     string          `json:"updated,omitempty"`
+	Seq         uint64          `json:"seq"`
+}
+
+func creditReply(e *Event, out ledger.Outcome) (Reply, bool) {
+	switch {
+	case out.Status == 0:
+		return Reply{}, false
+	case out.Status != protocol.StatusOK:
+		return ErrorReply(out.Status, out.Reason), true
+	case out.View != nil:
+		v := out.View
+		b := creditBalance{Balance: v.Balance, Available: v.Available, EarnedTotal: v.EarnedTotal, SpentTotal: v.SpentTotal, Pending: v.Pending, Seq: v.Seq}
+		if !v.Updated.IsZero() {
+			b.Updated = v.Updated.UTC().Format(timeFormatRFC3339)
+		}
+		body, _ := json.Marshal(b)
+		return Reply{Type: protocol.TypeCreditBalance, Status: protocol.StatusOK, Body: body}, true
+	case out.TransactionID != "":
+		body, _ := json.Marshal(creditAck{TransactionID: out.TransactionID, Balance: out.Balance, Available: out.Available, Replayed: out.Replayed})
+		return Reply{Type: "ack", Status: protocol.StatusOK, Body: body}, true
+	}
+	return Reply{}, false
+}
+
+// timeFormatRFC3339 is how replies write event times.
+const timeFormatRFC3339 = "2006-01-02T15:04:05Z07:00"
+
+// ErrorReply is a refusal as a reply.
+func ErrorReply(status protocol.Status, reason string) Reply {
+	body, _ := json.Marshal(struct {
+		Status int    `json:"status"`
+		Reason string `json:"reason"`
+	}{int(status), reason})
+	return Reply{Type: "error", Status: status, Body: body}
+}
