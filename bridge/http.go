@@ -4,52 +4,193 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/ledger"
 	"github.com/aglx/ledger/projections"
 )
 
-// healthTimeout bounds the health check's question to JetStream.
-const healthTimeout = 2 * time.Second
+// Bounds of the HTTP API.
+const (
+	healthTimeout = 2 * time.Second  // the health check's question to JetStream
+	seqWaitMax    = 10 * time.Second // how long ?seq=N waits for the projections
+)
 
-// HTTPHandler serves the node's HTTP API:
+// API is what the HTTP handlers read. Every read of projection state goes
+// through Runner.View, so it sees one log position, which it reports.
+type API struct {
+	Log      *events.Log
+	Runner   *projections.Runner
+	Stats    *projections.Stats
+	Credits  *projections.Credits
+	Registry *projections.Registry
+	Edge     *Server
+	Node     NodeInfo
+}
+
+// NodeInfo is what GET /v1/node says about the node.
+type NodeInfo struct {
+	Name      string `json:"name"`
+	PublicKey string `json:"public_key"`
+	KeyID     string `json:"key_id"`
+	TLS       string `json:"tls,omitempty"`
+	TLSPin    string `json:"tls_sha256,omitempty"`
+}
+
+// HTTPHandler serves the node's HTTP API. In paths an AGLX URI
+// scheme://name is written scheme/name. Money is a JSON string throughout.
+// Any read takes ?seq=N to wait until the projections have applied the
+// event at N (read-your-writes after an ack).
 //
-//	GET /healthz   200 when the log answers, else 503; with positions
-//	GET /v1/stats  the stats projection and the edge's counters
-func HTTPHandler(log *events.Log, runner *projections.Runner, stats *projections.Stats, srv *Server) http.Handler {
+//	GET /healthz                                   200 when the log answers, else 503
+//	GET /v1/node                                   name, public key, TLS fingerprint
+//	GET /v1/stats                                  counts by TYPE, sender, transport; edge counters
+//	GET /v1/accounts/{scheme}/{name}               balance, available, pending, totals
+//	GET /v1/accounts/{scheme}/{name}/entries       postings with running balances (?after=SEQ&limit=N)
+//	GET /v1/ledger/mismatches                      agents' claims that disagree with the ledger
+//	GET /v1/ledger/digest                          sha256 of the ledger's snapshot, for aglx audit
+//	GET /v1/agents                                 registry (?status=&capability=&zone=&after=&limit=)
+//	GET /v1/agents/{scheme}/{name}                 entry, key ids, zones, status history
+//	GET /v1/zones/{zone}                           a zone and its members
+//	GET /v1/mentors                                the mentor directory
+func HTTPHandler(api API) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
-		defer cancel()
-		last, err := log.LastSeq(ctx)
-		body := map[string]any{"status": "ok", "log_last_seq": last, "applied_seq": runner.Applied()}
-		select {
-		case <-runner.Ready():
-			body["projections"] = "ready"
-		default:
-			body["projections"] = "replaying"
-		}
-		status := http.StatusOK
+	mux.HandleFunc("GET /healthz", api.health)
+	mux.HandleFunc("GET /v1/node", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, api.Node) })
+	mux.HandleFunc("GET /v1/stats", api.view(func(r *http.Request) (int, any) {
+		snap, err := api.Stats.Snapshot()
 		if err != nil {
-			status = http.StatusServiceUnavailable
-			body["status"] = "log unavailable"
-			body["error"] = err.Error()
+			return http.StatusInternalServerError, errBody(err.Error())
 		}
-		writeJSON(w, status, body)
-	})
-	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
-		var snap json.RawMessage
-		var err error
-		runner.View(func(uint64) { snap, err = stats.Snapshot() })
+		return http.StatusOK, map[string]any{"log": json.RawMessage(snap), "bridge": api.Edge.Counters()}
+	}))
+	mux.HandleFunc("GET /v1/accounts/{scheme}/{name}", api.view(func(r *http.Request) (int, any) {
+		v, ok := api.Credits.L.Account(uriOf(r))
+		if !ok {
+			return http.StatusNotFound, errBody("no account for " + uriOf(r))
+		}
+		return http.StatusOK, v
+	}))
+	mux.HandleFunc("GET /v1/accounts/{scheme}/{name}/entries", api.view(func(r *http.Request) (int, any) {
+		after, limit := pageOf(r, ledger.EntriesLimitMax)
+		entries := api.Credits.L.Entries(uriOf(r), after, limit)
+		if entries == nil {
+			entries = []ledger.Entry{}
+		}
+		return http.StatusOK, map[string]any{"uri": uriOf(r), "entries": entries}
+	}))
+	mux.HandleFunc("GET /v1/ledger/mismatches", api.view(func(r *http.Request) (int, any) {
+		after, limit := pageOf(r, ledger.EntriesLimitMax)
+		ms := api.Credits.L.Mismatches(after, limit)
+		if ms == nil {
+			ms = []ledger.Mismatch{}
+		}
+		return http.StatusOK, map[string]any{"mismatches": ms}
+	}))
+	mux.HandleFunc("GET /v1/ledger/digest", api.viewAt(func(r *http.Request, applied uint64) (int, any) {
+		d, err := projections.DigestOf(api.Credits, applied)
 		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
-			return
+			return http.StatusInternalServerError, errBody(err.Error())
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"log": snap, "bridge": srv.Counters()})
-	})
+		return http.StatusOK, d
+	}))
+	mux.HandleFunc("GET /v1/agents", api.view(func(r *http.Request) (int, any) {
+		q := r.URL.Query()
+		limit, _ := strconv.Atoi(q.Get("limit"))
+		f := projections.AgentFilter{Status: q.Get("status"), Capability: q.Get("capability"), Zone: q.Get("zone"), After: q.Get("after"), Limit: limit}
+		return http.StatusOK, map[string]any{"agents": api.Registry.Agents(f)}
+	}))
+	mux.HandleFunc("GET /v1/agents/{scheme}/{name}", api.view(func(r *http.Request) (int, any) {
+		a, ok := api.Registry.Agent(uriOf(r))
+		if !ok {
+			return http.StatusNotFound, errBody("no agent " + uriOf(r))
+		}
+		return http.StatusOK, a
+	}))
+	mux.HandleFunc("GET /v1/zones/{zone}", api.view(func(r *http.Request) (int, any) {
+		z, ok := api.Registry.Zone(r.PathValue("zone"))
+		if !ok {
+			return http.StatusNotFound, errBody("no zone " + r.PathValue("zone"))
+		}
+		return http.StatusOK, z
+	}))
+	mux.HandleFunc("GET /v1/mentors", api.view(func(r *http.Request) (int, any) {
+		return http.StatusOK, map[string]any{"mentors": api.Registry.Mentors()}
+	}))
 	return mux
 }
+
+func (api API) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+	defer cancel()
+	last, err := api.Log.LastSeq(ctx)
+	body := map[string]any{"status": "ok", "log_last_seq": last, "applied_seq": api.Runner.Applied()}
+	select {
+	case <-api.Runner.Ready():
+		body["projections"] = "ready"
+	default:
+		body["projections"] = "replaying"
+	}
+	status := http.StatusOK
+	if err == nil {
+		err = api.Log.Healthy()
+	}
+	if err != nil {
+		status = http.StatusServiceUnavailable
+		body["status"] = "log unavailable"
+		body["error"] = err.Error()
+	}
+	writeJSON(w, status, body)
+}
+
+// view runs fn under Runner.View, after waiting for ?seq=N if given, and
+// writes its answer with the log position it was read at.
+func (api API) view(fn func(r *http.Request) (int, any)) http.HandlerFunc {
+	return api.viewAt(func(r *http.Request, _ uint64) (int, any) { return fn(r) })
+}
+
+// viewAt is view for handlers that report the log position themselves.
+// (They must not ask the runner for it: View holds its read lock.)
+func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s := r.URL.Query().Get("seq"); s != "" {
+			seq, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				writeJSON(w, http.StatusBadRequest, errBody("seq must be a sequence number"))
+				return
+			}
+			ctx, cancel := context.WithTimeout(r.Context(), seqWaitMax)
+			defer cancel()
+			if err := api.Runner.WaitFor(ctx, seq); err != nil {
+				writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()))
+				return
+			}
+		}
+		var status int
+		var body any
+		var at uint64
+		api.Runner.View(func(applied uint64) { at = applied; status, body = fn(r, applied) })
+		w.Header().Set("Aglx-Applied-Seq", strconv.FormatUint(at, 10))
+		writeJSON(w, status, body)
+	}
+}
+
+// uriOf rebuilds scheme://name from a path.
+func uriOf(r *http.Request) string { return r.PathValue("scheme") + "://" + r.PathValue("name") }
+
+func pageOf(r *http.Request, max int) (uint64, int) {
+	q := r.URL.Query()
+	after, _ := strconv.ParseUint(q.Get("after"), 10, 64)
+	limit, err := strconv.Atoi(q.Get("limit"))
+	if err != nil || limit <= 0 || limit > max {
+		limit = max
+	}
+	return after, limit
+}
+
+func errBody(msg string) map[string]string { return map[string]string{"error": msg} }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

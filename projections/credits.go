@@ -21,7 +21,10 @@ type Authenticator interface {
 type Credits struct {
 	L      *ledger.Ledger
 	auth   Authenticator
-	outbox *Outbox
+	outbox *Outbox // nil: no replies (an audit)
+	// Observe, if set, sees every outcome; `aglx audit` checks each posting
+	// with it.
+	Observe func(e *Event, out ledger.Outcome)
 }
 
 // NewCredits returns the ledger projection for the node at nodeURI.
@@ -62,7 +65,10 @@ func (c *Credits) Apply(e *Event) {
 	if out.Status == protocol.StatusUnauthorized && verdict.Reason != "" {
 		out.Reason = verdict.Reason // the signature check says best what is wrong
 	}
-	if r, ok := creditReply(e, out); ok {
+	if c.Observe != nil {
+		c.Observe(e, out)
+	}
+	if r, ok := creditReply(e, out); ok && c.outbox != nil {
 		c.outbox.Put(e.Seq, r)
 	}
 }

@@ -37,3 +37,11 @@ type Projection interface {
 type Snapshotter interface {
 	Snapshot() ([]byte, error)
 }
+
+// NewEvent decodes a stored envelope for the folds, as the runner does. An
+// envelope that does not decode still gives an Event, with Msg nil, and the
+// error says why.
+func NewEvent(e *events.Envelope) (*Event, error) {
+	msg, err := protocol.Parse(e.Frame())
+	return &Event{Envelope: e, Msg: msg}, err
+}

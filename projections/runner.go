@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/events"
-	"github.com/aglx/ledger/protocol"
 )
 
 // retryWaitMax bounds the pause between attempts to resume reading the log
@@ -82,10 +81,8 @@ func (r *Runner) apply(e *events.Envelope, readyAt uint64) {
 		// event once.
 		return
 	}
-	ev := &Event{Envelope: e}
-	if msg, err := protocol.Parse(e.Frame()); err == nil {
-		ev.Msg = msg
-	} else {
+	ev, err := NewEvent(e)
+	if err != nil {
 		r.lg.Warn("projections: an event in the log does not decode; skipped by every fold", "seq", e.Seq, "err", err)
 	}
 	for _, p := range r.projs {

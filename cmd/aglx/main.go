@@ -21,6 +21,12 @@ commands:
   bench  measure durable ingest against raw JetStream, in one run
   keygen make an agent key pair (Ed25519 or RSA)
   sign   sign frames with a key and print them
+  mint   issue credits to an account (signed with the node's key)
+  balance URI     an account's figures
+  history URI     an account's postings with running balances
+  audit  fold the ledger again from the log and check every figure
+  agents          the registry
+  agent URI       one agent: entry, keys, zones, history
 
 Run 'aglx COMMAND -h' for a command's flags.
 `
@@ -34,14 +40,27 @@ func main() {
 	switch os.Args[1] {
 	case "send":
 		err = runSend(os.Args[2:], os.Stdin, os.Stdout)
-	case "tail", "bench":
+	case "tail", "bench", "audit":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		if os.Args[1] == "tail" {
+		switch os.Args[1] {
+		case "tail":
 			err = runTail(ctx, os.Args[2:], os.Stdout)
-		} else {
+		case "bench":
 			err = runBench(ctx, os.Args[2:], os.Stdout)
+		default:
+			err = runAudit(ctx, os.Args[2:], os.Stdout)
 		}
+	case "balance":
+		err = runBalance(os.Args[2:], os.Stdout)
+	case "history":
+		err = runHistory(os.Args[2:], os.Stdout)
+	case "agents":
+		err = runAgents(os.Args[2:], os.Stdout)
+	case "agent":
+		err = runAgent(os.Args[2:], os.Stdout)
+	case "mint":
+		err = runMint(os.Args[2:], os.Stdout)
 	case "keygen":
 		err = runKeygen(os.Args[2:], os.Stdout)
 	case "sign":

@@ -42,6 +42,7 @@ type Main struct {
 
 	tcpLn  net.Listener
 	tlsLn  net.Listener
+	tlsPin string // the TLS certificate's SHA-256 fingerprint
 	udpPC  net.PacketConn
 	httpLn net.Listener
 
@@ -129,6 +130,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("--tls-listen: %w", err)
 		}
 		m.tlsLn = tls.NewListener(ln, tcfg)
+		m.tlsPin = fp
 		m.lg.Info("TLS certificate", "sha256_fingerprint", fp, "self_signed", m.cfg.TLSCert == "")
 	}
 	m.bridge = bridge.New(m.log, bridge.Config{
@@ -151,7 +153,12 @@ func (m *Main) Run(ctx context.Context) error {
 		if m.httpLn, err = net.Listen("tcp", m.cfg.HTTP); err != nil {
 			return fmt.Errorf("--http: %w", err)
 		}
-		m.http = &http.Server{Handler: bridge.HTTPHandler(m.log, m.runner, m.stats, m.bridge), ReadHeaderTimeout: 10 * time.Second}
+		pub, _ := protocol.MarshalPublicKey(m.key.Public())
+		api := bridge.API{
+			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Edge: m.bridge,
+			Node: bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr(), TLSPin: m.tlsPin},
+		}
+		m.http = &http.Server{Handler: bridge.HTTPHandler(api), ReadHeaderTimeout: 10 * time.Second}
 		m.serve("http", func() error { return m.http.Serve(m.httpLn) })
 	}
 	m.lg.Info("aglxd serving", "name", m.cfg.Name, "tcp", m.TCPAddr(), "tls", m.TLSAddr(), "udp", m.UDPAddr(), "http", m.HTTPAddr())

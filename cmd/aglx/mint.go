@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/aglx/ledger/bridge"
+	"github.com/aglx/ledger/protocol"
+	"github.com/oklog/ulid/v2"
+)
+
+// runMint issues credits: a credit.transfer from the node's own URI, signed
+// with the node's key, which the ledger books against the issuance account.
+// It asks the node's HTTP API for its name and checks that the key file is
+// the node's key before it sends anything.
+func runMint(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("aglx mint", flag.ContinueOnError)
+	to := fs.String("to", "", "the account to credit, e.g. agent://worker05.local")
+	amount := fs.String("amount", "", "how many credits, as an exact decimal (e.g. 100 or 0.5)")
+	reason := fs.String("reason", "issuance", "the reason recorded with the transfer")
+	keyPath := fs.String("key", "aglx-data/keys/node.key", "the node's key file")
+	addr := fs.String("addr", "127.0.0.1:2594", "the node's AGLX TCP address")
+	api := fs.String("http", "http://127.0.0.1:2595", "the node's HTTP API")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return exitCode(2)
+	}
+	if *to == "" || *amount == "" {
+		return errors.New("--to and --amount are required")
+	}
+	if _, err := protocol.ParseAmount(*amount); err != nil {
+		return fmt.Errorf("--amount: %w", err)
+	}
+	key, err := loadKey(*keyPath)
+	if err != nil {
+		return err
+	}
+	var node bridge.NodeInfo
+	if err := getJSON(*api, "/v1/node", &node); err != nil {
+		return fmt.Errorf("asking the node its name: %w", err)
+	}
+	if id := protocol.KeyID(key.Public()); id != node.KeyID {
+		return fmt.Errorf("%s is not the key of %s (key id %s, the node's is %s)", *keyPath, node.Name, id, node.KeyID)
+	}
+	body := fmt.Appendf(nil, `{"amount": %s, "currency": "AGLX", "reason": %q, "timestamp": %q, "transaction_id": %q}`,
+		*amount, *reason, time.Now().UTC().Format(time.RFC3339), "mint-"+ulid.Make().String())
+	f := &protocol.Frame{Transport: protocol.TransportTCP, Body: body, Headers: []protocol.Header{
+		{Name: protocol.HeaderFrom, Value: node.Name},
+		{Name: protocol.HeaderTo, Value: *to},
+		{Name: protocol.HeaderType, Value: protocol.TypeCreditTransfer},
+		{Name: protocol.HeaderID, Value: ulid.Make().String()},
+		{Name: protocol.HeaderContentType, Value: "application/json"},
+	}}
+	if err := protocol.SignFrame(key, f); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := bridge.Dial(ctx, *addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.WriteFrame(f); err != nil {
+		return err
+	}
+	if err := c.Flush(); err != nil {
+		return err
+	}
+	reply, err := c.ReadReply()
+	if err != nil {
+		return fmt.Errorf("reading the reply: %w", err)
+	}
+	stdout.Write(protocol.Encode(reply))
+	if reply.Type() == "error" {
+		return exitCode(1)
+	}
+	return nil
+}

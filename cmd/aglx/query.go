@@ -1,0 +1,182 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// httpTimeout bounds one question to the node's HTTP API.
+const httpTimeout = 10 * time.Second
+
+// getJSON asks the node's HTTP API and decodes the answer into v.
+func getJSON(base, path string, v any) error {
+	c := http.Client{Timeout: httpTimeout}
+	resp, err := c.Get(strings.TrimRight(base, "/") + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		json.Unmarshal(b, &e)
+		if e.Error == "" {
+			e.Error = strings.TrimSpace(string(b))
+		}
+		return fmt.Errorf("%s: %s", resp.Status, e.Error)
+	}
+	return json.Unmarshal(b, v)
+}
+
+// uriPath writes an AGLX URI scheme://name as the path scheme/name.
+func uriPath(uri string) (string, error) {
+	scheme, name, ok := strings.Cut(uri, "://")
+	if !ok || scheme == "" || name == "" {
+		return "", fmt.Errorf("%q is not an AGLX address such as agent://worker05.local", uri)
+	}
+	return url.PathEscape(scheme) + "/" + url.PathEscape(name), nil
+}
+
+func queryFlags(name string) (*flag.FlagSet, *string, *bool) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	api := fs.String("http", "http://127.0.0.1:2595", "the node's HTTP API")
+	asJSON := fs.Bool("json", false, "print JSON")
+	return fs, api, asJSON
+}
+
+func parseQuery(fs *flag.FlagSet, args []string, want int) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitCode(0)
+		}
+		return exitCode(2)
+	}
+	if fs.NArg() != want {
+		return fmt.Errorf("%s: want %d argument(s), got %d", fs.Name(), want, fs.NArg())
+	}
+	return nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// runBalance prints an account's figures.
+func runBalance(args []string, stdout io.Writer) error {
+	fs, api, asJSON := queryFlags("aglx balance")
+	if err := parseQuery(fs, args, 1); err != nil {
+		return err
+	}
+	p, err := uriPath(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	var v map[string]any
+	if err := getJSON(*api, "/v1/accounts/"+p, &v); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, v)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	for _, k := range []string{"uri", "balance", "available", "pending", "earned_total", "spent_total", "updated", "seq"} {
+		fmt.Fprintf(tw, "%s\t%v\n", k, v[k])
+	}
+	return tw.Flush()
+}
+
+// runHistory prints an account's postings with running balances.
+func runHistory(args []string, stdout io.Writer) error {
+	fs, api, asJSON := queryFlags("aglx history")
+	after := fs.Uint64("after", 0, "only postings after this sequence")
+	limit := fs.Int("limit", 100, "at most this many postings")
+	if err := parseQuery(fs, args, 1); err != nil {
+		return err
+	}
+	uri := fs.Arg(0)
+	p, err := uriPath(uri)
+	if err != nil {
+		return err
+	}
+	var v struct {
+		Entries []map[string]any `json:"entries"`
+	}
+	if err := getJSON(*api, fmt.Sprintf("/v1/accounts/%s/entries?after=%d&limit=%d", p, *after, *limit), &v); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, v)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "seq\ttime\tkind\ttransaction\tcounterparty\tamount\tbalance\t")
+	for _, e := range v.Entries {
+		amount, balance, other := fmt.Sprint(e["amount"]), fmt.Sprint(e["to_balance"]), fmt.Sprint(e["from"])
+		if e["from"] == uri {
+			amount, balance, other = "-"+amount, fmt.Sprint(e["from_balance"]), fmt.Sprint(e["to"])
+		}
+		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\t%s\t%s\t\n", e["seq"], e["time"], e["kind"], e["transaction_id"], other, amount, balance)
+	}
+	return tw.Flush()
+}
+
+// runAgents lists the registry.
+func runAgents(args []string, stdout io.Writer) error {
+	fs, api, asJSON := queryFlags("aglx agents")
+	status := fs.String("status", "", "only agents with this status (READY, EXPIRED, ...)")
+	capability := fs.String("capability", "", "only agents with this capability")
+	zone := fs.String("zone", "", "only members of this zone")
+	if err := parseQuery(fs, args, 0); err != nil {
+		return err
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{"status": *status, "capability": *capability, "zone": *zone} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	var v struct {
+		Agents []map[string]any `json:"agents"`
+	}
+	if err := getJSON(*api, "/v1/agents?"+q.Encode(), &v); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, v)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "agent\tagent_id\tstatus\tlast_seen\tcapabilities")
+	for _, a := range v.Agents {
+		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\n", a["agent_uri"], a["agent_id"], a["status"], a["last_seen"], a["capabilities"])
+	}
+	return tw.Flush()
+}
+
+// runAgent shows one registry entry in full.
+func runAgent(args []string, stdout io.Writer) error {
+	fs, api, _ := queryFlags("aglx agent")
+	if err := parseQuery(fs, args, 1); err != nil {
+		return err
+	}
+	p, err := uriPath(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	var v any
+	if err := getJSON(*api, "/v1/agents/"+p, &v); err != nil {
+		return err
+	}
+	return printJSON(stdout, v)
+}

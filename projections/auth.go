@@ -1,0 +1,313 @@
+package projections
+
+import (
+	"bytes"
+	"crypto"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
+)
+
+// Auth is the result of checking one event's signature. Its values are those
+// of ledger.Auth, so the ledger's adapter converts with ledger.Auth(v.Auth);
+// the zero value is AuthInvalid so that a verdict nobody filled in refuses.
+type Auth uint8
+
+// The results of a signature check.
+const (
+	// AuthInvalid: the signature is malformed, does not verify, is stale,
+	// or is missing where the policy requires one.
+	AuthInvalid Auth = iota
+	// AuthUnsigned: the message carries no signature and needs none (the
+	// sender has no key, or the TYPE is not one the policy covers), or
+	// the sender has no key to check a well-formed signature against.
+	AuthUnsigned
+	// AuthValid: the signature verifies against the sender's key and its
+	// timestamp is within the window.
+	AuthValid
+	// AuthNode: FROM is the node's URI and the signature verifies against
+	// the node's key, within the window.
+	AuthNode
+)
+
+// String names the result for logs and test failures.
+func (a Auth) String() string {
+	switch a {
+	case AuthInvalid:
+		return "invalid"
+	case AuthUnsigned:
+		return "unsigned"
+	case AuthValid:
+		return "valid"
+	case AuthNode:
+		return "node"
+	}
+	return "unknown"
+}
+
+// Verdict is what Authenticate found.
+type Verdict struct {
+	Auth Auth
+	// Reason says why, for a refusal or a log line; it is written for the
+	// sender. It is "" for AuthValid and AuthNode.
+	Reason string
+	// KeyID is the fingerprint (protocol.KeyID) of the key the signature
+	// was checked against, or "" if none was.
+	KeyID string
+}
+
+// signedTypes are the TYPEs that, once the sender has a key, must be signed
+// with it: those that move or reserve credits (a hold is released by the
+// end of its task, so task endings count), and those that change who the
+// sender is or what the registry says of it (an announce refreshes
+// last_seen over UDP, where FROM costs nothing to forge; a zone.leave ends a
+// membership). zone.join is not here: its one signature member carries the
+// zone's HMAC, which the zone checks. task.assign needs a signature only
+// when it carries CREDITS (MessageNeedsSignature).
+var signedTypes = map[string]bool{
+	protocol.TypeCreditTransfer: true,
+	protocol.TypeCreditReward:   true,
+	protocol.TypeCreditAdjust:   true,
+	protocol.TypeCreditApprove:  true,
+	protocol.TypeTaskResult:     true,
+	protocol.TypeTaskReject:     true,
+	protocol.TypeTaskCancel:     true,
+	protocol.TypeRegistryUpdate: true,
+	protocol.TypeRegistrySync:   true,
+	protocol.TypeAgentAnnounce:  true,
+	protocol.TypeAuthRequest:    true,
+	protocol.TypeKeyRotate:      true,
+	protocol.TypeMentorRegister: true,
+	protocol.TypeMentorReport:   true,
+	protocol.TypeZoneLeave:      true,
+}
+
+// NeedsSignature reports whether a message of TYPE typ must be signed once
+// its sender has a key. task.assign reports false: it needs a signature only
+// with a CREDITS header, which MessageNeedsSignature sees.
+func NeedsSignature(typ string) bool { return signedTypes[typ] }
+
+// MessageNeedsSignature is NeedsSignature for a whole message: it adds
+// task.assign with CREDITS, which reserves the sender's credits.
+func MessageNeedsSignature(m *protocol.Message) bool {
+	return signedTypes[m.Info.Name] || (m.Info.Name == protocol.TypeTaskAssign && m.Credits != nil)
+}
+
+// Authenticate checks e's signature against FROM's key as it stood before e:
+// the key bound by the latest event with a lower sequence (for an event not
+// yet stored, Seq 0, the current key). The runner applies the registry
+// first, so when another projection calls Authenticate during its own Apply
+// of e, a key.rotate or auth.request in e itself has already been folded;
+// the verdict still names the key e had to be signed with, because the
+// registry took it before changing anything. A verdict is a function of the
+// message and the key history alone, so it is the same on every replay.
+//
+// Call it from Apply or under Runner.View.
+func (r *Registry) Authenticate(e *Event) Verdict {
+	if e.ID != "" && e.ID == r.last.id {
+		return r.last.v
+	}
+	return r.authenticate(e)
+}
+
+func (r *Registry) authenticate(e *Event) Verdict {
+	if e.Msg == nil {
+		return Verdict{Auth: AuthInvalid, Reason: "the message does not decode"}
+	}
+	if e.Type == protocol.TypeZoneJoin {
+		return Verdict{Auth: AuthUnsigned, Reason: "zone.join is signed with the zone's secret, which the zone checks"}
+	}
+	sig, signed, err := signatureOf(e.Body)
+	if err != nil {
+		return Verdict{Auth: AuthInvalid, Reason: sigReason(err)}
+	}
+	pub, keyID, haveKey := r.keyFor(e.From, e.Seq)
+	if !signed {
+		if haveKey && MessageNeedsSignature(e.Msg) {
+			return Verdict{Auth: AuthInvalid, KeyID: keyID, Reason: fmt.Sprintf(
+				"%s has a key (%s), so a %s from it must be signed with that key", e.From, keyID, e.Type)}
+		}
+		return Verdict{Auth: AuthUnsigned}
+	}
+	// A signature that cannot be read is refused even when there is no key
+	// to check it with: the sender meant to sign, and what it sent (often
+	// the reference's shortened placeholder) is not a signature.
+	if _, _, err := protocol.ParseSignature(sig); err != nil {
+		return Verdict{Auth: AuthInvalid, Reason: sigReason(err)}
+	}
+	if !haveKey {
+		return Verdict{Auth: AuthUnsigned, Reason: fmt.Sprintf("no key is bound to %s; the signature was not checked", e.From)}
+	}
+	if err := r.verifyCached(pub, keyID, e); err != nil {
+		return Verdict{Auth: AuthInvalid, KeyID: keyID, Reason: sigReason(err)}
+	}
+	if reason := r.staleness(e); reason != "" {
+		return Verdict{Auth: AuthInvalid, KeyID: keyID, Reason: reason}
+	}
+	if e.From == r.node {
+		return Verdict{Auth: AuthNode, KeyID: keyID}
+	}
+	return Verdict{Auth: AuthValid, KeyID: keyID}
+}
+
+// signatureOf is protocol.SignatureOf with a fast path: a body in which the
+// word cannot occur, not even escaped, carries no signature member.
+func signatureOf(body []byte) (string, bool, error) {
+	if !bytes.Contains(body, []byte("signature")) && !bytes.Contains(body, []byte(`\u`)) {
+		return "", false, nil
+	}
+	return protocol.SignatureOf(body)
+}
+
+// keyFor returns the key FROM had before the event at seq: the node's own
+// for the node's URI, else the latest bound at a lower sequence.
+func (r *Registry) keyFor(uri string, seq uint64) (crypto.PublicKey, string, bool) {
+	if uri == r.node {
+		return r.nodePub, r.nodeKeyID, true
+	}
+	k := r.keys[uri].at(seq)
+	if k == nil {
+		return nil, "", false
+	}
+	return k.pub, k.KeyID, true
+}
+
+// verifyCached verifies e's signature, or takes the ingest's verdict when
+// it was reached with the same key. Only a positive verdict is taken: a
+// failure is verified again for its reason, which costs nothing in the
+// common case.
+func (r *Registry) verifyCached(pub crypto.PublicKey, keyID string, e *Event) error {
+	if c := r.cfg.Verdicts; c != nil {
+		if kid, ok, found := c.Get(e.ID); found && ok && kid == keyID {
+			return nil
+		}
+	}
+	return VerifyEnvelope(pub, e.Envelope)
+}
+
+// VerifyEnvelope checks the signature e carries against pub, over FROM, TO
+// and TYPE exactly as the frame's headers spell them. It is the one check
+// both the fold and the bridge's ingest workers run, so that a verdict the
+// bridge puts in a VerdictCache is the verdict the fold would reach.
+func VerifyEnvelope(pub crypto.PublicKey, e *events.Envelope) error {
+	return protocol.Verify(pub, e.Header(protocol.HeaderFrom), e.Header(protocol.HeaderTo), e.Header(protocol.HeaderType), e.Body)
+}
+
+// staleness says why a signed message's timestamp is unacceptable, or "".
+// Every signed message must carry a top-level "timestamp" (as an extra
+// member where its TYPE defines none, e.g. registry.update): without one a
+// captured message could be replayed forever.
+func (r *Registry) staleness(e *Event) string {
+	raw, ok := bodyMember(e.Body, "timestamp")
+	if !ok {
+		return "stale: a signed message must carry a \"timestamp\" within " + r.window.String() + " of its arrival, and this one carries none"
+	}
+	var ts protocol.Timestamp
+	if err := json.Unmarshal(raw, &ts); err != nil || ts.IsZero() {
+		return "stale: the \"timestamp\" of a signed message must be an RFC 3339 time"
+	}
+	return r.outsideWindow(ts.Time, e.ReceivedAt)
+}
+
+// outsideWindow says why ts is too far from arrival, or "".
+func (r *Registry) outsideWindow(ts, arrival time.Time) string {
+	d := arrival.Sub(ts)
+	switch {
+	case d > r.window:
+		return fmt.Sprintf("stale: the message's timestamp %s is %v older than its arrival; the window is %v",
+			rfc3339(ts), d.Round(time.Second), r.window)
+	case d < -r.window:
+		return fmt.Sprintf("stale: the message's timestamp %s is %v ahead of its arrival; the window is %v",
+			rfc3339(ts), (-d).Round(time.Second), r.window)
+	}
+	return ""
+}
+
+// rawMember returns the value of a top-level member of a JSON object. The
+// body has passed protocol.Parse, which refuses duplicate members, so the
+// member is unambiguous.
+func bodyMember(body []byte, name string) (json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return nil, false
+	}
+	v, ok := m[name]
+	if !ok || string(v) == "null" {
+		return nil, false
+	}
+	return v, true
+}
+
+// sigReason is the sentence in a protocol error, for a verdict's Reason.
+func sigReason(err error) string {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe.Reason
+	}
+	return err.Error()
+}
+
+// VerdictCacheMax bounds the verdicts a VerdictCache holds; the oldest go
+// first. A verdict is needed only between ingest and fold, which is
+// moments, so 65,536 covers any backlog the pipeline bounds allow.
+const VerdictCacheMax = 1 << 16 // verdicts
+
+// VerdictCache memoises signature checks between the bridge and the fold.
+// The bridge verifies each signed frame at ingest, in parallel workers,
+// against the sender's key as it is then (CurrentKey, under Runner.View),
+// and Puts the result by event id with that key's id. The fold takes a
+// cached result only when it names the key the fold itself would use, so
+// the cache changes how fast a verdict is reached, never what it is: a
+// verdict is a pure function of the message and the key. It is safe for
+// concurrent use; its zero value is ready to use.
+type VerdictCache struct {
+	mu    sync.Mutex
+	m     map[string]cachedVerdict
+	order []string // event ids in order of first Put
+}
+
+type cachedVerdict struct {
+	keyID string
+	ok    bool
+}
+
+// NewVerdictCache returns an empty cache.
+func NewVerdictCache() *VerdictCache { return &VerdictCache{} }
+
+// Put records that the signature of event eventID did (ok) or did not
+// verify against the key keyID (protocol.KeyID of it).
+func (c *VerdictCache) Put(eventID, keyID string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string]cachedVerdict)
+	}
+	if _, dup := c.m[eventID]; !dup {
+		c.order = append(c.order, eventID)
+	}
+	c.m[eventID] = cachedVerdict{keyID, ok}
+	for len(c.m) > VerdictCacheMax {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+}
+
+// Get returns the verdict recorded for eventID, if any.
+func (c *VerdictCache) Get(eventID string) (keyID string, ok, found bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, found := c.m[eventID]
+	return v.keyID, v.ok, found
+}
+
+// Len is the number of verdicts held.
+func (c *VerdictCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}

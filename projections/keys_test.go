@@ -1,0 +1,119 @@
+package projections
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// TestRSANodeKeySignsDeterministically binds an RSA agent key at a node
+// whose own key is RSA, and checks that a replay signs the auth.response
+// with the same bytes (RSA PKCS #1 v1.5 is deterministic), so that a reply
+// is a function of the log like the rest of the state.
+func TestRSANodeKeySignsDeterministically(t *testing.T) {
+	const dave = "agent://dave.local"
+	nk, kd := newRSA(t), newRSA(t)
+	h := newHarness(t, func(c *RegistryConfig) { c.NodeKey = nk })
+	e := h.event(signed(t, kd, frame(dave, testNode, protocol.TypeAuthRequest,
+		fmt.Sprintf(`{"agent_id":"d","public_key":%q,"timestamp":%q}`, pubText(t, kd), ts(regT0)))), regT0)
+	h.applyEvent(e)
+	rep, _ := h.out.Take(e.Seq)
+	if rep.Status != protocol.StatusOK {
+		t.Fatalf("auth.request: %d %s", rep.Status, rep.Body)
+	}
+	if err := protocol.Verify(nk.Public(), testNode, dave, protocol.TypeAuthResponse, rep.Body); err != nil {
+		t.Errorf("auth.response does not verify with the node's key: %v", err)
+	}
+	r2 := h.replay()
+	if again, _ := r2.cfg.Outbox.Take(e.Seq); !bytes.Equal(again.Body, rep.Body) {
+		t.Errorf("replayed auth.response differs:\n got %s\nwant %s", again.Body, rep.Body)
+	}
+	// A signed update with the RSA key.
+	h.mustReply(signed(t, kd, frame(dave, testNode, protocol.TypeRegistryUpdate,
+		fmt.Sprintf(`{"agent_name":"Dave","timestamp":%q}`, ts(regT0)))), regT0, protocol.TypeRegistryAck, protocol.StatusOK)
+}
+
+func TestAuthRequestKeys(t *testing.T) {
+	const erin = "agent://erin.local"
+	weak, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(weak.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	// A 1024-bit RSA key is refused before anything is checked.
+	f := frame(erin, testNode, protocol.TypeAuthRequest, fmt.Sprintf(`{"agent_id":"e","public_key":%q,"timestamp":%q,"signature":"rsa-sha256:%s"}`,
+		base64.StdEncoding.EncodeToString(der), ts(regT0), bytes.Repeat([]byte("ab"), 256)))
+	rep := h.mustReply(f, regT0, protocol.TypeAuthResponse, protocol.StatusBadRequest)
+	mustContain(t, "reason", string(rep.Body), "2048")
+
+	// The node's own URI binds no key.
+	k := newEd25519(t)
+	nodeReq := signed(t, k, frame(testNode, testNode, protocol.TypeAuthRequest,
+		fmt.Sprintf(`{"agent_id":"n","public_key":%q,"timestamp":%q}`, pubText(t, k), ts(regT0))))
+	h.mustReply(nodeReq, regT0, protocol.TypeAuthResponse, protocol.StatusForbidden)
+
+	// A renewal with the same key extends expires and binds nothing new.
+	h.bindKey(erin, k, regT0)
+	rep = h.bindKey(erin, k, regT0.Add(time.Hour))
+	if got, want := str(t, rep.Body, "expires"), ts(regT0.Add(time.Hour+AuthValidity)); got != want {
+		t.Errorf("renewed expires = %q, want %q", got, want)
+	}
+	if d, _ := h.r.Agent(erin); len(d.Keys) != 1 || !d.Keys[0].VerifiedUntil.Equal(regT0.Add(time.Hour+AuthValidity)) {
+		t.Errorf("Agent(erin).Keys = %+v, want one key verified until the renewal's expiry", d.Keys)
+	}
+}
+
+// TestKeyHistory checks that old events still verify with the key they
+// were signed with, and how old_key_id must name the current key.
+func TestKeyHistory(t *testing.T) {
+	const fay = "agent://fay.local"
+	k1, k2, k3 := newEd25519(t), newEd25519(t), newEd25519(t)
+	h := newHarness(t)
+	at := func(d time.Duration) time.Time { return regT0.Add(d) }
+	h.bindKey(fay, k1, at(0))
+	old, rep, _ := h.apply(signed(t, k1, frame(fay, testNode, protocol.TypeRegistryUpdate,
+		fmt.Sprintf(`{"agent_name":"Fay","timestamp":%q}`, ts(at(time.Second))))), at(time.Second))
+	if rep.Type != protocol.TypeRegistryAck {
+		t.Fatalf("update: %s %s", rep.Type, rep.Body)
+	}
+	rot := func(oldID, newID, pub string, when time.Duration) *protocol.Frame {
+		return frame(fay, testNode, protocol.TypeKeyRotate, fmt.Sprintf(
+			`{"old_key_id":%q,"new_key_id":%q,"public_key":%q,"timestamp":%q}`, oldID, newID, pub, ts(at(when))))
+	}
+	// The first key had no name; the first rotation names it.
+	h.mustReply(signed(t, k1, rot("key-1", "key-2", pubText(t, k2), 2*time.Second)), at(2*time.Second), protocol.TypeAck, protocol.StatusOK)
+	// The event signed with k1 before the rotation still checks out.
+	if v := h.r.Authenticate(old); v.Auth != AuthValid || v.KeyID != protocol.KeyID(k1.Public()) {
+		t.Errorf("Authenticate(old event) = %+v, want valid with k1", v)
+	}
+	steps := []struct {
+		name   string
+		f      *protocol.Frame
+		status protocol.Status
+	}{
+		{"old_key_id names another key", signed(t, k2, rot("key-1", "key-3", pubText(t, k3), 3*time.Second)), protocol.StatusConflict},
+		{"new_key_id reused", signed(t, k2, rot("key-2", "key-1", pubText(t, k3), 3*time.Second)), protocol.StatusConflict},
+		{"old_key_id by fingerprint", signed(t, k2, rot(protocol.KeyID(k2.Public()), "key-3", pubText(t, k3), 3*time.Second)), protocol.StatusOK},
+	}
+	for _, s := range steps {
+		_, rep, _ := h.apply(s.f, at(3*time.Second))
+		if rep.Status != s.status {
+			t.Errorf("%s: %s %d %s, want %d", s.name, rep.Type, rep.Status, rep.Body, s.status)
+		}
+	}
+	d, _ := h.r.Agent(fay)
+	if len(d.Keys) != 3 || d.Keys[0].Name != "key-1" || d.Keys[1].Name != "key-2" || d.Keys[2].Name != "key-3" || !d.Keys[2].Current {
+		t.Errorf("Agent(fay).Keys = %+v", d.Keys)
+	}
+}

@@ -1,0 +1,135 @@
+package projections
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// The mentor directory: agents that offer advice (mentor.register) and the
+// figures they report (mentor.report). It is what a matcher would read to
+// find a mentor for a field; the reputation the advice earns is another
+// projection's.
+
+// MentorsMax bounds the directory.
+const MentorsMax = 1 << 16 // mentors
+
+// mentor is one directory entry.
+type mentor struct {
+	Name         string        `json:"name"`
+	Expertise    []string      `json:"expertise"`
+	Available    bool          `json:"available"`
+	Rating       *float64      `json:"rating,omitempty"`
+	RegisteredAt time.Time     `json:"registered_at"`
+	UpdatedAt    time.Time     `json:"updated_at"`
+	Report       *MentorReport `json:"report,omitempty"`
+}
+
+// MentorReport is the latest mentor.report of a mentor: its own figures,
+// as it stated them. CreditsEarned is a decimal string, as money always is
+// in what the node writes.
+type MentorReport struct {
+	SessionsTotal    int64    `json:"sessions_total"`
+	MenteesSupported *int64   `json:"mentees_supported,omitempty"`
+	AvgScore         *float64 `json:"avg_score,omitempty"`
+	CreditsEarned    string   `json:"credits_earned,omitempty"`
+	// Timestamp is the report's own, as written; ReceivedAt is the event
+	// time.
+	Timestamp  string    `json:"timestamp,omitempty"`
+	ReceivedAt time.Time `json:"received_at"`
+	Seq        uint64    `json:"seq"`
+}
+
+// mentorRegister adds or updates the sender in the directory. Availability
+// not stated counts as available: registering says one is.
+func (r *Registry) mentorRegister(e *Event, p *protocol.MentorRegister) {
+	if v := r.last.v; v.Auth == AuthInvalid {
+		r.refuse(e, protocol.StatusUnauthorized, v.Reason)
+		return
+	}
+	m := r.mentors[e.From]
+	if m == nil {
+		if len(r.mentors) >= MentorsMax {
+			r.refuse(e, protocol.StatusUnavailable, fmt.Sprintf("the mentor directory holds %d mentors, its limit", MentorsMax))
+			return
+		}
+		m = &mentor{RegisteredAt: r.now}
+		r.mentors[e.From] = m
+	}
+	m.Name, m.Expertise, m.Available, m.UpdatedAt = p.AgentName, slices.Clone(p.Expertise), true, r.now
+	if p.Available != nil {
+		m.Available = *p.Available
+	}
+	if p.Rating != nil {
+		rating := *p.Rating
+		m.Rating = &rating
+	}
+	r.ack(e, ackBody{})
+}
+
+// mentorReport keeps a registered mentor's latest figures.
+func (r *Registry) mentorReport(e *Event, p *protocol.MentorReport) {
+	if v := r.last.v; v.Auth == AuthInvalid {
+		r.refuse(e, protocol.StatusUnauthorized, v.Reason)
+		return
+	}
+	m := r.mentors[e.From]
+	if m == nil {
+		r.refuse(e, protocol.StatusNotFound, fmt.Sprintf("%s is not in the mentor directory; send mentor.register first", e.From))
+		return
+	}
+	rep := &MentorReport{SessionsTotal: *p.SessionsTotal, ReceivedAt: r.now, Seq: e.Seq}
+	if p.MenteesSupported != nil {
+		n := *p.MenteesSupported
+		rep.MenteesSupported = &n
+	}
+	if p.AvgScore != nil {
+		s := *p.AvgScore
+		rep.AvgScore = &s
+	}
+	if p.CreditsEarned != nil {
+		rep.CreditsEarned = p.CreditsEarned.String()
+	}
+	if !p.Timestamp.IsZero() {
+		rep.Timestamp = p.Timestamp.String()
+	}
+	m.Report, m.UpdatedAt = rep, r.now
+	r.ack(e, ackBody{})
+}
+
+// MentorView is one mentor as queries show it.
+type MentorView struct {
+	AgentURI     string        `json:"agent_uri"`
+	Name         string        `json:"name"`
+	Expertise    []string      `json:"expertise"`
+	Available    bool          `json:"available"`
+	Rating       *float64      `json:"rating,omitempty"`
+	RegisteredAt time.Time     `json:"registered_at"`
+	UpdatedAt    time.Time     `json:"updated_at"`
+	Report       *MentorReport `json:"report,omitempty"`
+}
+
+// Mentors lists the directory, sorted by URI. Call it under Runner.View.
+func (r *Registry) Mentors() []MentorView {
+	out := make([]MentorView, 0, len(r.mentors))
+	for _, uri := range sortedKeys(r.mentors) {
+		out = append(out, r.mentorView(uri, r.mentors[uri]))
+	}
+	return out
+}
+
+func (r *Registry) mentorView(uri string, m *mentor) MentorView {
+	v := MentorView{AgentURI: uri, Name: m.Name, Expertise: slices.Clone(m.Expertise), Available: m.Available,
+		RegisteredAt: m.RegisteredAt, UpdatedAt: m.UpdatedAt}
+	if m.Rating != nil {
+		rating := *m.Rating
+		v.Rating = &rating
+	}
+	if m.Report != nil {
+		rep := *m.Report
+		v.Report = &rep
+	}
+	return v
+}

@@ -1,0 +1,347 @@
+package projections
+
+import (
+	"crypto"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// The registry is the node's fold over who is out there (registry.update,
+// registry.sync, agent.announce, registry.exchange), which key speaks for
+// whom (auth.request, key.rotate), who may enter which zone (zone.join,
+// zone.leave) and who mentors (mentor.register, mentor.report). Its files:
+//
+//	registry.go           configuration, the Registry type, Apply's dispatch, replies
+//	registry_entries.go   agent entries, TTL, fetch, sync, hints, sightings
+//	keys.go               key binding, rotation, key history, replayed requests
+//	auth.go               Authenticate, the signature policy, VerdictCache
+//	zones.go              zone configuration, join and leave, session tokens
+//	mentors.go            the mentor directory
+//	registry_snapshot.go  the read side: Agents, Agent, Snapshot
+//
+// The registry acts on a message only when it is addressed to the node
+// (TO is the node's URI), except registry.exchange (agent to agent; its
+// entries become hints whoever it is for) and agent.announce (a broadcast).
+// Everything else is the log's to record and the addressee's to act on.
+
+// SignatureWindowDefault is how far a signed message's timestamp may lie from
+// its arrival, either way. Five minutes tolerates ordinary clock drift and
+// queueing while keeping a captured message useless soon after.
+const SignatureWindowDefault = 5 * time.Minute
+
+// signatureWindowMax bounds the configured window: beyond an hour a "stale"
+// check stops meaning anything.
+const signatureWindowMax = time.Hour
+
+// tokenKeySizeMin is the shortest TokenKey accepted when zones are
+// configured: a short key would make session tokens guessable.
+const tokenKeySizeMin = 16 // bytes
+
+// ReputationDefault is every agent's reputation until a reputation model
+// exists (issue 5: "until then every agent has 0.5").
+const ReputationDefault = 0.5
+
+// RegistryConfig is what a Registry is built from. Everything in it is part
+// of the fold's input: a node replaying its log with another configuration
+// (another zone file, another window) may reach other decisions about past
+// messages, so operators change it knowingly.
+type RegistryConfig struct {
+	// NodeURI is the node's own URI, e.g. "registry://localhost". It must
+	// be spelled as the bridge writes it in the FROM of its replies, since
+	// auth.response is signed over that FROM.
+	NodeURI string
+	// NodeKey signs auth.response. Ed25519 and RSA PKCS #1 v1.5 signatures
+	// are deterministic, so signing inside a fold gives the same bytes on
+	// replay.
+	NodeKey crypto.Signer
+	// Zones are the zones agents may join (ParseZones).
+	Zones []Zone
+	// TokenKey derives zone session tokens. It is never stored or
+	// written; without it the tokens a replay derives would differ.
+	TokenKey []byte
+	// Outbox receives the node's replies; nil means none are given (a
+	// replay tool, a test).
+	Outbox *Outbox
+	// Verdicts holds signature checks made at ingest; nil means the fold
+	// checks every signature itself.
+	Verdicts *VerdictCache
+	// SignatureWindow is SignatureWindowDefault when zero.
+	SignatureWindow time.Duration
+	// Reputation gives an agent's reputation, from 0 to 1, as of the event
+	// being applied; it must be a deterministic function of the log. Nil
+	// means ReputationDefault for everyone.
+	Reputation func(uri string) float64
+}
+
+// Validate checks a configuration and says what is wrong with it. NewRegistry
+// panics on a configuration that fails it, so the caller checks first and
+// reports the error to the operator.
+func (c *RegistryConfig) Validate() error {
+	u, err := protocol.ParseURI(c.NodeURI)
+	if err != nil {
+		return fmt.Errorf("registry: node URI: %w", err)
+	}
+	if u.String() != c.NodeURI {
+		return fmt.Errorf("registry: node URI %q must be written canonically, as %q", c.NodeURI, u.String())
+	}
+	if c.NodeKey == nil {
+		return errors.New("registry: a node key is required to sign auth.response")
+	}
+	if _, err := protocol.MarshalPublicKey(c.NodeKey.Public()); err != nil {
+		return fmt.Errorf("registry: node key: %w", err)
+	}
+	if c.SignatureWindow < 0 || c.SignatureWindow > signatureWindowMax {
+		return fmt.Errorf("registry: signature window %v must be from 0 (the default, %v) to %v", c.SignatureWindow, SignatureWindowDefault, signatureWindowMax)
+	}
+	if err := checkZones(c.Zones); err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	if len(c.Zones) > 0 && len(c.TokenKey) < tokenKeySizeMin {
+		return fmt.Errorf("registry: zones need a session token key of at least %d bytes", tokenKeySizeMin)
+	}
+	return nil
+}
+
+// Registry is the registry projection. It implements Projection and
+// Snapshotter. Apply is called by the runner; every other method reads state
+// and must be called under Runner.View (or from another projection's Apply),
+// never concurrently with Apply.
+type Registry struct {
+	cfg       RegistryConfig
+	node      string
+	nodePub   crypto.PublicKey
+	nodeKeyID string
+	window    time.Duration
+
+	// now is the registry's clock: the latest ReceivedAt applied. Expiry
+	// is measured against it, never against the wall clock.
+	now time.Time
+	// last memoises the verdict on the event being applied, computed
+	// before the registry changed anything, for Authenticate.
+	last struct {
+		id string
+		v  Verdict
+	}
+
+	agents    map[string]*agentEntry
+	sorted    []string // URIs of agents, sorted, for stable pages
+	keys      map[string]*keyring
+	zones     map[string]*zoneState
+	zoneIDs   []string // sorted
+	mentors   map[string]*mentor
+	hints     *recentMap[Hint]
+	sightings *recentMap[Sighting]
+	seen      *recentMap[seenOutcome]
+}
+
+// NewRegistry returns an empty registry. It panics if cfg fails Validate.
+func NewRegistry(cfg RegistryConfig) *Registry {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	if cfg.SignatureWindow == 0 {
+		cfg.SignatureWindow = SignatureWindowDefault
+	}
+	pub := cfg.NodeKey.Public()
+	r := &Registry{
+		cfg:       cfg,
+		node:      cfg.NodeURI,
+		nodePub:   pub,
+		nodeKeyID: protocol.KeyID(pub),
+		window:    cfg.SignatureWindow,
+		agents:    map[string]*agentEntry{},
+		keys:      map[string]*keyring{},
+		mentors:   map[string]*mentor{},
+		hints:     newRecentMap[Hint](HintsMax),
+		sightings: newRecentMap[Sighting](SightingsMax),
+		seen:      newRecentMap[seenOutcome](seenOutcomesMax),
+	}
+	r.zones, r.zoneIDs = newZoneStates(cfg.Zones)
+	return r
+}
+
+// Name implements Projection.
+func (r *Registry) Name() string { return "registry" }
+
+// Now is the registry's clock: the latest receive time of the events
+// applied. Statuses such as EXPIRED are computed against it.
+func (r *Registry) Now() time.Time { return r.now }
+
+// Apply implements Projection. The verdict on the event's signature is
+// taken first, against the keys as they stood before the event, so that a
+// key.rotate is checked with the key it replaces and Authenticate gives the
+// other projections the same answer.
+func (r *Registry) Apply(e *Event) {
+	r.last.id, r.last.v = e.ID, r.authenticate(e)
+	if e.Msg == nil {
+		return
+	}
+	if e.ReceivedAt.After(r.now) {
+		r.now = e.ReceivedAt.UTC()
+	}
+	switch p := e.Msg.Payload.(type) {
+	case *protocol.RegistryExchange:
+		r.exchange(e, p, e.To == r.node)
+		return
+	case *protocol.AgentAnnounce:
+		r.announce(e, p)
+		return
+	}
+	if e.To != r.node {
+		return
+	}
+	switch p := e.Msg.Payload.(type) {
+	case *protocol.RegistryUpdate:
+		r.update(e, p)
+	case *protocol.RegistryFetch:
+		r.fetch(e, p)
+	case *protocol.RegistrySync:
+		r.sync(e, p)
+	case *protocol.MentorRegister:
+		r.mentorRegister(e, p)
+	case *protocol.MentorReport:
+		r.mentorReport(e, p)
+	case *protocol.AuthRequest:
+		r.authRequest(e, p)
+	case *protocol.KeyRotate:
+		r.keyRotate(e, p)
+	case *protocol.ZoneJoin:
+		r.zoneJoin(e, p)
+	case *protocol.ZoneLeave:
+		r.zoneLeave(e, p)
+	}
+}
+
+// reply gives the node's answer to e. body is marshalled to JSON; the types
+// passed here marshal without error, so a failure is a bug.
+func (r *Registry) reply(e *Event, typ string, status protocol.Status, body any) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		panic(fmt.Sprintf("registry: reply body for %s: %v", typ, err))
+	}
+	r.put(e, Reply{Type: typ, Status: status, Body: b})
+}
+
+func (r *Registry) put(e *Event, rep Reply) {
+	if r.cfg.Outbox != nil {
+		r.cfg.Outbox.Put(e.Seq, rep)
+	}
+}
+
+// errorBody is the body of an error reply, as the bridge writes its own.
+type errorBody struct {
+	Status int    `json:"status"`
+	Reason string `json:"reason"`
+}
+
+// refuse answers e with an error frame.
+func (r *Registry) refuse(e *Event, status protocol.Status, reason string) {
+	r.reply(e, protocol.TypeError, status, errorBody{int(status), reason})
+}
+
+// ackBody is the body of an ack, as the bridge writes its own, so that one
+// client reads both.
+type ackBody struct {
+	EventID string `json:"event_id"`
+	Seq     uint64 `json:"seq"`
+	ZoneID  string `json:"zone_id,omitempty"`
+	KeyID   string `json:"key_id,omitempty"`
+}
+
+func (r *Registry) ack(e *Event, b ackBody) {
+	b.EventID, b.Seq = e.ID, e.Seq
+	r.reply(e, protocol.TypeAck, protocol.StatusOK, b)
+}
+
+// rfc3339 writes an event time as replies carry it: UTC, with a fraction of
+// a second only when there is one.
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// recentMap is a map bounded by count: when full, the entry put longest ago
+// goes. It is for what the registry keeps only as a courtesy (hints,
+// sightings, answered requests), never for facts the ledger relies on.
+// Eviction depends only on the order of puts, so it is deterministic.
+type recentMap[V any] struct {
+	max   int
+	tick  uint64
+	m     map[string]recentItem[V]
+	order []recentKey // puts in order; stale ones are skipped
+}
+
+type recentItem[V any] struct {
+	v    V
+	tick uint64
+}
+
+type recentKey struct {
+	key  string
+	tick uint64
+}
+
+func newRecentMap[V any](max int) *recentMap[V] {
+	return &recentMap[V]{max: max, m: map[string]recentItem[V]{}}
+}
+
+func (c *recentMap[V]) get(key string) (V, bool) {
+	it, ok := c.m[key]
+	return it.v, ok
+}
+
+func (c *recentMap[V]) put(key string, v V) {
+	c.tick++
+	c.m[key] = recentItem[V]{v, c.tick}
+	c.order = append(c.order, recentKey{key, c.tick})
+	for len(c.m) > c.max {
+		c.popFront()
+	}
+	if len(c.order) > 2*c.max+64 { // re-puts leave stale keys behind
+		kept := c.order[:0]
+		for _, k := range c.order {
+			if c.m[k.key].tick == k.tick {
+				kept = append(kept, k)
+			}
+		}
+		c.order = kept
+	}
+}
+
+// popFront removes the oldest live entry.
+func (c *recentMap[V]) popFront() {
+	for len(c.order) > 0 {
+		k := c.order[0]
+		c.order = c.order[1:]
+		if it, ok := c.m[k.key]; ok && it.tick == k.tick {
+			delete(c.m, k.key)
+			return
+		}
+	}
+}
+
+// dropWhile removes entries from the oldest on while old says they are
+// too old, and stops at the first that is not.
+func (c *recentMap[V]) dropWhile(old func(V) bool) {
+	for len(c.order) > 0 {
+		k := c.order[0]
+		it, ok := c.m[k.key]
+		if ok && it.tick == k.tick {
+			if !old(it.v) {
+				return
+			}
+			delete(c.m, k.key)
+		}
+		c.order = c.order[1:]
+	}
+}
+
+// all returns the live entries by key.
+func (c *recentMap[V]) all() map[string]V {
+	out := make(map[string]V, len(c.m))
+	for k, it := range c.m {
+		out[k] = it.v
+	}
+	return out
+}

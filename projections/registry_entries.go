@@ -1,0 +1,428 @@
+package projections
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// Bounds and defaults of the registry's entries.
+const (
+	// RegistryListMax is the most entries one registry.list carries; a
+	// longer answer ends with a "next" cursor to pass back as "after".
+	RegistryListMax = 100 // entries
+	// RegistryAgentsMax bounds the agents the registry knows. Entries are
+	// history and are never evicted; past the bound new ones are refused.
+	RegistryAgentsMax = 1 << 20 // agents
+	// TTLDefault is the ttl of an entry that never stated one (seconds).
+	TTLDefault = 3600
+	// StatusHistoryMax bounds the status changes kept per agent.
+	StatusHistoryMax = 32 // changes
+	// HintsMax and SightingsMax bound what is kept of agents the registry
+	// has only heard of; the oldest go first.
+	HintsMax     = 1 << 16 // agents
+	SightingsMax = 1 << 16 // agents
+	// AgentsPageMax bounds one Agents query.
+	AgentsPageMax = 1000 // agents
+)
+
+// Statuses the registry itself gives. Others are the agent's own words
+// ("READY", "IDLE", "BUSY").
+const (
+	StatusReady   = "READY"   // an agent that registered without one
+	StatusExpired = "EXPIRED" // last_seen + ttl has passed, in event time
+)
+
+// Where an entry came from.
+const (
+	SourceSelf = "self" // the agent told this node (registry.update)
+	SourceSync = "sync" // a peer registry did (registry.sync)
+)
+
+// FetchModeFull asks registry.fetch for every live entry. protocol refuses
+// it today (only "update" validates); the fold answers it should it come.
+const FetchModeFull = "full"
+
+// agentEntry is one agent the registry knows: its facts, not views. The
+// status shown (EXPIRED or the agent's own) is computed from them against
+// the registry's clock.
+type agentEntry struct {
+	AgentID      string         `json:"agent_id"`
+	Name         string         `json:"name,omitempty"`
+	Type         string         `json:"type,omitempty"`
+	Capabilities []string       `json:"capabilities,omitempty"`
+	Address      string         `json:"address,omitempty"`
+	Port         int64          `json:"port,omitempty"`
+	Status       string         `json:"status"`
+	TTL          int64          `json:"ttl"` // seconds
+	LastSeen     time.Time      `json:"last_seen"`
+	Uptime       *int64         `json:"uptime,omitempty"` // seconds, from agent.announce
+	Source       string         `json:"source"`
+	Via          string         `json:"via,omitempty"` // the registry a second-hand entry came from
+	RegisteredAt time.Time      `json:"registered_at"`
+	ChangedAt    time.Time      `json:"changed_at"`
+	ChangedSeq   uint64         `json:"changed_seq"`
+	History      []StatusChange `json:"history"`
+}
+
+// StatusChange is one step of an agent's status history.
+type StatusChange struct {
+	At     time.Time `json:"at"`
+	Status string    `json:"status"`
+	// Cause is the TYPE of the event that set the status, or "ttl" for an
+	// expiry, which no event marks: it is written when the next event about
+	// the agent arrives, at the instant the entry expired.
+	Cause string `json:"cause"`
+	Seq   uint64 `json:"seq,omitempty"`
+}
+
+func (a *agentEntry) expiresAt() time.Time {
+	return a.LastSeen.Add(time.Duration(a.TTL) * time.Second)
+}
+
+func (a *agentEntry) expired(now time.Time) bool { return !now.Before(a.expiresAt()) }
+
+func (a *agentEntry) statusAt(now time.Time) string {
+	if a.expired(now) {
+		return StatusExpired
+	}
+	return a.Status
+}
+
+// record appends a status change, unless the status is what it was.
+func (a *agentEntry) record(c StatusChange) {
+	if n := len(a.History); n > 0 && a.History[n-1].Status == c.Status {
+		return
+	}
+	a.History = append(a.History, c)
+	if len(a.History) > StatusHistoryMax {
+		a.History = append(a.History[:0:0], a.History[len(a.History)-StatusHistoryMax:]...)
+	}
+}
+
+// noteExpiry writes the expiry an entry went through before it is refreshed
+// at now.
+func (a *agentEntry) noteExpiry(now time.Time) {
+	if a.expired(now) {
+		a.record(StatusChange{At: a.expiresAt(), Status: StatusExpired, Cause: "ttl"})
+	}
+}
+
+// agentID derives a new agent's id from the event that registered it: the
+// SHA-256 of the event id, laid out as an RFC 9562 version 8 (custom) UUID.
+// The same log gives the same ids on every replay.
+func agentID(eventID string) string {
+	sum := sha256.Sum256([]byte("aglx-agent-id\n" + eventID))
+	b := sum[:16]
+	b[6] = b[6]&0x0f | 0x80 // version 8
+	b[8] = b[8]&0x3f | 0x80 // variant 10
+	h := hex.EncodeToString(b)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// newEntry adds an agent, or returns nil when the registry is full.
+func (r *Registry) newEntry(uri, id string) *agentEntry {
+	if len(r.agents) >= RegistryAgentsMax {
+		return nil
+	}
+	a := &agentEntry{AgentID: id, RegisteredAt: r.now, TTL: TTLDefault}
+	r.agents[uri] = a
+	i, _ := slices.BinarySearch(r.sorted, uri)
+	r.sorted = slices.Insert(r.sorted, i, uri)
+	return a
+}
+
+// registryAckBody is the body of registry.ack.
+type registryAckBody struct {
+	AgentID   string `json:"agent_id,omitempty"`
+	TTL       *int64 `json:"ttl,omitempty"`
+	Timestamp string `json:"timestamp"`
+	Merged    *int   `json:"merged,omitempty"` // entries a registry.sync changed
+}
+
+// update upserts the sender's own entry. The agent's word overrides any
+// second-hand entry; fields it leaves out keep their values; its agent_id,
+// once given (here or by a peer registry), stays.
+func (r *Registry) update(e *Event, p *protocol.RegistryUpdate) {
+	if v := r.last.v; v.Auth == AuthInvalid {
+		r.refuse(e, protocol.StatusUnauthorized, v.Reason)
+		return
+	}
+	a := r.agents[e.From]
+	if a == nil {
+		if a = r.newEntry(e.From, agentID(e.ID)); a == nil {
+			r.refuse(e, protocol.StatusUnavailable, fmt.Sprintf("the registry holds %d agents, its limit", RegistryAgentsMax))
+			return
+		}
+	} else {
+		a.noteExpiry(r.now)
+	}
+	a.Source, a.Via = SourceSelf, ""
+	a.Name = p.AgentName
+	if p.AgentType != "" {
+		a.Type = p.AgentType
+	}
+	if p.Capabilities != nil {
+		a.Capabilities = slices.Clone(p.Capabilities)
+	}
+	if p.Address != "" {
+		a.Address = p.Address
+	}
+	if p.Port != nil {
+		a.Port = *p.Port
+	}
+	switch {
+	case p.Status != "":
+		a.Status = p.Status
+	case a.Status == "":
+		a.Status = StatusReady
+	}
+	if p.TTL != nil {
+		a.TTL = *p.TTL
+	}
+	a.LastSeen, a.ChangedAt, a.ChangedSeq = r.now, r.now, e.Seq
+	a.record(StatusChange{At: r.now, Status: a.Status, Cause: e.Type, Seq: e.Seq})
+	ttl := a.TTL
+	r.reply(e, protocol.TypeRegistryAck, protocol.StatusOK, registryAckBody{AgentID: a.AgentID, TTL: &ttl, Timestamp: rfc3339(r.now)})
+}
+
+// listEntry is one entry of registry.list.
+type listEntry struct {
+	AgentID  string `json:"agent_id"`
+	AgentURI string `json:"agent_uri"`
+	Status   string `json:"status"`
+	LastSeen string `json:"last_seen"`
+}
+
+// registryListBody is the body of registry.list. Timestamp is the event
+// time of the fetch: a client that passes it as the next "since" misses
+// nothing, since "since" is inclusive.
+type registryListBody struct {
+	Entries   []listEntry `json:"entries"`
+	Next      string      `json:"next,omitempty"`
+	Timestamp string      `json:"timestamp"`
+}
+
+// cursorPrefix versions the cursor's form, so a later one can differ.
+const cursorPrefix = "r1:"
+
+func encodeCursor(uri string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + uri))
+}
+
+// fetchAfter reads the optional "after" member of a registry.fetch (an extra
+// member, which protocol's payload does not define) and returns the URI
+// the page starts after.
+func fetchAfter(body []byte) (string, error) {
+	raw, ok := bodyMember(body, "after")
+	if !ok {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		b, err := base64.RawURLEncoding.DecodeString(s)
+		if uri, ok := strings.CutPrefix(string(b), cursorPrefix); err == nil && ok {
+			return uri, nil
+		}
+	}
+	return "", protocol.Errorf(protocol.StatusBadRequest, "field %q is not a cursor this registry gave; pass back the \"next\" of a registry.list", "after")
+}
+
+// fetch answers registry.fetch with the live entries changed at or after
+// "since" (mode "update"), or all of them (mode "full", or no since), in
+// order of URI, at most RegistryListMax per page.
+func (r *Registry) fetch(e *Event, p *protocol.RegistryFetch) {
+	after, err := fetchAfter(e.Body)
+	if err != nil {
+		r.refuse(e, protocol.StatusBadRequest, sigReason(err))
+		return
+	}
+	full := p.Mode == FetchModeFull || p.Since.IsZero()
+	body := registryListBody{Entries: []listEntry{}, Timestamp: rfc3339(r.now)}
+	i, found := slices.BinarySearch(r.sorted, after)
+	if found {
+		i++
+	}
+	for ; i < len(r.sorted); i++ {
+		uri := r.sorted[i]
+		a := r.agents[uri]
+		if a.expired(r.now) || (!full && a.ChangedAt.Before(p.Since.Time)) {
+			continue
+		}
+		if len(body.Entries) == RegistryListMax {
+			body.Next = encodeCursor(body.Entries[len(body.Entries)-1].AgentURI)
+			break
+		}
+		body.Entries = append(body.Entries, listEntry{a.AgentID, uri, a.Status, rfc3339(a.LastSeen)})
+	}
+	r.reply(e, protocol.TypeRegistryList, protocol.StatusOK, body)
+}
+
+// sync merges a peer registry's entries. The rule, per entry: what an agent
+// told this node itself is never overwritten; otherwise the entry with the
+// later last_seen wins, and on a tie the higher agent_id, so that two
+// registries exchanging the same entries agree whatever the order, and an
+// entry that changes nothing is not counted as changed (which ends echoes).
+// A last_seen that is absent (the reference's example carries none) or
+// later than this node's clock counts as this node's clock: a peer cannot
+// make an entry look fresher than now.
+func (r *Registry) sync(e *Event, p *protocol.RegistrySync) {
+	switch {
+	case !strings.HasPrefix(e.From, protocol.SchemeRegistry+"://"):
+		r.refuse(e, protocol.StatusForbidden, "registry.sync is accepted only from a registry (registry://NAME)")
+		return
+	case e.From == r.node:
+		r.refuse(e, protocol.StatusForbidden, "a registry does not sync with itself")
+		return
+	case r.last.v.Auth == AuthInvalid:
+		r.refuse(e, protocol.StatusUnauthorized, r.last.v.Reason)
+		return
+	}
+	merged := 0
+	for i := range p.Entries {
+		if r.merge(e, &p.Entries[i]) {
+			merged++
+		}
+	}
+	r.reply(e, protocol.TypeRegistryAck, protocol.StatusOK, registryAckBody{Timestamp: rfc3339(r.now), Merged: &merged})
+}
+
+// merge applies one synced entry and reports whether it changed anything.
+func (r *Registry) merge(e *Event, in *protocol.RegistryEntry) bool {
+	uri := in.AgentURI.String()
+	if uri == r.node {
+		return false
+	}
+	seen := in.LastSeen.Time.UTC()
+	if in.LastSeen.IsZero() || seen.After(r.now) {
+		seen = r.now
+	}
+	a := r.agents[uri]
+	if a != nil {
+		newer := seen.After(a.LastSeen) || (seen.Equal(a.LastSeen) && in.AgentID > a.AgentID)
+		if a.Source == SourceSelf || !newer {
+			return false
+		}
+		a.noteExpiry(r.now)
+	} else if a = r.newEntry(uri, in.AgentID); a == nil {
+		return false
+	}
+	a.AgentID, a.Source, a.Via = in.AgentID, SourceSync, e.From
+	if in.Status != "" {
+		a.Status = in.Status
+	} else if a.Status == "" {
+		a.Status = StatusReady
+	}
+	a.TTL = TTLDefault
+	if in.TTL != nil {
+		a.TTL = *in.TTL
+	}
+	a.LastSeen, a.ChangedAt, a.ChangedSeq = seen, r.now, e.Seq
+	a.record(StatusChange{At: r.now, Status: a.Status, Cause: e.Type, Seq: e.Seq})
+	return true
+}
+
+// SyncEntry is one entry a federation pusher sends in a registry.sync.
+type SyncEntry = protocol.RegistryEntry
+
+// Changed returns the entries changed by events after sinceSeq, first-hand
+// and second-hand alike (so that entries travel along a chain of
+// registries), ordered by the sequence that changed them and then by URI.
+// A pusher remembers the applied sequence it read them at (Runner.View
+// gives it) and passes it next time; it splits a long answer into
+// registry.sync messages that fit the peer's body limit. Call it under
+// Runner.View.
+func (r *Registry) Changed(sinceSeq uint64) []SyncEntry {
+	var uris []string
+	for uri, a := range r.agents {
+		if a.ChangedSeq > sinceSeq {
+			uris = append(uris, uri)
+		}
+	}
+	slices.SortFunc(uris, func(x, y string) int {
+		if c := cmp.Compare(r.agents[x].ChangedSeq, r.agents[y].ChangedSeq); c != 0 {
+			return c
+		}
+		return strings.Compare(x, y)
+	})
+	out := make([]SyncEntry, 0, len(uris))
+	for _, uri := range uris {
+		a := r.agents[uri]
+		u, err := protocol.ParseURI(uri)
+		if err != nil {
+			panic(fmt.Sprintf("registry: stored URI %q does not parse: %v", uri, err)) // stored URIs were parsed on the way in
+		}
+		ttl := a.TTL
+		out = append(out, SyncEntry{AgentID: a.AgentID, AgentURI: u, Status: a.Status,
+			LastSeen: protocol.Timestamp{Time: a.LastSeen}, TTL: &ttl})
+	}
+	return out
+}
+
+// Hint is what an agent said of another in a registry.exchange. Hints are
+// never entries: nobody vouched for them but a peer.
+type Hint struct {
+	Status     string    `json:"status,omitempty"`
+	ReportedBy string    `json:"reported_by"`
+	At         time.Time `json:"at"`
+	Seq        uint64    `json:"seq"`
+}
+
+// exchange keeps an exchange's known_agents as hints, the latest per agent.
+func (r *Registry) exchange(e *Event, p *protocol.RegistryExchange, toNode bool) {
+	if v := r.last.v; v.Auth == AuthInvalid {
+		if toNode {
+			r.refuse(e, protocol.StatusUnauthorized, v.Reason)
+		}
+		return
+	}
+	for _, k := range p.KnownAgents {
+		r.hints.put(k.AgentURI.String(), Hint{Status: k.Status, ReportedBy: e.From, At: r.now, Seq: e.Seq})
+	}
+	if toNode {
+		r.reply(e, protocol.TypeRegistryAck, protocol.StatusOK, registryAckBody{Timestamp: rfc3339(r.now)})
+	}
+}
+
+// Sighting is an agent.announce from an agent with no entry: where it was
+// heard from and what it said.
+type Sighting struct {
+	Name      string    `json:"name"`
+	Type      string    `json:"type,omitempty"`
+	Uptime    *int64    `json:"uptime,omitempty"`
+	Peer      string    `json:"peer"`
+	Transport string    `json:"transport"`
+	At        time.Time `json:"at"`
+	Seq       uint64    `json:"seq"`
+}
+
+// announce refreshes a known agent's last_seen and uptime, reviving an
+// expired entry, or records a sighting of an unknown one heard from a known
+// address. It is never answered.
+func (r *Registry) announce(e *Event, p *protocol.AgentAnnounce) {
+	if r.last.v.Auth == AuthInvalid {
+		return
+	}
+	var uptime *int64
+	if p.Uptime != nil {
+		u := *p.Uptime
+		uptime = &u
+	}
+	if a := r.agents[e.From]; a != nil {
+		a.noteExpiry(r.now)
+		a.LastSeen, a.Uptime, a.ChangedAt, a.ChangedSeq = r.now, uptime, r.now, e.Seq
+		a.record(StatusChange{At: r.now, Status: a.Status, Cause: e.Type, Seq: e.Seq})
+		return
+	}
+	if e.Peer != "" {
+		r.sightings.put(e.From, Sighting{Name: p.AgentName, Type: p.AgentType, Uptime: uptime, Peer: e.Peer, Transport: e.Transport, At: r.now, Seq: e.Seq})
+	}
+}

@@ -1,0 +1,240 @@
+package projections
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+func fetchFrame(from, mode, since, after string) *protocol.Frame {
+	body := fmt.Sprintf(`{"mode":%q,"since":%q`, mode, since)
+	if after != "" {
+		body += fmt.Sprintf(`,"after":%q`, after)
+	}
+	return frame(from, testNode, protocol.TypeRegistryFetch, body+"}")
+}
+
+func listOf(t *testing.T, rep Reply) (uris []string, next string) {
+	t.Helper()
+	var body registryListBody
+	if err := json.Unmarshal(rep.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range body.Entries {
+		uris = append(uris, e.AgentURI)
+	}
+	return uris, body.Next
+}
+
+// TestTTLAndFetch checks expiry in event time, fetch since a time, and the
+// status history, and that a replay gives the same ids and the same views.
+func TestTTLAndFetch(t *testing.T) {
+	const a, b, c = "agent://a.local", "agent://b.local", "agent://c.local"
+	h := newHarness(t)
+	at := func(d time.Duration) time.Time { return regT0.Add(d) }
+	idA := str(t, h.register(a, 60, at(0)).Body, "agent_id")
+	h.register(b, 3600, at(10*time.Second))
+	h.register(c, 3600, at(30*time.Second))
+
+	// At 2 minutes a has expired (0 + 60 s): it leaves registry.list. The
+	// cases run in order: the registry's clock never goes back.
+	tests := []struct {
+		name  string
+		at    time.Duration
+		since string
+		want  []string
+	}{
+		{"before a expired", 59 * time.Second, "2025-01-01T00:00:00Z", []string{a, b, c}},
+		{"since long ago, a expired", 2 * time.Minute, "2025-01-01T00:00:00Z", []string{b, c}},
+		{"since between b and c", 2 * time.Minute, ts(at(20 * time.Second)), []string{c}},
+		{"since is inclusive", 2 * time.Minute, ts(at(10 * time.Second)), []string{b, c}},
+		{"since after everything", 2 * time.Minute, ts(at(time.Minute)), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := h.mustReply(fetchFrame("agent://x.local", "update", tt.since, ""), at(tt.at), protocol.TypeRegistryList, protocol.StatusOK)
+			if got, next := listOf(t, rep); fmt.Sprint(got) != fmt.Sprint(tt.want) || next != "" {
+				t.Errorf("registry.list = %v next %q, want %v", got, next, tt.want)
+			}
+		})
+	}
+
+	// The registry's clock is the latest event time: 2 minutes.
+	if got := h.r.Agents(AgentFilter{Status: "expired"}); len(got) != 1 || got[0].AgentURI != a {
+		t.Errorf("Agents(EXPIRED) = %+v, want a", got)
+	}
+	if got := h.r.Agents(AgentFilter{Capability: "data.analyze"}); len(got) != 3 {
+		t.Errorf("Agents(data.analyze) = %d agents, want all 3 (expired ones included)", len(got))
+	}
+	d, _ := h.r.Agent(a)
+	if n := len(d.History); d.Status != StatusExpired || n != 2 || d.History[1].Status != StatusExpired || !d.History[1].At.Equal(at(time.Minute)) {
+		t.Errorf("Agent(a) = %s with history %+v; want EXPIRED at 1m", d.Status, d.History)
+	}
+
+	// An announce revives a; the history keeps the expiry.
+	announce := frame(a, "", protocol.TypeAgentAnnounce, `{"agent_name":"A","uptime":99}`)
+	announce.Transport = protocol.TransportUDP
+	if _, rep, ok := h.apply(announce, at(3*time.Minute)); ok {
+		t.Errorf("agent.announce answered with %s", rep.Type)
+	}
+	d, _ = h.r.Agent(a)
+	if d.Status != "READY" || d.Uptime == nil || *d.Uptime != 99 || len(d.History) != 3 || d.History[2].Cause != protocol.TypeAgentAnnounce {
+		t.Errorf("Agent(a) after announce = %+v", d)
+	}
+	// A re-registration keeps the id.
+	if got := str(t, h.register(a, 60, at(4*time.Minute)).Body, "agent_id"); got != idA {
+		t.Errorf("agent_id on re-registration = %q, want %q", got, idA)
+	}
+	// An announce from an unknown agent is a sighting, not an entry.
+	stranger := frame("agent://stranger.local", "", protocol.TypeAgentAnnounce, `{"agent_name":"S"}`)
+	stranger.Transport = protocol.TransportUDP
+	h.apply(stranger, at(5*time.Minute))
+	if d, ok := h.r.Agent("agent://stranger.local"); !ok || d.Registered || d.Sighting == nil || d.Sighting.Peer == "" {
+		t.Errorf("Agent(stranger) = %+v, %v; want a sighting with its address", d, ok)
+	}
+
+	// A replay of the log gives the same ids and the same views.
+	r2 := h.replay()
+	s1, _ := h.r.Snapshot()
+	s2, _ := r2.Snapshot()
+	if !bytes.Equal(s1, s2) {
+		t.Errorf("replayed Snapshot differs:\n got %s\nwant %s", s2, s1)
+	}
+	v1, _ := json.Marshal(h.r.Agents(AgentFilter{}))
+	v2, _ := json.Marshal(r2.Agents(AgentFilter{}))
+	if !bytes.Equal(v1, v2) {
+		t.Errorf("replayed Agents differ:\n got %s\nwant %s", v2, v1)
+	}
+}
+
+func TestFetchPages(t *testing.T) {
+	h := newHarness(t)
+	const n = 2*RegistryListMax + 50
+	for i := range n {
+		h.register(fmt.Sprintf("agent://n%03d.local", i), 3600, regT0)
+	}
+	var all []string
+	after := ""
+	for page := 0; ; page++ {
+		if page > 3 {
+			t.Fatal("too many pages")
+		}
+		rep := h.mustReply(fetchFrame("agent://x.local", "update", "2025-01-01T00:00:00Z", after), regT0.Add(time.Minute), protocol.TypeRegistryList, protocol.StatusOK)
+		uris, next := listOf(t, rep)
+		if len(uris) > RegistryListMax {
+			t.Fatalf("page %d has %d entries", page, len(uris))
+		}
+		all = append(all, uris...)
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if len(all) != n || all[0] != "agent://n000.local" || all[n-1] != fmt.Sprintf("agent://n%03d.local", n-1) {
+		t.Errorf("pages gave %d entries (%s ... %s), want %d in order", len(all), all[0], all[len(all)-1], n)
+	}
+	if got := h.r.Agents(AgentFilter{After: "agent://n100.local", Limit: 5}); len(got) != 5 || got[0].AgentURI != "agent://n101.local" {
+		t.Errorf("Agents(after n100, 5) = %d starting %v", len(got), got)
+	}
+}
+
+// TestSyncMerge checks the merge rule of registry.sync and Changed.
+func TestSyncMerge(t *testing.T) {
+	const peer = "registry://peer.local"
+	h := newHarness(t)
+	h.register("agent://self.local", 3600, regT0)
+	mark := h.seq
+	sync := func(entries string, at time.Time) Reply {
+		return h.mustReply(frame(peer, testNode, protocol.TypeRegistrySync, `{"entries":[`+entries+`]}`), at, protocol.TypeRegistryAck, protocol.StatusOK)
+	}
+	entry := func(id, uri, status, lastSeen string) string {
+		return fmt.Sprintf(`{"agent_id":%q,"agent_uri":%q,"status":%q,"last_seen":%q,"ttl":600}`, id, uri, status, lastSeen)
+	}
+	t1 := regT0.Add(time.Minute)
+	rep := sync(entry("id-9", "agent://self.local", "BUSY", ts(t1))+","+entry("id-5", "agent://far.local", "READY", ts(regT0)), t1)
+	if got := field(t, rep.Body, "merged"); got != 1.0 {
+		t.Errorf("merged = %v, want 1 (the agent's own word is kept)", got)
+	}
+	if d, _ := h.r.Agent("agent://self.local"); d.Source != SourceSelf || d.Status != "READY" {
+		t.Errorf("self entry = %+v; a second-hand entry overwrote it", d)
+	}
+	steps := []struct {
+		name   string
+		entry  string
+		wantID string
+		merged float64
+	}{
+		{"older last_seen loses", entry("id-7", "agent://far.local", "IDLE", ts(regT0.Add(-time.Second))), "id-5", 0},
+		{"same last_seen, lower id loses", entry("id-1", "agent://far.local", "IDLE", ts(regT0)), "id-5", 0},
+		{"same entry again changes nothing", entry("id-5", "agent://far.local", "READY", ts(regT0)), "id-5", 0},
+		{"same last_seen, higher id wins", entry("id-6", "agent://far.local", "IDLE", ts(regT0)), "id-6", 1},
+		{"newer last_seen wins", entry("id-2", "agent://far.local", "BUSY", ts(t1)), "id-2", 1},
+		{"a future last_seen counts as now", entry("id-3", "agent://far.local", "BUSY", ts(t1.Add(time.Hour))), "id-3", 1},
+		{"the fresher one cannot be beaten by its own echo", entry("id-3", "agent://far.local", "BUSY", ts(t1.Add(time.Hour))), "id-3", 0},
+	}
+	for _, s := range steps {
+		rep := sync(s.entry, t1)
+		d, _ := h.r.Agent("agent://far.local")
+		if got := field(t, rep.Body, "merged"); got != s.merged || d.AgentID != s.wantID || d.Via != peer {
+			t.Errorf("%s: merged %v, entry %s via %s; want merged %v, %s", s.name, got, d.AgentID, d.Via, s.merged, s.wantID)
+		}
+	}
+	if d, _ := h.r.Agent("agent://far.local"); !d.LastSeen.Equal(t1) {
+		t.Errorf("last_seen = %v, want the clamp to %v", d.LastSeen, t1)
+	}
+
+	// Changed lists what changed after the mark, for the pusher.
+	ch := h.r.Changed(mark)
+	if len(ch) != 1 || ch[0].AgentURI.String() != "agent://far.local" || ch[0].AgentID != "id-3" || ch[0].TTL == nil || *ch[0].TTL != 600 {
+		t.Errorf("Changed(%d) = %+v, want far.local", mark, ch)
+	}
+	if all := h.r.Changed(0); len(all) != 2 || all[0].AgentURI.String() != "agent://self.local" {
+		t.Errorf("Changed(0) = %+v, want self then far", all)
+	}
+	// What Changed returns is a valid registry.sync body.
+	if err := (&protocol.RegistrySync{Entries: h.r.Changed(0)}).Validate(); err != nil {
+		t.Errorf("RegistrySync{Changed(0)}.Validate() = %v", err)
+	}
+
+	// Hints from an exchange are never entries.
+	ex := frame("agent://gossip.local", "agent://other.local", protocol.TypeRegistryExchange, `{"known_agents":[{"agent_uri":"agent://rumour.local","status":"READY"}]}`)
+	if _, rep, ok := h.apply(ex, t1); ok {
+		t.Errorf("exchange between agents answered with %s", rep.Type)
+	}
+	if d, ok := h.r.Agent("agent://rumour.local"); !ok || d.Registered || d.Hint == nil {
+		t.Errorf("Agent(rumour) = %+v, want a hint only", d)
+	}
+	if got := h.r.Agents(AgentFilter{}); len(got) != 2 {
+		t.Errorf("Agents() = %d, want 2: hints are not agents", len(got))
+	}
+}
+
+func TestAgentIDIsVersion8(t *testing.T) {
+	id := agentID("01JBE3Q4R8W5X9ZK2M7N6P0T1V")
+	if len(id) != 36 || id[14] != '8' || (id[19] != '8' && id[19] != '9' && id[19] != 'a' && id[19] != 'b') {
+		t.Errorf("agentID = %q, want an RFC 9562 version 8 UUID", id)
+	}
+	if agentID("01JBE3Q4R8W5X9ZK2M7N6P0T1V") != id || agentID("01JBE3Q4R8W5X9ZK2M7N6P0T1W") == id {
+		t.Error("agentID is not a function of the event id")
+	}
+}
+
+func TestRecentMapEvictsOldest(t *testing.T) {
+	m := newRecentMap[int](3)
+	for i, k := range []string{"a", "b", "a", "c", "d", "e"} {
+		m.put(k, i)
+	}
+	if _, ok := m.get("b"); ok {
+		t.Error("b should be gone")
+	}
+	if _, ok := m.get("a"); ok {
+		t.Error("a (last put before c) should be gone")
+	}
+	if got := len(m.all()); got != 3 {
+		t.Errorf("len = %d, want 3", got)
+	}
+}

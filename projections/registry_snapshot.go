@@ -1,0 +1,172 @@
+package projections
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The registry's read side: the queries the HTTP layer and the CLI serve,
+// and the snapshot. All of it must be called under Runner.View, and all of
+// it is a pure function of the events applied: statuses are computed
+// against the registry's clock (Now), never the wall clock.
+
+// AgentFilter selects agents for Agents. Empty fields match everything.
+type AgentFilter struct {
+	// Status matches the status shown (EXPIRED included), ignoring case.
+	Status string
+	// Capability matches one of the agent's capabilities exactly.
+	Capability string
+	// Zone matches agents with an active membership of the zone.
+	Zone string
+	// After starts the list after this URI, for paging.
+	After string
+	// Limit bounds the list; 0 or more than AgentsPageMax means
+	// AgentsPageMax.
+	Limit int
+}
+
+// AgentView is one agent as queries show it.
+type AgentView struct {
+	AgentURI     string    `json:"agent_uri"`
+	AgentID      string    `json:"agent_id,omitempty"`
+	Name         string    `json:"name,omitempty"`
+	Type         string    `json:"type,omitempty"`
+	Capabilities []string  `json:"capabilities,omitempty"`
+	Address      string    `json:"address,omitempty"`
+	Port         int64     `json:"port,omitempty"`
+	Status       string    `json:"status,omitempty"` // EXPIRED, or the agent's own
+	TTL          int64     `json:"ttl,omitempty"`    // seconds
+	LastSeen     time.Time `json:"last_seen,omitzero"`
+	Expires      time.Time `json:"expires,omitzero"` // last_seen + ttl
+	Uptime       *int64    `json:"uptime,omitempty"`
+	Source       string    `json:"source,omitempty"` // self or sync
+	Via          string    `json:"via,omitempty"`
+	RegisteredAt time.Time `json:"registered_at,omitzero"`
+	Zones        []string  `json:"zones,omitempty"`
+}
+
+// AgentDetail is everything the registry knows of one URI.
+type AgentDetail struct {
+	AgentView
+	// Registered is false for a URI known only by a key, a hint, a
+	// sighting or the mentor directory.
+	Registered bool           `json:"registered"`
+	Keys       []KeyView      `json:"keys,omitempty"`
+	History    []StatusChange `json:"history,omitempty"`
+	Hint       *Hint          `json:"hint,omitempty"`
+	Sighting   *Sighting      `json:"sighting,omitempty"`
+	Mentor     *MentorView    `json:"mentor,omitempty"`
+}
+
+// Agents lists registered agents, expired ones included (they show as
+// EXPIRED), sorted by URI.
+func (r *Registry) Agents(f AgentFilter) []AgentView {
+	limit := f.Limit
+	if limit <= 0 || limit > AgentsPageMax {
+		limit = AgentsPageMax
+	}
+	out := []AgentView{}
+	i, found := slices.BinarySearch(r.sorted, f.After)
+	if found {
+		i++
+	}
+	for ; i < len(r.sorted) && len(out) < limit; i++ {
+		uri := r.sorted[i]
+		a := r.agents[uri]
+		if f.Status != "" && !strings.EqualFold(a.statusAt(r.now), f.Status) {
+			continue
+		}
+		if f.Capability != "" && !slices.Contains(a.Capabilities, f.Capability) {
+			continue
+		}
+		zones := r.zonesOf(uri)
+		if f.Zone != "" && !slices.Contains(zones, f.Zone) {
+			continue
+		}
+		out = append(out, r.agentView(uri, a, zones))
+	}
+	return out
+}
+
+func (r *Registry) agentView(uri string, a *agentEntry, zones []string) AgentView {
+	v := AgentView{AgentURI: uri, AgentID: a.AgentID, Name: a.Name, Type: a.Type, Capabilities: slices.Clone(a.Capabilities),
+		Address: a.Address, Port: a.Port, Status: a.statusAt(r.now), TTL: a.TTL, LastSeen: a.LastSeen, Expires: a.expiresAt(),
+		Source: a.Source, Via: a.Via, RegisteredAt: a.RegisteredAt, Zones: zones}
+	if a.Uptime != nil {
+		u := *a.Uptime
+		v.Uptime = &u
+	}
+	return v
+}
+
+// Agent returns what the registry knows of uri: its entry, keys (oldest
+// first), zones, status history (with an expiry no event has marked yet),
+// and any hint, sighting or mentor entry.
+func (r *Registry) Agent(uri string) (AgentDetail, bool) {
+	d := AgentDetail{AgentView: AgentView{AgentURI: uri}, Keys: r.keyViews(uri)}
+	if a := r.agents[uri]; a != nil {
+		d.Registered = true
+		d.AgentView = r.agentView(uri, a, r.zonesOf(uri))
+		d.History = slices.Clone(a.History)
+		if n := len(d.History); a.expired(r.now) && (n == 0 || d.History[n-1].Status != StatusExpired) {
+			d.History = append(d.History, StatusChange{At: a.expiresAt(), Status: StatusExpired, Cause: "ttl"})
+		}
+	}
+	if h, ok := r.hints.get(uri); ok {
+		d.Hint = &h
+	}
+	if s, ok := r.sightings.get(uri); ok {
+		d.Sighting = &s
+	}
+	if m := r.mentors[uri]; m != nil {
+		v := r.mentorView(uri, m)
+		d.Mentor = &v
+	}
+	found := d.Registered || d.Keys != nil || d.Hint != nil || d.Sighting != nil || d.Mentor != nil
+	return d, found
+}
+
+// registrySnapshot is the registry's whole state, keyed by URI or id so
+// that encoding/json writes it sorted. It holds no zone secret and no
+// session token (a member's join event id, from which the token is
+// derived under the TokenKey, is no secret), and not the clock: the clock
+// is the receive time of the last event, which every event moves, and
+// leaving it out lets a test show that a refused event changed nothing.
+type registrySnapshot struct {
+	Agents    map[string]*agentEntry  `json:"agents"`
+	Keys      map[string][]*keyRecord `json:"keys"`
+	Zones     map[string]zoneSnapshot `json:"zones"`
+	Mentors   map[string]*mentor      `json:"mentors"`
+	Hints     map[string]Hint         `json:"hints"`
+	Sightings map[string]Sighting     `json:"sightings"`
+	Answered  map[string]seenOutcome  `json:"answered"`
+}
+
+type zoneSnapshot struct {
+	Role          string                 `json:"role"`
+	MinReputation float64                `json:"min_reputation"`
+	Members       map[string]*zoneMember `json:"members"`
+}
+
+// Snapshot implements Snapshotter: the state as canonical JSON (members
+// and map keys sorted), identical for identical state.
+func (r *Registry) Snapshot() ([]byte, error) {
+	s := registrySnapshot{
+		Agents:    r.agents,
+		Keys:      make(map[string][]*keyRecord, len(r.keys)),
+		Zones:     make(map[string]zoneSnapshot, len(r.zones)),
+		Mentors:   r.mentors,
+		Hints:     r.hints.all(),
+		Sightings: r.sightings.all(),
+		Answered:  r.seen.all(),
+	}
+	for uri, kr := range r.keys {
+		s.Keys[uri] = kr.keys
+	}
+	for id, z := range r.zones {
+		s.Zones[id] = zoneSnapshot{Role: z.cfg.Role, MinReputation: z.cfg.MinReputation, Members: z.members}
+	}
+	return json.Marshal(s)
+}

@@ -1,0 +1,355 @@
+package projections
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// Zones: groups an agent enters with zone.join, proving it knows the zone's
+// shared secret (an hmac-sha256 signature), being registered and live, and
+// having enough reputation. A member gets a session token derived from the
+// node's TokenKey, so that a replay derives it again and nothing stores it.
+
+// Zone defaults, as in the reference's zone.deny ("Reputation below
+// required threshold (0.6)") and zone.confirm ("role": "member").
+const (
+	ZoneMinReputationDefault = 0.6
+	ZoneRoleDefault          = "member"
+)
+
+// ZonesMax bounds the zones of one zone file.
+const ZonesMax = 1024 // zones
+
+// ZoneSessionDuration is how long a zone.confirm's session lasts; the
+// reference's example confirms a join until about a month later.
+const ZoneSessionDuration = 30 * 24 * time.Hour
+
+// zoneFileSizeMax bounds a zone file.
+const zoneFileSizeMax = 1 << 20 // bytes
+
+// Zone is one zone of the zone file.
+type Zone struct {
+	ID string
+	// Secret is the shared secret zone.join is signed with. It lives only
+	// in the configuration: never in state, a snapshot or a reply.
+	Secret []byte
+	// MinReputation is the lowest reputation admitted, from 0 to 1.
+	// ParseZones makes an absent one ZoneMinReputationDefault; a Zone
+	// built in Go is taken as it is.
+	MinReputation float64
+	// Role is what a member becomes; "" means ZoneRoleDefault.
+	Role string
+}
+
+// zoneFile is the zone file's form:
+//
+//	{"zones": [{"id": "research-hub", "secret": "hex digits, or base64:...",
+//	            "min_reputation": 0.6, "role": "member"}]}
+type zoneFile struct {
+	Zones []struct {
+		ID            string   `json:"id"`
+		Secret        string   `json:"secret"`
+		MinReputation *float64 `json:"min_reputation"`
+		Role          string   `json:"role"`
+	} `json:"zones"`
+}
+
+// ParseZones reads a zone file (JSON; the standard library reads no YAML and
+// the project takes no dependency for it). A secret is written as hex, or as
+// standard base64 after "base64:"; the prefix keeps the two apart, since a
+// hex string is valid base64 too. Each secret must hold at least
+// protocol.HMACSecretSizeMin bytes, ids must be unique, min_reputation from
+// 0 to 1 (absent: 0.6), and unknown members are refused, so that a
+// misspelt "min_reputation" does not silently admit everyone.
+func ParseZones(b []byte) ([]Zone, error) {
+	if len(b) > zoneFileSizeMax {
+		return nil, fmt.Errorf("zones: the file is larger than %d bytes", zoneFileSizeMax)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var f zoneFile
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("zones: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("zones: the file holds more than one JSON value")
+	}
+	zones := make([]Zone, 0, len(f.Zones))
+	for i, z := range f.Zones {
+		secret, err := parseSecret(z.Secret)
+		if err != nil {
+			return nil, fmt.Errorf("zones: zone %d (%q): %w", i, z.ID, err)
+		}
+		minRep := ZoneMinReputationDefault
+		if z.MinReputation != nil {
+			minRep = *z.MinReputation
+		}
+		zones = append(zones, Zone{ID: z.ID, Secret: secret, MinReputation: minRep, Role: z.Role})
+	}
+	if err := checkZones(zones); err != nil {
+		return nil, fmt.Errorf("zones: %w", err)
+	}
+	return zones, nil
+}
+
+func parseSecret(s string) ([]byte, error) {
+	if rest, ok := strings.CutPrefix(s, "base64:"); ok {
+		b, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil {
+			return nil, errors.New("the secret after \"base64:\" is not standard base64")
+		}
+		return b, nil
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		return nil, errors.New("the secret must be hex digits, or standard base64 after \"base64:\"")
+	}
+	return b, nil
+}
+
+// checkZones validates zones however they were made.
+func checkZones(zones []Zone) error {
+	if len(zones) > ZonesMax {
+		return fmt.Errorf("%d zones; at most %d are allowed", len(zones), ZonesMax)
+	}
+	ids := map[string]bool{}
+	for _, z := range zones {
+		switch {
+		case z.ID == "" || len(z.ID) > protocol.IDSizeMax || strings.ContainsFunc(z.ID, func(c rune) bool { return c <= ' ' || c >= 0x7f }):
+			return fmt.Errorf("zone id %q must be 1 to %d visible ASCII characters", z.ID, protocol.IDSizeMax)
+		case ids[z.ID]:
+			return fmt.Errorf("zone id %q appears twice", z.ID)
+		case len(z.Secret) < protocol.HMACSecretSizeMin:
+			return fmt.Errorf("zone %q: the secret has %d bytes; at least %d are required", z.ID, len(z.Secret), protocol.HMACSecretSizeMin)
+		case !(z.MinReputation >= 0 && z.MinReputation <= 1):
+			return fmt.Errorf("zone %q: min_reputation must be from 0 to 1", z.ID)
+		}
+		ids[z.ID] = true
+	}
+	return nil
+}
+
+// zoneState is a zone's configuration and its members.
+type zoneState struct {
+	cfg     Zone
+	members map[string]*zoneMember
+}
+
+// zoneMember is one agent in a zone. JoinEvent is kept because the
+// session token is derived from it; the token itself is not kept.
+type zoneMember struct {
+	Role         string    `json:"role"`
+	JoinedAt     time.Time `json:"joined_at"`
+	JoinSeq      uint64    `json:"join_seq"`
+	JoinEvent    string    `json:"join_event"`
+	Expires      time.Time `json:"expires"`
+	Capabilities []string  `json:"capabilities,omitempty"`
+}
+
+func newZoneStates(zones []Zone) (map[string]*zoneState, []string) {
+	m := make(map[string]*zoneState, len(zones))
+	ids := make([]string, 0, len(zones))
+	for _, z := range zones {
+		if z.Role == "" {
+			z.Role = ZoneRoleDefault
+		}
+		z.Secret = slices.Clone(z.Secret)
+		m[z.ID] = &zoneState{cfg: z, members: map[string]*zoneMember{}}
+		ids = append(ids, z.ID)
+	}
+	slices.Sort(ids)
+	return m, ids
+}
+
+// sessionTokenPrefix marks a zone session token and versions its
+// derivation.
+const sessionTokenPrefix = "ZT-"
+
+// sessionToken derives a member's token: an HMAC under the node's TokenKey
+// of the zone, the agent and the join's event id. The same join gives the
+// same token on every replay, and no one without the TokenKey can make or
+// guess one, so the token never needs to be stored.
+func (r *Registry) sessionToken(zoneID, agent, eventID string) string {
+	m := hmac.New(sha256.New, r.cfg.TokenKey)
+	m.Write([]byte("aglx-zone-session-1\n" + zoneID + "\n" + agent + "\n" + eventID))
+	return sessionTokenPrefix + hex.EncodeToString(m.Sum(nil))
+}
+
+// ValidSession reports whether token is the session token of agent's
+// current, unexpired membership of zoneID. Call it under Runner.View.
+func (r *Registry) ValidSession(zoneID, agent, token string) bool {
+	z := r.zones[zoneID]
+	if z == nil {
+		return false
+	}
+	m := z.members[agent]
+	if m == nil || !r.now.Before(m.Expires) {
+		return false
+	}
+	return hmac.Equal([]byte(token), []byte(r.sessionToken(zoneID, agent, m.JoinEvent)))
+}
+
+// zoneConfirmBody and zoneDenyBody are the bodies of zone.confirm and
+// zone.deny.
+type zoneConfirmBody struct {
+	ZoneID       string `json:"zone_id"`
+	SessionToken string `json:"session_token"`
+	Role         string `json:"role"`
+	Expires      string `json:"expires"`
+}
+
+type zoneDenyBody struct {
+	ZoneID    string `json:"zone_id"`
+	Reason    string `json:"reason"`
+	Timestamp string `json:"timestamp"`
+}
+
+func (r *Registry) zoneDeny(e *Event, status protocol.Status, zoneID, reason string) {
+	r.reply(e, protocol.TypeZoneDeny, status, zoneDenyBody{zoneID, reason, rfc3339(r.now)})
+}
+
+// zoneJoin admits an agent or says why not, always with a zone.deny so
+// that the agent reads one of the two answers the reference names; the
+// STATUS tells the cases apart. The checks, in order: the zone exists
+// (404); the HMAC under its secret verifies (401); the timestamp is within
+// the window (401); the same message was not answered before (409: a
+// replay must not be handed a session token); the agent has a live entry
+// (403); its reputation is at least the zone's minimum (403).
+func (r *Registry) zoneJoin(e *Event, p *protocol.ZoneJoin) {
+	z := r.zones[p.ZoneID]
+	if z == nil {
+		r.zoneDeny(e, protocol.StatusNotFound, p.ZoneID, fmt.Sprintf("Unknown zone %q", p.ZoneID))
+		return
+	}
+	if err := protocol.VerifyHMAC(z.cfg.Secret, e.Header(protocol.HeaderFrom), e.Header(protocol.HeaderTo), e.Header(protocol.HeaderType), e.Body); err != nil {
+		r.zoneDeny(e, protocol.StatusUnauthorized, p.ZoneID, sigReason(err))
+		return
+	}
+	if reason := r.outsideWindow(p.Timestamp.Time, e.ReceivedAt); reason != "" {
+		r.zoneDeny(e, protocol.StatusUnauthorized, p.ZoneID, reason)
+		return
+	}
+	key := replayKey(e)
+	if _, replayed := r.seen.get(key); replayed {
+		r.zoneDeny(e, protocol.StatusConflict, p.ZoneID, "This zone.join was answered before; send a new one with a fresh timestamp")
+		return
+	}
+	status := r.admit(e, p, z)
+	// The outcome is remembered so that a replay is refused; the answer
+	// itself is not, since a confirm carries a session token.
+	r.remember(key, e, Reply{Type: e.Type, Status: status})
+}
+
+// admit takes the checks of zone.join that depend on the agent, answers,
+// and returns the answer's status.
+func (r *Registry) admit(e *Event, p *protocol.ZoneJoin, z *zoneState) protocol.Status {
+	a := r.agents[e.From]
+	switch {
+	case a == nil:
+		r.zoneDeny(e, protocol.StatusForbidden, p.ZoneID, "Agent not registered")
+		return protocol.StatusForbidden
+	case a.expired(r.now):
+		r.zoneDeny(e, protocol.StatusForbidden, p.ZoneID, "Agent registration expired")
+		return protocol.StatusForbidden
+	}
+	rep := ReputationDefault
+	if r.cfg.Reputation != nil {
+		rep = r.cfg.Reputation(e.From)
+	}
+	if !(rep >= z.cfg.MinReputation) {
+		r.zoneDeny(e, protocol.StatusForbidden, p.ZoneID, "Reputation below required threshold ("+strconv.FormatFloat(z.cfg.MinReputation, 'f', -1, 64)+")")
+		return protocol.StatusForbidden
+	}
+	m := &zoneMember{Role: z.cfg.Role, JoinedAt: r.now, JoinSeq: e.Seq, JoinEvent: e.ID,
+		Expires: r.now.Add(ZoneSessionDuration), Capabilities: slices.Clone(p.Capabilities)}
+	z.members[e.From] = m
+	r.reply(e, protocol.TypeZoneConfirm, protocol.StatusOK, zoneConfirmBody{
+		ZoneID: p.ZoneID, SessionToken: r.sessionToken(p.ZoneID, e.From, e.ID), Role: m.Role, Expires: rfc3339(m.Expires)})
+	return protocol.StatusOK
+}
+
+// zoneLeave ends a membership. Leaving a zone one is not in is answered
+// with ack all the same: the outcome the agent wants holds.
+func (r *Registry) zoneLeave(e *Event, p *protocol.ZoneLeave) {
+	if v := r.last.v; v.Auth == AuthInvalid {
+		r.refuse(e, protocol.StatusUnauthorized, v.Reason)
+		return
+	}
+	z := r.zones[p.ZoneID]
+	if z == nil {
+		r.refuse(e, protocol.StatusNotFound, fmt.Sprintf("unknown zone %q", p.ZoneID))
+		return
+	}
+	delete(z.members, e.From)
+	r.ack(e, ackBody{ZoneID: p.ZoneID})
+}
+
+// ZoneView is a zone as queries show it: no secret, no tokens.
+type ZoneView struct {
+	ID            string           `json:"zone_id"`
+	Role          string           `json:"role"`
+	MinReputation float64          `json:"min_reputation"`
+	Members       []ZoneMemberView `json:"members"`
+}
+
+// ZoneMemberView is one member of a zone.
+type ZoneMemberView struct {
+	AgentURI     string    `json:"agent_uri"`
+	Role         string    `json:"role"`
+	JoinedAt     time.Time `json:"joined_at"`
+	Expires      time.Time `json:"expires"`
+	Active       bool      `json:"active"` // the session has not expired
+	Capabilities []string  `json:"capabilities,omitempty"`
+}
+
+// Zone returns zone id with its members, sorted by URI. Call it under
+// Runner.View.
+func (r *Registry) Zone(id string) (ZoneView, bool) {
+	z := r.zones[id]
+	if z == nil {
+		return ZoneView{}, false
+	}
+	v := ZoneView{ID: id, Role: z.cfg.Role, MinReputation: z.cfg.MinReputation, Members: []ZoneMemberView{}}
+	for _, uri := range sortedKeys(z.members) {
+		m := z.members[uri]
+		v.Members = append(v.Members, ZoneMemberView{AgentURI: uri, Role: m.Role, JoinedAt: m.JoinedAt, Expires: m.Expires,
+			Active: r.now.Before(m.Expires), Capabilities: slices.Clone(m.Capabilities)})
+	}
+	return v, true
+}
+
+// ZoneIDs lists the configured zones, sorted.
+func (r *Registry) ZoneIDs() []string { return slices.Clone(r.zoneIDs) }
+
+// zonesOf lists the zones uri is an active member of, sorted.
+func (r *Registry) zonesOf(uri string) []string {
+	var out []string
+	for _, id := range r.zoneIDs {
+		if m := r.zones[id].members[uri]; m != nil && r.now.Before(m.Expires) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

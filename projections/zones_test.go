@@ -1,0 +1,150 @@
+package projections
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+func TestParseZones(t *testing.T) {
+	secretHex := hex.EncodeToString([]byte("sixteen bytes!!!"))
+	secretB64 := "base64:" + base64.StdEncoding.EncodeToString([]byte("sixteen bytes!!!"))
+	tests := []struct {
+		name    string
+		in      string
+		want    []Zone
+		wantErr string
+	}{
+		{name: "hex, defaults", in: `{"zones":[{"id":"z1","secret":"` + secretHex + `"}]}`,
+			want: []Zone{{ID: "z1", Secret: []byte("sixteen bytes!!!"), MinReputation: 0.6}}},
+		{name: "base64, explicit", in: `{"zones":[{"id":"z1","secret":"` + secretB64 + `","min_reputation":0,"role":"elder"}]}`,
+			want: []Zone{{ID: "z1", Secret: []byte("sixteen bytes!!!"), MinReputation: 0, Role: "elder"}}},
+		{name: "no zones", in: `{"zones":[]}`, want: []Zone{}},
+		{name: "duplicate id", in: `{"zones":[{"id":"z","secret":"` + secretHex + `"},{"id":"z","secret":"` + secretHex + `"}]}`, wantErr: "twice"},
+		{name: "short secret", in: `{"zones":[{"id":"z","secret":"0011"}]}`, wantErr: "at least 16"},
+		{name: "secret neither hex nor base64:", in: `{"zones":[{"id":"z","secret":"not hex at all"}]}`, wantErr: "hex digits"},
+		{name: "bad base64", in: `{"zones":[{"id":"z","secret":"base64:!!"}]}`, wantErr: "base64"},
+		{name: "min above 1", in: `{"zones":[{"id":"z","secret":"` + secretHex + `","min_reputation":1.5}]}`, wantErr: "from 0 to 1"},
+		{name: "min below 0", in: `{"zones":[{"id":"z","secret":"` + secretHex + `","min_reputation":-0.1}]}`, wantErr: "from 0 to 1"},
+		{name: "misspelt member", in: `{"zones":[{"id":"z","secret":"` + secretHex + `","min_reputaton":0.9}]}`, wantErr: "unknown field"},
+		{name: "empty id", in: `{"zones":[{"id":"","secret":"` + secretHex + `"}]}`, wantErr: "visible ASCII"},
+		{name: "id with a space", in: `{"zones":[{"id":"a b","secret":"` + secretHex + `"}]}`, wantErr: "visible ASCII"},
+		{name: "two values", in: `{"zones":[]} {}`, wantErr: "more than one"},
+		{name: "not JSON", in: `zones: []`, wantErr: "zones:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseZones([]byte(tt.in))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseZones = %v, want an error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("ParseZones = %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := RegistryConfig{NodeURI: testNode, NodeKey: nodeKey, Zones: testZonesDefault, TokenKey: testTokenKey}
+	tests := []struct {
+		name string
+		edit func(*RegistryConfig)
+		want string
+	}{
+		{"good", func(*RegistryConfig) {}, ""},
+		{"zones without a token key", func(c *RegistryConfig) { c.TokenKey = nil }, "token key"},
+		{"no node key", func(c *RegistryConfig) { c.NodeKey = nil }, "node key"},
+		{"URI not canonical", func(c *RegistryConfig) { c.NodeURI = "registry://Global.aglx.net" }, "canonically"},
+		{"window too long", func(c *RegistryConfig) { c.SignatureWindow = 2 * time.Hour }, "window"},
+		{"short zone secret", func(c *RegistryConfig) { c.Zones = []Zone{{ID: "z", Secret: []byte("short")}} }, "secret"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := good
+			tt.edit(&c)
+			err := c.Validate()
+			if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("Validate() = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestZoneJoinChecks checks the order of zone.join's checks and that the
+// snapshot holds neither a zone secret nor a session token.
+func TestZoneJoinChecks(t *testing.T) {
+	const carol = "agent://carol.local"
+	h := newHarness(t)
+	at := func(d time.Duration) time.Time { return regT0.Add(d) }
+	join := func(secret []byte, when time.Time) *protocol.Frame {
+		return hmacSigned(t, secret, frame(carol, testNode, protocol.TypeZoneJoin,
+			fmt.Sprintf(`{"zone_id":"research-hub","agent_id":"c","timestamp":%q}`, ts(when))))
+	}
+	// Unregistered: the HMAC is checked first, then registration.
+	h.mustReply(join(testZoneSecretB, at(0)), at(0), protocol.TypeZoneDeny, protocol.StatusUnauthorized)
+	rep := h.mustReply(join(testZoneSecretA, at(time.Second)), at(time.Second), protocol.TypeZoneDeny, protocol.StatusForbidden)
+	mustContain(t, "reason", string(rep.Body), "Agent not registered")
+	// Registered with a ttl of 60 s, then expired.
+	h.register(carol, 60, at(2*time.Second))
+	rep = h.mustReply(join(testZoneSecretA, at(2*time.Minute)), at(2*time.Minute), protocol.TypeZoneDeny, protocol.StatusForbidden)
+	mustContain(t, "reason", string(rep.Body), "expired")
+	// Stale, then admitted.
+	h.register(carol, 3600, at(3*time.Minute))
+	h.mustReply(join(testZoneSecretA, at(-3*time.Minute)), at(3*time.Minute), protocol.TypeZoneDeny, protocol.StatusUnauthorized)
+	ev, rep, _ := h.apply(join(testZoneSecretA, at(4*time.Minute)), at(4*time.Minute))
+	if rep.Type != protocol.TypeZoneConfirm {
+		t.Fatalf("zone.join: %s %s, want zone.confirm", rep.Type, rep.Body)
+	}
+	token := str(t, rep.Body, "session_token")
+	if got, want := str(t, rep.Body, "expires"), ts(at(4*time.Minute).Add(ZoneSessionDuration)); got != want {
+		t.Errorf("expires = %q, want %q", got, want)
+	}
+
+	// The token is derived again on replay, and stored nowhere.
+	r2 := NewRegistry(func() RegistryConfig { c := h.cfg; c.Outbox = NewOutbox(); return c }())
+	for _, e := range h.events {
+		r2.Apply(e)
+	}
+	if again, ok := r2.cfg.Outbox.Take(ev.Seq); !ok || str(t, again.Body, "session_token") != token {
+		t.Errorf("replayed zone.confirm = %s, want the same token %s", again.Body, token)
+	}
+	snap := h.snapshot()
+	forbidden := map[string][]byte{"session token": []byte(token), "token hex": []byte(strings.TrimPrefix(token, sessionTokenPrefix))}
+	for _, secret := range [][]byte{testZoneSecretA, testZoneSecretB, testTokenKey} {
+		forbidden["secret "+string(secret)] = secret
+		forbidden["hex of "+string(secret)] = []byte(hex.EncodeToString(secret))
+		forbidden["base64 of "+string(secret)] = []byte(base64.StdEncoding.EncodeToString(secret))
+	}
+	for what, b := range forbidden {
+		if bytes.Contains(snap, b) {
+			t.Errorf("Snapshot contains the %s", what)
+		}
+	}
+	if !bytes.Contains(snap, []byte(ev.ID)) {
+		t.Error("Snapshot lacks the join's event id, from which the token is derived")
+	}
+	if v, _ := h.r.Zone("research-hub"); v.MinReputation != 0.5 || len(v.Members) != 1 {
+		t.Errorf("Zone(research-hub) = %+v", v)
+	}
+	if _, ok := h.r.Zone("nowhere"); ok {
+		t.Error("Zone(nowhere) found")
+	}
+	if ids := h.r.ZoneIDs(); fmt.Sprint(ids) != "[research-hub strict-zone]" {
+		t.Errorf("ZoneIDs() = %v", ids)
+	}
+	// The session ends with its expiry, in event time.
+	h.register("agent://later.local", 60, at(4*time.Minute).Add(ZoneSessionDuration))
+	if h.r.ValidSession("research-hub", carol, token) {
+		t.Error("the session is valid after it expired")
+	}
+}
