@@ -64,19 +64,28 @@ const FetchModeUpdate = "update"
 // since a point in time; the answer is a registry.list.
 type RegistryFetch struct {
 	Mode  string    `json:"mode"`
-	Since Timestamp `json:"since"`
+	Since Timestamp `json:"since,omitzero"`
+	// After continues a paged list: the `next` of the previous answer.
+	After string `json:"after,omitempty"`
 }
 
-// Validate requires mode "update" and since. The reference defines no other
-// mode; a mode the node does not know is refused rather than answered with a
-// guess.
+// FetchModeFull asks for every live entry, page by page.
+const FetchModeFull = "full"
+
+// Validate requires mode "update" with since (the reference's form), or
+// mode "full" (every live entry). A mode the node does not know is refused
+// rather than answered with a guess.
 func (p *RegistryFetch) Validate() error {
 	var c fieldCheck
 	c.text("mode", p.Mode)
-	if p.Mode != "" && p.Mode != FetchModeUpdate {
-		c.failf("field %q holds %s; the only mode is %q", "mode", quoteValue(p.Mode), FetchModeUpdate)
+	switch p.Mode {
+	case "", FetchModeUpdate:
+		c.timestamp("since", p.Since, true)
+	case FetchModeFull:
+		c.timestamp("since", p.Since, false)
+	default:
+		c.failf("field %q holds %s; the modes are %q and %q", "mode", quoteValue(p.Mode), FetchModeUpdate, FetchModeFull)
 	}
-	c.timestamp("since", p.Since, true)
 	return c.result()
 }
 
