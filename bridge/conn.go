@@ -279,6 +279,9 @@ func (s *Server) validate(it *item) {
 	if env.To == s.cfg.Name {
 		it.accepted = protocol.StatusOK
 	}
+	if s.cfg.Verifier != nil {
+		s.cfg.Verifier.Verify(env, msg)
+	}
 	it.env = env
 }
 

@@ -51,6 +51,14 @@ type Config struct {
 	// Answerer, if set, decides the reply to the messages the node acts
 	// on itself (credit outcomes, registry answers); others get an ack.
 	Answerer Answerer
+	// Verifier, if set, checks signatures in the validation workers, in
+	// parallel, before the message is appended (see projections).
+	Verifier Verifier
+}
+
+// Verifier checks a message's signature ahead of the fold.
+type Verifier interface {
+	Verify(env *events.Envelope, msg *protocol.Message)
 }
 
 // Answerer gives the reply the projections decided for a message.

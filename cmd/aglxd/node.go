@@ -138,6 +138,7 @@ func (m *Main) Run(ctx context.Context) error {
 		ConnectionsMax: m.cfg.ConnectionsMax, PipelineMax: m.cfg.PipelineMax,
 		TLSAddr: m.TLSAddr(), AllowPlaintextSecurity: m.cfg.AllowPlaintextSecurity,
 		Answerer: projections.NewAnswers(m.runner, m.outbox, projections.AnswersCredits, projections.AnswersRegistry),
+		Verifier: &projections.IngestVerifier{Runner: m.runner, Registry: m.registry, Cache: m.verdicts},
 	}, m.lg)
 	m.serve("tcp", func() error { return m.bridge.ServeTCP(m.tcpLn, events.TransportTCP) })
 	if m.tlsLn != nil {
