@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/protocol"
 )
 
@@ -28,6 +29,10 @@ type Config struct {
 	NodeKey string
 	// Zones is the zone file (JSON); "" = no zones.
 	Zones string
+	// SyncTo are peer registries to push registry.sync to, each
+	// "registry://NAME@HOST:PORT"; SyncInterval is how often.
+	SyncTo       []string
+	SyncInterval time.Duration
 	// Fsync is "always" (every ack is on disk) or an interval such as "1s".
 	Fsync          string
 	BodySizeMax    int
@@ -70,6 +75,11 @@ func parseFlags(args []string) (Config, error) {
 	fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "embedded NATS server: client address for other NATS clients (empty: in-process only)")
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "use this NATS server (with JetStream) instead of the embedded one")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream store, keys)")
+	fs.Func("sync-to", "push registry changes to this peer registry, registry://NAME@HOST:PORT (repeatable)", func(v string) error {
+		c.SyncTo = append(c.SyncTo, v)
+		return nil
+	})
+	fs.DurationVar(&c.SyncInterval, "sync-interval", bridge.SyncIntervalDefault, "how often to push registry changes to --sync-to peers")
 	fs.StringVar(&c.Zones, "zones", c.Zones, "zone file (JSON): each zone's id, HMAC secret, minimum reputation and role")
 	fs.StringVar(&c.NodeKey, "node-key", c.NodeKey, "the node's signing key (PKCS #8 PEM); made on first start (default DATA/keys/node.key)")
 	fs.StringVar(&c.Fsync, "fsync", c.Fsync, `"always": an ack means the event is on disk; or an interval such as 1s, which is faster but can lose acknowledged events on power loss`)
@@ -100,10 +110,18 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%s %q: %w", flagName, addr, err)
 		}
 	}
+	for _, p := range c.SyncTo {
+		if _, err := bridge.ParsePeer(p); err != nil {
+			return fmt.Errorf("--sync-to: %w", err)
+		}
+	}
+	if c.SyncInterval < 0 || c.SyncInterval > 24*time.Hour {
+		return fmt.Errorf("--sync-interval %v: must be between 0 (the default, %v) and 24h", c.SyncInterval, bridge.SyncIntervalDefault)
+	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together")
 	}
-	if _, err := c.SyncInterval(); err != nil {
+	if _, err := c.FsyncInterval(); err != nil {
 		return err
 	}
 	if c.BodySizeMax < 1024 || c.BodySizeMax > protocol.BodySizeMaxLimit {
@@ -129,8 +147,8 @@ func (c Config) NodeKeyPath() string {
 	return filepath.Join(c.DataDir, "keys", "node.key")
 }
 
-// SyncInterval is 0 for "always", else the flush interval.
-func (c Config) SyncInterval() (time.Duration, error) {
+// FsyncInterval is 0 for "always", else the flush interval.
+func (c Config) FsyncInterval() (time.Duration, error) {
 	if c.Fsync == "always" {
 		return 0, nil
 	}

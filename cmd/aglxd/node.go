@@ -37,8 +37,10 @@ type Main struct {
 	verdicts *projections.VerdictCache
 	registry *projections.Registry
 	credits  *projections.Credits
-	bridge   *bridge.Server
-	http     *http.Server
+
+	federations []*bridge.Federation
+	bridge      *bridge.Server
+	http        *http.Server
 
 	tcpLn  net.Listener
 	tlsLn  net.Listener
@@ -63,7 +65,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.key = key
 	pub, _ := protocol.MarshalPublicKey(key.Public())
 	m.lg.Info("node key", "path", m.cfg.NodeKeyPath(), "created", made, "key_id", protocol.KeyID(key.Public()), "public_key", pub)
-	sync, _ := m.cfg.SyncInterval()
+	sync, _ := m.cfg.FsyncInterval()
 	if m.cfg.NATSURL == "" {
 		ns, err := events.StartServer(events.ServerConfig{DataDir: m.cfg.DataDir, Listen: m.cfg.NATSListen, SyncInterval: sync})
 		if err != nil {
@@ -161,6 +163,14 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.http = &http.Server{Handler: bridge.HTTPHandler(api), ReadHeaderTimeout: 10 * time.Second}
 		m.serve("http", func() error { return m.http.Serve(m.httpLn) })
+	}
+	for _, ps := range m.cfg.SyncTo {
+		peer, _ := bridge.ParsePeer(ps)
+		fed := &bridge.Federation{Peer: peer, NodeURI: m.cfg.Name, Key: m.key, Runner: m.runner, Registry: m.registry, Interval: m.cfg.SyncInterval, Log: m.lg}
+		m.federations = append(m.federations, fed)
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); fed.Run(runCtx) }()
+		m.lg.Info("pushing registry changes", "peer", peer.URI, "addr", peer.Addr, "every", m.cfg.SyncInterval)
 	}
 	m.lg.Info("aglxd serving", "name", m.cfg.Name, "tcp", m.TCPAddr(), "tls", m.TLSAddr(), "udp", m.UDPAddr(), "http", m.HTTPAddr())
 	return nil

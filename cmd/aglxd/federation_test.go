@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// startNodeWith runs a node on random loopback ports, changed by edit.
+func startNodeWith(t *testing.T, dir string, edit func(*Config)) *Main {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.DataDir = dir
+	cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	edit(&cfg)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := m.Run(context.Background()); err != nil {
+		m.Close(context.Background())
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return m
+}
+
+// freeAddr returns a loopback address nobody listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// agentIDs asks a node's HTTP API for its registry: agent URI -> agent id.
+func agentIDs(t *testing.T, m *Main) map[string]string {
+	t.Helper()
+	resp, err := http.Get("http://" + m.HTTPAddr() + "/v1/agents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Agents []struct {
+			URI string `json:"agent_uri"`
+			ID  string `json:"agent_id"`
+		} `json:"agents"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, a := range v.Agents {
+		out[a.URI] = a.ID
+	}
+	return out
+}
+
+func register(t *testing.T, m *Main, agent string) {
+	t.Helper()
+	c := dial(t, m.TCPAddr())
+	c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: %s\nTO: %s\nTYPE: registry.update\n\n{\"agent_name\": \"n\", \"agent_type\": \"worker\", \"capabilities\": [\"data.analyze\"], \"status\": \"READY\", \"ttl\": 3600}\n", agent, m.cfg.Name))
+	c.Flush()
+	if f, _ := readReply(t, c); f.Type() != "registry.ack" {
+		t.Fatalf("registry.update on %s: %s %s", m.cfg.Name, f.Type(), f.Body)
+	}
+}
+
+// TestFederationConverges runs two registries that push to each other. The
+// second starts only after the first has been failing to reach it for a
+// while: the first keeps retrying, and both end up with both agents under
+// the same agent ids.
+func TestFederationConverges(t *testing.T) {
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	a := startNodeWith(t, t.TempDir(), func(c *Config) {
+		c.Name, c.Listen = "registry://main.local", addrA
+		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + addrB}, 100*time.Millisecond
+	})
+	register(t, a, "agent://node42.local")
+	// Wait until the first node has failed to reach the absent peer.
+	for deadline := time.Now().Add(30 * time.Second); a.federations[0].Failures() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first node never tried to push to its peer")
+		}
+	}
+	b := startNodeWith(t, t.TempDir(), func(c *Config) {
+		c.Name, c.Listen = "registry://backup.local", addrB
+		c.SyncTo, c.SyncInterval = []string{"registry://main.local@" + addrA}, 100*time.Millisecond
+	})
+	register(t, b, "agent://node43.local")
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		va, vb := agentIDs(t, a), agentIDs(t, b)
+		if len(va) == 2 && len(vb) == 2 && va["agent://node42.local"] == vb["agent://node42.local"] && va["agent://node43.local"] == vb["agent://node43.local"] {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("registries did not converge:\nmain   %v\nbackup %v", va, vb)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
