@@ -61,7 +61,7 @@ func benchTransfers(uris []string, seq uint64, n int) []Event {
 //     with the one posting that created it), bytes per further posting,
 //     and bytes per account with its posting's share taken out.
 //
-// Run (docs/LEDGER-NOTES.md has the figures):
+// Run (docs/LEDGER.md has the figures):
 //
 //	go test -run '^$' -bench 'LedgerApply/transfers' -benchtime 1000000x -cpu 1 -count 5 ./ledger/
 //	go test -run '^$' -bench 'LedgerApply/memory' -benchtime 1x ./ledger/

@@ -26,6 +26,6 @@
 // driven by one goroutine, and readers hold the runner's lock
 // (projections.Runner.View).
 //
-// docs/LEDGER-NOTES.md records the semantics the issue leaves open and the
+// docs/LEDGER.md records the semantics the issue leaves open and the
 // decisions taken here.
 package ledger
