@@ -269,6 +269,7 @@ func (s *Server) validate(it *item) {
 		ReceivedAt: it.receivedAt,
 		Headers:    f.Headers,
 		Body:       f.Body,
+		Msg:        msg,
 	}
 	if v := f.ID(); v != "" {
 		// The sender named the message: a resend within the duplicate window

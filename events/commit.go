@@ -188,6 +188,7 @@ func (l *Log) resync() bool {
 type inflightPub struct {
 	seq uint64
 	fut jetstream.PubAckFuture
+	env *Envelope
 }
 
 // publishLoop copies committed batches to the event stream, one message
@@ -211,7 +212,7 @@ func (l *Log) publishLoop() {
 				fifo = l.repair(fifo)
 				continue
 			}
-			fifo = append(fifo, inflightPub{seq: e.Seq, fut: fut})
+			fifo = append(fifo, inflightPub{seq: e.Seq, fut: fut, env: e})
 		}
 		if len(l.toPublish) == 0 {
 			fifo = l.reap(fifo, len(fifo))
@@ -226,6 +227,7 @@ func (l *Log) reap(fifo []inflightPub, n int) []inflightPub {
 		f := fifo[0]
 		select {
 		case <-f.fut.Ok():
+			l.ring.put(f.env)
 			l.setPublished(f.seq)
 			fifo = fifo[1:]
 		case err := <-f.fut.Err():

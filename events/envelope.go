@@ -43,8 +43,12 @@ type Envelope struct {
 	Headers []protocol.Header
 	// Body is the JSON body, byte for byte as received; nil if there was none.
 	Body []byte
-	// MsgID is the deduplication key the append used (Nats-Msg-Id).
+	// MsgID is the client's deduplication key ("id:FROM:ID"), or ID.
 	MsgID string
+	// Msg is the decoded message, when the node decoded it on the way in;
+	// it is never stored, and a reader of the stream decodes it afresh
+	// (protocol.Parse of Frame() gives the same message).
+	Msg *protocol.Message
 }
 
 // Frame rebuilds the AGLX frame the envelope was made from.

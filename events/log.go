@@ -156,6 +156,7 @@ type Log struct {
 	published uint64        // last sequence confirmed in the event stream
 	pubCh     chan struct{} // closed and replaced when published grows
 	unhealthy atomic.Value  // error: why the log refuses appends, if it does
+	ring      recent        // the newest published events
 
 	stopOnce sync.Once
 	stop     chan struct{}

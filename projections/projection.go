@@ -42,6 +42,9 @@ type Snapshotter interface {
 // envelope that does not decode still gives an Event, with Msg nil, and the
 // error says why.
 func NewEvent(e *events.Envelope) (*Event, error) {
+	if e.Msg != nil {
+		return &Event{Envelope: e, Msg: e.Msg}, nil
+	}
 	msg, err := protocol.Parse(e.Frame())
 	return &Event{Envelope: e, Msg: msg}, err
 }

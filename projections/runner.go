@@ -50,10 +50,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	wait := 100 * time.Millisecond
 	for {
 		from := r.Applied() + 1
-		err := r.log.Read(ctx, events.ReadOptions{StartSeq: from, Follow: true}, func(e *events.Envelope) error {
-			r.apply(e, end)
-			return nil
-		})
+		var err error
+		if r.log.Writable() {
+			err = r.feed(ctx, end)
+		} else {
+			err = r.log.Read(ctx, events.ReadOptions{StartSeq: from, Follow: true}, func(e *events.Envelope) error {
+				r.apply(e, end)
+				return nil
+			})
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -64,6 +69,42 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil
 		}
 		wait = min(2*wait, retryWaitMax)
+	}
+}
+
+// feed follows the node's own log: each newly published event is taken
+// from the log's memory when it is still there (the common case: no trip
+// through NATS, no second decoding), and read from the stream when it is
+// not (at start, or after falling behind). Both give the same events in
+// the same order: the stream's.
+func (r *Runner) feed(ctx context.Context, readyAt uint64) error {
+	for {
+		next := r.Applied() + 1
+		if err := r.log.WaitPublished(ctx, next); err != nil {
+			return err
+		}
+		for published := r.log.Published(); next <= published; next++ {
+			e, ok := r.log.Recent(next)
+			if !ok {
+				break
+			}
+			r.apply(e, readyAt)
+		}
+		if next > r.log.Published() {
+			continue
+		}
+		// Not in memory: read a stretch from the stream.
+		end := r.log.Published()
+		err := r.log.Read(ctx, events.ReadOptions{StartSeq: next}, func(e *events.Envelope) error {
+			r.apply(e, readyAt)
+			if e.Seq >= end {
+				return events.ErrStop
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 }
 
