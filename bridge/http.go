@@ -67,7 +67,9 @@ func HTTPHandler(api API) http.Handler {
 		return http.StatusOK, map[string]any{"log": json.RawMessage(snap), "bridge": api.Edge.Counters()}
 	}))
 	mux.HandleFunc("GET /v1/accounts/{scheme}/{name}", api.view(func(r *http.Request) (int, any) {
-		v, ok := api.Credits.L.Account(uriOf(r))
+		// Holds expire by event time in the fold; a reader asking now wants
+		// the ones past their expiry shown as released already.
+		v, ok := api.Credits.L.AccountAt(uriOf(r), time.Now())
 		if !ok {
 			return http.StatusNotFound, errBody("no account for " + uriOf(r))
 		}

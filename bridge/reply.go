@@ -60,8 +60,13 @@ func (s *Server) answer(it *item, a events.Appended) (projections.Reply, bool) {
 }
 
 // withEvent puts event_id and seq first in a reply body, so every answer to
-// a stored message names the event, whatever the projection decided.
+// a stored message names the event, whatever the projection decided. A body
+// that names its event already is left alone: it may be signed, and adding
+// a member would break the signature.
 func withEvent(body []byte, a events.Appended) []byte {
+	if bytes.HasPrefix(bytes.TrimSpace(body), []byte(`{"event_id":`)) {
+		return body
+	}
 	out := make([]byte, 0, len(body)+64)
 	out = append(out, `{"event_id":"`...)
 	out = append(out, a.EventID...)

@@ -110,7 +110,9 @@ type creditBalance struct {
 	SpentTotal  protocol.Amount `json:"spent_total"`
 	Pending     protocol.Amount `json:"pending"`
 	Updated     string          `json:"updated,omitempty"`
-	Seq         uint64          `json:"seq"`
+	// UpdatedSeq is the event that last changed the account; "seq", as in
+	// every reply, is the query's own event.
+	UpdatedSeq uint64 `json:"updated_seq"`
 }
 
 func creditReply(e *Event, out ledger.Outcome) (Reply, bool) {
@@ -121,7 +123,7 @@ func creditReply(e *Event, out ledger.Outcome) (Reply, bool) {
 		return ErrorReply(out.Status, out.Reason), true
 	case out.View != nil:
 		v := out.View
-		b := creditBalance{Balance: v.Balance, Available: v.Available, EarnedTotal: v.EarnedTotal, SpentTotal: v.SpentTotal, Pending: v.Pending, Seq: v.Seq}
+		b := creditBalance{Balance: v.Balance, Available: v.Available, EarnedTotal: v.EarnedTotal, SpentTotal: v.SpentTotal, Pending: v.Pending, UpdatedSeq: v.Seq}
 		if !v.Updated.IsZero() {
 			b.Updated = v.Updated.UTC().Format(timeFormatRFC3339)
 		}

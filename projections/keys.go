@@ -150,6 +150,11 @@ func (r *Registry) answerReplay(key string, e *Event) bool {
 
 // authResponseBody is the body of auth.response.
 type authResponseBody struct {
+	// EventID and Seq name the request's event. A signed answer carries
+	// them itself, signed with the rest: the bridge adds them to unsigned
+	// answers only, since adding a member would break a signature.
+	EventID    string `json:"event_id,omitempty"`
+	Seq        uint64 `json:"seq,omitempty"`
 	Status     string `json:"status"`
 	TrustLevel string `json:"trust_level,omitempty"`
 	Expires    string `json:"expires,omitempty"`
@@ -225,6 +230,7 @@ func (r *Registry) bindFirstKey(e *Event, p *protocol.AuthRequest, pub crypto.Pu
 // FROM and TO the bridge writes on the reply: the node's URI, and the
 // request's FROM as the request spelt it.
 func (r *Registry) signedAuthResponse(e *Event, body authResponseBody) Reply {
+	body.EventID, body.Seq = e.ID, e.Seq
 	b, err := json.Marshal(body)
 	if err == nil {
 		var sig string
