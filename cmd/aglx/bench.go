@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -16,6 +18,7 @@ import (
 	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/projections"
+	"github.com/aglx/ledger/protocol"
 )
 
 // benchRow is one line of the report.
@@ -84,13 +87,24 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("ingest with --fsync 1s: %w", err)
 	}
 	rows = append(rows, benchRow{Name: fmt.Sprintf("aglxd ingest, --fsync 1s (not durable), %d conns", *conns), Count: relaxed.Frames, PerSec: relaxed.PerSec, P50: relaxed.P50, P99: relaxed.P99, Elapsed: relaxed.Elapsed})
+	signedN := min(*n, 50000)
+	signed, ceiling, per, err := benchSigned(ctx, *dir+"/node-signed", signedN, *conns)
+	if err != nil {
+		return fmt.Errorf("signed ingest: %w", err)
+	}
+	if signed.Errors > 0 {
+		return fmt.Errorf("signed ingest: %d transfers were refused", signed.Errors)
+	}
+	signedRow := benchRow{Name: fmt.Sprintf("aglxd signed credit.transfer ingest, %d conns", *conns), Count: signed.Frames, PerSec: signed.PerSec, P50: signed.P50, P99: signed.P99, Elapsed: signed.Elapsed}
 	for i := range rows {
 		rows[i].Ratio = rows[i].PerSec / rows[0].PerSec
 	}
+	signedRow.Ratio = signed.PerSec / ceiling
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"cpus": runtime.NumCPU(), "go": runtime.Version(), "frame_bytes": len(frame(0)), "rows": rows})
+		return enc.Encode(map[string]any{"cpus": runtime.NumCPU(), "go": runtime.Version(), "frame_bytes": len(frame(0)), "rows": rows,
+			"signed": signedRow, "verify_ns": per.Nanoseconds(), "verify_ceiling_per_sec": ceiling})
 	}
 	fmt.Fprintf(stdout, "%d CPUs, %s, frames of %d bytes, %d messages per run\n\n", runtime.NumCPU(), runtime.Version(), len(frame(0)), *n)
 	fmt.Fprintf(stdout, "| %-58s | %10s | %6s | %9s | %9s |\n", "run", "msg/s", "ratio", "p50", "p99")
@@ -98,6 +112,10 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	for _, r := range rows {
 		fmt.Fprintf(stdout, "| %-58s | %10.0f | %6.2f | %9s | %9s |\n", r.Name, r.PerSec, r.Ratio, r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond))
 	}
+	fmt.Fprintf(stdout, "\nsignature check (Ed25519, canonical form included): %s on one core; ceiling %d cores / %s = %.0f/s\n\n", per.Round(100*time.Nanosecond), runtime.NumCPU(), per.Round(100*time.Nanosecond), ceiling)
+	fmt.Fprintf(stdout, "| %-58s | %10s | %6s | %9s | %9s |\n", "run", "msg/s", "ratio", "p50", "p99")
+	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s|\n", dashes(60), dashes(12), dashes(8), dashes(11), dashes(11))
+	fmt.Fprintf(stdout, "| %-58s | %10.0f | %6.2f | %9s | %9s |\n", signedRow.Name+" (ratio: to the verify ceiling)", signedRow.PerSec, signedRow.Ratio, signedRow.P50.Round(10*time.Microsecond), signedRow.P99.Round(10*time.Microsecond))
 	return nil
 }
 
@@ -109,10 +127,12 @@ func dashes(n int) string {
 	return string(b)
 }
 
-// benchFrame is a credit.transfer of the size agents send (about 300 bytes).
+// benchFrame is an unsigned task.result of the size agents send (about 270
+// bytes): a message the node records and acknowledges, with no fold
+// deciding its answer.
 func benchFrame(i int) []byte {
-	return fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://owner%02d.local\nTO: agent://worker05.local\nTYPE: credit.transfer\nCONTENT-TYPE: application/json\n\n"+
-		`{"amount": 3, "currency": "AGLX", "reason": "Completed task.data.analyze", "timestamp": "2025-10-29T19:02:40Z", "transaction_id": "tx-%08d"}`+"\n", i%100, i)
+	return fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://worker%02d.local\nTO: agent://owner01.local\nTYPE: task.result\nCONTENT-TYPE: application/json\n\n"+
+		`{"task_id": "t-%08d", "status": "SUCCESS", "duration": 1.43, "result": {"records_processed": 5200, "summary": "Dataset analyzed successfully"}}`+"\n", i%100, i)
 }
 
 func benchRaw(ctx context.Context, dir string, sync time.Duration, n, size, window int) (events.RawResult, error) {
@@ -129,36 +149,171 @@ func benchRaw(ctx context.Context, dir string, sync time.Duration, n, size, wind
 	return events.ProbeRaw(ctx, nc, n, size, window)
 }
 
-// benchIngest runs a node as aglxd does (embedded server with fsync
-// always unless sync is set, the log, the projections, the bridge) and puts
-// load on it.
-func benchIngest(ctx context.Context, dir string, sync time.Duration, load bridge.Load) (bridge.LoadResult, error) {
+// benchNode is a node as aglxd wires it: embedded server (fsync always
+// unless sync is set), the log, the registry, ledger and stats folds with
+// their answers and ingest-time signature checks, and the bridge.
+type benchNode struct {
+	addr  string
+	name  string
+	key   crypto.Signer
+	close func()
+}
+
+func startBenchNode(ctx context.Context, dir string, sync time.Duration) (*benchNode, error) {
 	s, err := events.StartServer(events.ServerConfig{DataDir: dir, SyncInterval: sync})
 	if err != nil {
-		return bridge.LoadResult{}, err
+		return nil, err
 	}
-	defer s.Shutdown()
-	nc, err := s.Connect("test")
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	closers = append(closers, s.Shutdown)
+	nc, err := s.Connect("bench")
 	if err != nil {
-		return bridge.LoadResult{}, err
+		closeAll()
+		return nil, err
 	}
-	defer nc.Close()
+	closers = append(closers, nc.Close)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	l, err := events.Open(ctx, nc, events.Config{}, quiet)
 	if err != nil {
-		return bridge.LoadResult{}, err
+		closeAll()
+		return nil, err
 	}
-	defer l.Close(context.Background())
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go projections.NewRunner(l, quiet, projections.NewStats()).Run(runCtx)
-	srv := bridge.New(l, bridge.Config{}, quiet)
+	closers = append(closers, func() { l.Close(context.Background()) })
+	key, err := protocol.GenerateKey(protocol.KeyEd25519)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	const name = "registry://bench.local"
+	outbox, verdicts := projections.NewOutbox(), projections.NewVerdictCache()
+	registry := projections.NewRegistry(projections.RegistryConfig{NodeURI: name, NodeKey: key, Outbox: outbox, Verdicts: verdicts})
+	credits := projections.NewCredits(name, registry, outbox)
+	runner := projections.NewRunner(l, quiet, registry, credits, projections.NewStats())
+	runCtx, cancel := context.WithCancel(context.Background())
+	closers = append(closers, cancel)
+	go runner.Run(runCtx)
+	srv := bridge.New(l, bridge.Config{
+		Name: name, AllowPlaintextSecurity: true,
+		Answerer: projections.NewAnswers(runner, outbox, projections.AnswersCredits, projections.AnswersRegistry),
+		Verifier: &projections.IngestVerifier{Runner: runner, Registry: registry, Cache: verdicts},
+	}, quiet)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	go srv.ServeTCP(ln, events.TransportTCP)
+	closers = append(closers, func() { srv.Shutdown(context.Background()) })
+	return &benchNode{addr: ln.Addr().String(), name: name, key: key, close: closeAll}, nil
+}
+
+// benchIngest puts load on a fresh node.
+func benchIngest(ctx context.Context, dir string, sync time.Duration, load bridge.Load) (bridge.LoadResult, error) {
+	n, err := startBenchNode(ctx, dir, sync)
 	if err != nil {
 		return bridge.LoadResult{}, err
 	}
-	go srv.ServeTCP(ln, events.TransportTCP)
-	defer srv.Shutdown(context.Background())
-	load.Addr = ln.Addr().String()
+	defer n.close()
+	load.Addr = n.addr
 	return load.Run(ctx)
+}
+
+// benchAgents is how many agents the signed run spreads its transfers over.
+const benchAgents = 64
+
+// signedFrame builds a frame from its parts and signs it with key.
+func signedFrame(key crypto.Signer, from, to, typ, body string) ([]byte, error) {
+	f := &protocol.Frame{Transport: protocol.TransportTCP, Body: []byte(body), Headers: []protocol.Header{
+		{Name: protocol.HeaderFrom, Value: from}, {Name: protocol.HeaderTo, Value: to}, {Name: protocol.HeaderType, Value: typ},
+	}}
+	if err := protocol.SignFrame(key, f); err != nil {
+		return nil, err
+	}
+	return protocol.Encode(f), nil
+}
+
+// verifyCeiling measures one signature check (canonical form included)
+// on one core and returns what all cores could check per second.
+func verifyCeiling(frame []byte, key crypto.PublicKey) (float64, time.Duration, error) {
+	f, err := protocol.NewDecoder(bytes.NewReader(frame), protocol.DecoderOptions{}).Decode()
+	if err != nil {
+		return 0, 0, err
+	}
+	const rounds = 3000
+	start := time.Now()
+	for range rounds {
+		if err := protocol.Verify(key, f.From(), f.To(), f.Type(), f.Body); err != nil {
+			return 0, 0, err
+		}
+	}
+	per := time.Since(start) / rounds
+	return float64(runtime.NumCPU()) / per.Seconds(), per, nil
+}
+
+// benchSigned binds benchAgents Ed25519 keys, funds them, and then sends n
+// signed credit.transfers among them: the full path of a value-moving
+// message, signature check and ledger included.
+func benchSigned(ctx context.Context, dir string, n, conns int) (bridge.LoadResult, float64, time.Duration, error) {
+	node, err := startBenchNode(ctx, dir, 0)
+	if err != nil {
+		return bridge.LoadResult{}, 0, 0, err
+	}
+	defer node.close()
+	keys := make([]crypto.Signer, benchAgents)
+	uri := func(i int) string { return fmt.Sprintf("agent://a%02d.bench", i%benchAgents) }
+	now := time.Now().UTC().Format(time.RFC3339)
+	var setup []byte
+	for i := range keys {
+		if keys[i], err = protocol.GenerateKey(protocol.KeyEd25519); err != nil {
+			return bridge.LoadResult{}, 0, 0, err
+		}
+		pub, _ := protocol.MarshalPublicKey(keys[i].Public())
+		auth, err := signedFrame(keys[i], uri(i), node.name, protocol.TypeAuthRequest,
+			fmt.Sprintf(`{"agent_id": "a%02d", "public_key": %q, "timestamp": %q}`, i, pub, now))
+		if err != nil {
+			return bridge.LoadResult{}, 0, 0, err
+		}
+		mint, err := signedFrame(node.key, node.name, uri(i), protocol.TypeCreditTransfer,
+			fmt.Sprintf(`{"amount": 1000000000, "currency": "AGLX", "timestamp": %q, "transaction_id": "mint-%02d"}`, now, i))
+		if err != nil {
+			return bridge.LoadResult{}, 0, 0, err
+		}
+		setup = append(append(setup, auth...), mint...)
+	}
+	c, err := bridge.Dial(ctx, node.addr)
+	if err != nil {
+		return bridge.LoadResult{}, 0, 0, err
+	}
+	c.Write(setup)
+	c.CloseWrite()
+	for range 2 * benchAgents {
+		r, err := c.ReadReply()
+		if err != nil {
+			c.Close()
+			return bridge.LoadResult{}, 0, 0, fmt.Errorf("setup: %w", err)
+		}
+		if r.Type() == "error" {
+			c.Close()
+			return bridge.LoadResult{}, 0, 0, fmt.Errorf("setup refused: %s", r.Body)
+		}
+	}
+	c.Close()
+	frames := make([][]byte, n)
+	for i := range frames {
+		if frames[i], err = signedFrame(keys[i%benchAgents], uri(i), uri(i+1), protocol.TypeCreditTransfer,
+			fmt.Sprintf(`{"amount": 1, "currency": "AGLX", "timestamp": %q, "transaction_id": "tx-%08d"}`, now, i)); err != nil {
+			return bridge.LoadResult{}, 0, 0, err
+		}
+	}
+	ceiling, per, err := verifyCeiling(frames[0], keys[0].Public())
+	if err != nil {
+		return bridge.LoadResult{}, 0, 0, err
+	}
+	res, err := bridge.Load{Addr: node.addr, Conns: conns, Frames: n, Frame: func(i int) []byte { return frames[i] }}.Run(ctx)
+	return res, ceiling, per, err
 }
