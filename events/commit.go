@@ -19,6 +19,11 @@ const (
 	// HdrFirstSeq and HdrCount on a batch say which events it holds.
 	HdrFirstSeq = "Aglx-First-Seq"
 	HdrCount    = "Aglx-Count"
+	// publishPendingMax bounds the client's publishes in flight to the event
+	// stream: the publisher keeps at most one batch in flight beyond the
+	// one it is issuing, and the margin keeps it clear of the client's
+	// stall check, which would otherwise fail a publish at the boundary.
+	publishPendingMax = 2*BatchEventsMax + 256
 	// resyncWait is the pause between attempts to learn the write-ahead
 	// stream's state after a failed commit.
 	resyncWait = time.Second

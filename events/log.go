@@ -171,7 +171,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	if lg == nil {
 		lg = slog.Default()
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2*BatchEventsMax), jetstream.WithPublishAsyncTimeout(AckTimeout))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(publishPendingMax), jetstream.WithPublishAsyncTimeout(AckTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("events: jetstream: %w", err)
 	}

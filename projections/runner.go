@@ -83,14 +83,16 @@ func (r *Runner) feed(ctx context.Context, readyAt uint64) error {
 		if err := r.log.WaitPublished(ctx, next); err != nil {
 			return err
 		}
+		missed := false
 		for published := r.log.Published(); next <= published; next++ {
 			e, ok := r.log.Recent(next)
 			if !ok {
+				missed = true
 				break
 			}
 			r.apply(e, readyAt)
 		}
-		if next > r.log.Published() {
+		if !missed {
 			continue
 		}
 		// Not in memory: read a stretch from the stream.

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/aglx/ledger/bridge"
@@ -43,6 +44,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	half := fs.Float64("rate-fraction", 0.5, "the latency run sends at this fraction of the measured peak")
 	dir := fs.String("dir", "", "where the servers keep their stores (default: a temporary directory)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	only := fs.String("only", "", "run only this part: raw, ingest or signed")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -56,6 +59,25 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer os.RemoveAll(d)
 		*dir = d
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *only == "signed" {
+		r, ceiling, per, err := benchSigned(ctx, *dir+"/node-signed", min(*n, 50000), *conns)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "signed ingest %.0f/s (%d refused), verify %s, ceiling %.0f/s, ratio %.2f, p50 %s p99 %s\n", r.PerSec, r.Errors, per, ceiling, r.PerSec/ceiling, r.P50, r.P99)
+		return nil
 	}
 	frame := benchFrame
 	size := len(frame(0)) + 200 // body plus the envelope headers, as stored
@@ -178,6 +200,9 @@ func startBenchNode(ctx context.Context, dir string, sync time.Duration) (*bench
 	}
 	closers = append(closers, nc.Close)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("AGLX_BENCH_LOG") != "" {
+		quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	l, err := events.Open(ctx, nc, events.Config{}, quiet)
 	if err != nil {
 		closeAll()
