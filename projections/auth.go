@@ -10,45 +10,22 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/ledger"
 	"github.com/aglx/ledger/protocol"
 )
 
-// Auth is the result of checking one event's signature. Its values are those
-// of ledger.Auth, so the ledger's adapter converts with ledger.Auth(v.Auth);
-// the zero value is AuthInvalid so that a verdict nobody filled in refuses.
-type Auth uint8
+// Auth is the result of checking one event's signature: the ledger's own
+// type, so that a verdict goes to the ledger as it is. Its zero value is
+// AuthInvalid, so that a verdict nobody filled in refuses.
+type Auth = ledger.Auth
 
-// The results of a signature check.
+// The results of a signature check (see ledger.Auth).
 const (
-	// AuthInvalid: the signature is malformed, does not verify, is stale,
-	// or is missing where the policy requires one.
-	AuthInvalid Auth = iota
-	// AuthUnsigned: the message carries no signature and needs none (the
-	// sender has no key, or the TYPE is not one the policy covers), or
-	// the sender has no key to check a well-formed signature against.
-	AuthUnsigned
-	// AuthValid: the signature verifies against the sender's key and its
-	// timestamp is within the window.
-	AuthValid
-	// AuthNode: FROM is the node's URI and the signature verifies against
-	// the node's key, within the window.
-	AuthNode
+	AuthInvalid  = ledger.AuthInvalid
+	AuthUnsigned = ledger.AuthUnsigned
+	AuthValid    = ledger.AuthValid
+	AuthNode     = ledger.AuthNode
 )
-
-// String names the result for logs and test failures.
-func (a Auth) String() string {
-	switch a {
-	case AuthInvalid:
-		return "invalid"
-	case AuthUnsigned:
-		return "unsigned"
-	case AuthValid:
-		return "valid"
-	case AuthNode:
-		return "node"
-	}
-	return "unknown"
-}
 
 // Verdict is what Authenticate found.
 type Verdict struct {

@@ -59,7 +59,7 @@ func (c *Credits) Apply(e *Event) {
 	ev := ledger.Event{
 		Seq: e.Seq, EventID: e.ID, Time: e.ReceivedAt,
 		From: e.From, To: e.To, MessageID: e.Header(protocol.HeaderID),
-		Credits: e.Msg.Credits, Auth: ledgerAuth(verdict.Auth), Payload: e.Msg.Payload,
+		Credits: e.Msg.Credits, Auth: verdict.Auth, Payload: e.Msg.Payload,
 	}
 	out := c.L.Apply(ev)
 	if out.Status == protocol.StatusUnauthorized && verdict.Reason != "" {
@@ -78,18 +78,6 @@ func (c *Credits) verdict(e *Event) Verdict {
 		return Verdict{Auth: AuthUnsigned}
 	}
 	return c.auth.Authenticate(e)
-}
-
-func ledgerAuth(a Auth) ledger.Auth {
-	switch a {
-	case AuthValid:
-		return ledger.AuthValid
-	case AuthNode:
-		return ledger.AuthNode
-	case AuthUnsigned:
-		return ledger.AuthUnsigned
-	}
-	return ledger.AuthInvalid
 }
 
 // creditAck is the body of the reply to an applied credit message.
