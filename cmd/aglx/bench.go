@@ -80,6 +80,14 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		return nil
 	}
 	frame := benchFrame
+	if *only == "ingest" {
+		r, err := benchIngest(ctx, *dir+"/node-peak", 0, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "ingest %.0f/s (%d refused), p50 %s p99 %s\n", r.PerSec, r.Errors, r.P50, r.P99)
+		return nil
+	}
 	size := len(frame(0)) + 200 // body plus the envelope headers, as stored
 
 	var rows []benchRow
