@@ -384,3 +384,7 @@ func (l *Log) Get(ctx context.Context, seq uint64) (*Envelope, error) {
 	}
 	return FromMsg(m.Header, m.Data, m.Sequence)
 }
+
+// JetStream is the client the log uses, for the node's own consumers (the
+// relay).
+func (l *Log) JetStream() jetstream.JetStream { return l.js }

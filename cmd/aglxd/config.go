@@ -4,7 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/aglx/ledger/bridge"
@@ -33,6 +35,10 @@ type Config struct {
 	// "registry://NAME@HOST:PORT"; SyncInterval is how often.
 	SyncTo       []string
 	SyncInterval time.Duration
+	// Relay delivers agent-to-agent messages to the addressees' registered
+	// addresses, if those lie in RelayNetworks (CIDRs).
+	Relay         bool
+	RelayNetworks string
 	// Fsync is "always" (every ack is on disk) or an interval such as "1s".
 	Fsync          string
 	BodySizeMax    int
@@ -56,6 +62,8 @@ func DefaultConfig() Config {
 		BodySizeMax:    protocol.BodySizeMaxDefault,
 		ConnectionsMax: 1024,
 		PipelineMax:    256,
+		Relay:          true,
+		RelayNetworks:  "127.0.0.0/8,::1/128",
 		LogLevel:       "info",
 		LogFormat:      "text",
 	}
@@ -80,6 +88,8 @@ func parseFlags(args []string) (Config, error) {
 		return nil
 	})
 	fs.DurationVar(&c.SyncInterval, "sync-interval", bridge.SyncIntervalDefault, "how often to push registry changes to --sync-to peers")
+	fs.BoolVar(&c.Relay, "relay", c.Relay, "deliver messages agents address to each other to the address each addressee registered")
+	fs.StringVar(&c.RelayNetworks, "relay-networks", c.RelayNetworks, "comma-separated CIDRs the relay may connect to (agents choose the addresses: widen with care)")
 	fs.StringVar(&c.Zones, "zones", c.Zones, "zone file (JSON): each zone's id, HMAC secret, minimum reputation and role")
 	fs.StringVar(&c.NodeKey, "node-key", c.NodeKey, "the node's signing key (PKCS #8 PEM); made on first start (default DATA/keys/node.key)")
 	fs.StringVar(&c.Fsync, "fsync", c.Fsync, `"always": an ack means the event is on disk; or an interval such as 1s, which is faster but can lose acknowledged events on power loss`)
@@ -110,6 +120,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%s %q: %w", flagName, addr, err)
 		}
 	}
+	if _, err := c.RelayPrefixes(); err != nil {
+		return err
+	}
 	for _, p := range c.SyncTo {
 		if _, err := bridge.ParsePeer(p); err != nil {
 			return fmt.Errorf("--sync-to: %w", err)
@@ -137,6 +150,22 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--data: must not be empty")
 	}
 	return nil
+}
+
+// RelayPrefixes parses --relay-networks.
+func (c Config) RelayPrefixes() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(c.RelayNetworks, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--relay-networks: %q: %w", s, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // NodeKeyPath is where the node's signing key lives.

@@ -16,6 +16,7 @@ import (
 func startNodeWith(t *testing.T, dir string, edit func(*Config)) *Main {
 	t.Helper()
 	cfg := DefaultConfig()
+	cfg.Relay = false // tests register addresses off loopback; only the relay test relays
 	cfg.DataDir = dir
 	cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	edit(&cfg)

@@ -31,6 +31,7 @@ import (
 func startNode(t *testing.T, dir string) *Main {
 	t.Helper()
 	cfg := DefaultConfig()
+	cfg.Relay = false // tests register addresses off loopback; only the relay test relays
 	cfg.DataDir = dir
 	cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.TLSListen = "127.0.0.1:0"

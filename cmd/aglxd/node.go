@@ -39,6 +39,7 @@ type Main struct {
 	credits  *projections.Credits
 
 	federations []*bridge.Federation
+	relay       *bridge.Relay
 	bridge      *bridge.Server
 	http        *http.Server
 
@@ -163,6 +164,17 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.http = &http.Server{Handler: bridge.HTTPHandler(api), ReadHeaderTimeout: 10 * time.Second}
 		m.serve("http", func() error { return m.http.Serve(m.httpLn) })
+	}
+	if m.cfg.Relay {
+		nets, _ := m.cfg.RelayPrefixes()
+		m.relay = &bridge.Relay{Log: m.log, Runner: m.runner, Registry: m.registry, NodeURI: m.cfg.Name, Lg: m.lg, Networks: nets}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			if err := m.relay.Run(runCtx); err != nil {
+				m.lg.Error("relay stopped", "err", err)
+			}
+		}()
 	}
 	for _, ps := range m.cfg.SyncTo {
 		peer, _ := bridge.ParsePeer(ps)

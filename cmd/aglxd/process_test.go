@@ -65,7 +65,7 @@ type nodeProcess struct {
 func startProcess(t *testing.T, dataDir string) *nodeProcess {
 	t.Helper()
 	cmd := exec.Command(aglxdBinary(t), "--data", dataDir, "--listen", "127.0.0.1:0", "--tls-listen", "127.0.0.1:0", "--udp", "127.0.0.1:0",
-		"--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-format", "json")
+		"--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-format", "json", "--relay=false")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

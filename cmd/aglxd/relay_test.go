@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/bridge"
+	"github.com/aglx/ledger/protocol"
+)
+
+// fakeAgent is an agent's own AGLX listener: it answers every frame with an
+// ack and hands the frame to the test.
+type fakeAgent struct {
+	ln     net.Listener
+	frames chan *protocol.Frame
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+// stop closes the listener and every connection: the agent is gone.
+func (a *fakeAgent) stop() {
+	a.ln.Close()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.conns {
+		c.Close()
+	}
+}
+
+func listenAgent(t *testing.T, addr string) *fakeAgent {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &fakeAgent{ln: ln, frames: make(chan *protocol.Frame, 16)}
+	t.Cleanup(a.stop)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			a.mu.Lock()
+			a.conns = append(a.conns, c)
+			a.mu.Unlock()
+			go func() {
+				defer c.Close()
+				dec := protocol.NewDecoder(c, protocol.DecoderOptions{})
+				for {
+					f, err := dec.Decode()
+					if err != nil {
+						return
+					}
+					a.frames <- f
+					ack := &protocol.Frame{Headers: []protocol.Header{{Name: "FROM", Value: f.To()}, {Name: "TO", Value: f.From()}, {Name: "TYPE", Value: "ack"}}, Body: []byte(`{}`)}
+					if _, err := c.Write(protocol.Encode(ack)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return a
+}
+
+func (a *fakeAgent) next(t *testing.T, within time.Duration) *protocol.Frame {
+	t.Helper()
+	select {
+	case f := <-a.frames:
+		return f
+	case <-time.After(within):
+		t.Fatalf("the agent received nothing within %s", within)
+		return nil
+	}
+}
+
+// TestRelayDeliversToTheRegisteredAddress: a message from one agent to
+// another is recorded, acknowledged 202, and delivered to the address the
+// addressee registered, unchanged but for a RELAYED-BY header; while the
+// addressee is down, delivery is retried until it is back.
+func TestRelayDeliversToTheRegisteredAddress(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
+	sink := listenAgent(t, "127.0.0.1:0")
+	host, port, _ := net.SplitHostPort(sink.ln.Addr().String())
+	p, _ := strconv.Atoi(port)
+
+	c := dial(t, m.TCPAddr())
+	c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://sink.local\nTO: %s\nTYPE: registry.update\n\n{\"agent_name\": \"Sink\", \"address\": %q, \"port\": %d, \"status\": \"READY\", \"ttl\": 3600}\n", m.cfg.Name, host, p))
+	c.Flush()
+	if f, _ := readReply(t, c); f.Type() != "registry.ack" {
+		t.Fatalf("registry.update: %s %s", f.Type(), f.Body)
+	}
+
+	body := `{"task": "data.analyze", "priority": 2, "payload": {"dataset_url": "http://src.local/d.csv"}}`
+	send := func() {
+		c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://sink.local\nTYPE: task.assign\n\n" + body + "\n"))
+		c.Flush()
+		if f, _ := readReply(t, c); f.Value(protocol.HeaderStatus) != "202 Accepted" {
+			t.Fatalf("task.assign to another agent: %s %s", f.Value(protocol.HeaderStatus), f.Body)
+		}
+	}
+	send()
+	got := sink.next(t, 20*time.Second)
+	if got.Type() != "task.assign" || got.From() != "agent://src.local" || got.To() != "agent://sink.local" ||
+		!bytes.Equal(got.Body, []byte(body)) || got.Value(bridge.HeaderRelayedBy) != m.cfg.Name {
+		t.Fatalf("delivered %+v", got)
+	}
+
+	// The addressee goes away; the next message waits for it.
+	addr := sink.ln.Addr().String()
+	sink.stop()
+	send()
+	for deadline := time.Now().Add(20 * time.Second); m.relay.Counters().Failed == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the relay never tried the absent addressee")
+		}
+	}
+	back := listenAgent(t, addr)
+	if f := back.next(t, 30*time.Second); !bytes.Equal(f.Body, []byte(body)) {
+		t.Fatalf("redelivered %+v", f)
+	}
+}
+
+// TestRelayStaysInItsNetworks: an agent that registers an address outside
+// --relay-networks gets its messages recorded but never has the node
+// connect there.
+func TestRelayStaysInItsNetworks(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
+	c := dial(t, m.TCPAddr())
+	c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://far.local\nTO: %s\nTYPE: registry.update\n\n{\"agent_name\": \"Far\", \"address\": \"10.1.0.42\", \"port\": 2594, \"status\": \"READY\", \"ttl\": 3600}\n", m.cfg.Name))
+	c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://far.local\nTYPE: task.cancel\n\n{\"task_id\": \"t1\", \"reason\": \"r\"}\n"))
+	c.Flush()
+	readReply(t, c)
+	readReply(t, c)
+	for deadline := time.Now().Add(20 * time.Second); m.relay.Counters().Undeliverable == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay did not refuse the address outside its networks: %+v", m.relay.Counters())
+		}
+	}
+	if got := m.relay.Counters(); got.Failed != 0 || got.Delivered != 0 {
+		t.Fatalf("the relay tried to reach 10.1.0.42: %+v", got)
+	}
+}
