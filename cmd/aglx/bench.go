@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -181,7 +182,8 @@ func benchRaw(ctx context.Context, dir string, sync time.Duration, n, size, wind
 
 // benchNode is a node as aglxd wires it: embedded server (fsync always
 // unless sync is set), the log, the registry, ledger and stats folds with
-// their answers and ingest-time signature checks, and the bridge.
+// their answers and ingest-time signature checks, the relay, and the
+// bridge.
 type benchNode struct {
 	addr  string
 	name  string
@@ -230,6 +232,9 @@ func startBenchNode(ctx context.Context, dir string, sync time.Duration) (*bench
 	runCtx, cancel := context.WithCancel(context.Background())
 	closers = append(closers, cancel)
 	go runner.Run(runCtx)
+	relay := &bridge.Relay{Log: l, Runner: runner, Registry: registry, NodeURI: name, Lg: quiet,
+		Networks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	go relay.Run(runCtx)
 	srv := bridge.New(l, bridge.Config{
 		Name: name, AllowPlaintextSecurity: true,
 		Answerer: projections.NewAnswers(runner, outbox, projections.AnswersCredits, projections.AnswersRegistry),
