@@ -10,8 +10,16 @@ import (
 func TestCodecRoundTrip(t *testing.T) {
 	for _, e := range []*Envelope{
 		testEnvelope(1, "credit.transfer", "agent://a.local", "agent://b.local"),
-		func() *Envelope { e := testEnvelope(2, "agent.announce", "agent://a.local", ""); e.Body = nil; return e }(),
-		func() *Envelope { e := testEnvelope(3, "ack", "agent://a.local", "agent://b"); e.MsgID = "id:agent://a.local:x"; return e }(),
+		func() *Envelope {
+			e := testEnvelope(2, "agent.announce", "agent://a.local", "")
+			e.Body = nil
+			return e
+		}(),
+		func() *Envelope {
+			e := testEnvelope(3, "ack", "agent://a.local", "agent://b")
+			e.MsgID = "id:agent://a.local:x"
+			return e
+		}(),
 	} {
 		m := toMsg(e)
 		got, err := FromMsg(m.Header, m.Data, 7)
