@@ -21,7 +21,7 @@ func TestCodecRoundTrip(t *testing.T) {
 			return e
 		}(),
 	} {
-		m := toMsg(e)
+		m := toMsg(e, 3)
 		got, err := FromMsg(m.Header, m.Data, 7)
 		if err != nil {
 			t.Fatal(err)
@@ -37,18 +37,17 @@ func TestCodecRoundTrip(t *testing.T) {
 // reads whatever a NATS client left on the stream: it must refuse or
 // decode, never panic, and what it decodes must encode back the same.
 func FuzzFromMsg(f *testing.F) {
-	f.Add("01TEST", "credit.transfer", "agent://a", "agent://b", "tcp", "2025-10-29T18:00:00Z", "FROM: agent://a", "{}")
-	f.Add("", "", "", "", "", "not a time", ":", "")
-	f.Fuzz(func(t *testing.T, id, typ, from, to, transport, at, header, body string) {
-		h := nats.Header{
-			HdrEventID: {id}, HdrType: {typ}, HdrFrom: {from}, HdrTo: {to},
-			HdrTransport: {transport}, HdrReceivedAt: {at}, HdrHeader: {header},
-		}
+	good := toMsg(testEnvelope(1, "credit.transfer", "agent://a", "agent://b"), 9)
+	f.Add("01TEST", good.Header.Get(HdrEnvelope), "{}")
+	f.Add("", `{"v":1}`, "")
+	f.Add("x", `{"v":1,"type":"ack","received_at":"2025-10-29T18:00:00Z","headers":[["A","\u0000"]]}`, "")
+	f.Fuzz(func(t *testing.T, id, envelope, body string) {
+		h := nats.Header{HdrEventID: {id}, HdrEnvelope: {envelope}}
 		e, err := FromMsg(h, []byte(body), 1)
 		if err != nil {
 			return
 		}
-		m := toMsg(e)
+		m := toMsg(e, 0)
 		again, err := FromMsg(m.Header, m.Data, 1)
 		if err != nil {
 			t.Fatalf("a decoded envelope did not decode again: %v", err)

@@ -13,9 +13,6 @@ import (
 
 // NATS headers on write-ahead batches and on the events published from them.
 const (
-	// HdrWALSeq on an event is the write-ahead sequence of its batch, so
-	// recovery knows where to resume.
-	HdrWALSeq = "Aglx-Wal-Seq"
 	// HdrFirstSeq and HdrCount on a batch say which events it holds.
 	HdrFirstSeq = "Aglx-First-Seq"
 	HdrCount    = "Aglx-Count"
@@ -211,7 +208,7 @@ func (l *Log) publishLoop() {
 			if e.Seq <= l.Published() {
 				continue // put back by a repair already
 			}
-			fut, err := l.js.PublishMsgAsync(eventMsg(e, b.walSeq), jetstream.WithExpectLastSequence(e.Seq-1))
+			fut, err := l.js.PublishMsgAsync(toMsg(e, b.walSeq), jetstream.WithExpectLastSequence(e.Seq-1))
 			if err != nil {
 				l.lg.Warn("publishing to the event stream failed; repairing from the write-ahead stream", "seq", e.Seq, "err", err)
 				fifo = l.repair(fifo)
@@ -268,13 +265,6 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 			return nil
 		}
 	}
-}
-
-// eventMsg is the event stream's message for e, pointing back at its batch.
-func eventMsg(e *Envelope, walSeq uint64) *nats.Msg {
-	m := toMsg(e)
-	m.Header[HdrWALSeq] = []string{strconv.FormatUint(walSeq, 10)}
-	return m
 }
 
 var errGap = errors.New("events: gap between the event stream and the write-ahead stream")

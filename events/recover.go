@@ -3,7 +3,6 @@ package events
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -55,7 +54,7 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("events: recover: read seq %d: %w", last, err)
 		}
-		from, _ = strconv.ParseUint(m.Header.Get(HdrWALSeq), 10, 64)
+		from, _ = walSeqOf(m.Header)
 	}
 	info, err := l.wal.Info(ctx)
 	if err != nil {
@@ -84,7 +83,7 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 			if e.Seq != last+1 {
 				return 0, fmt.Errorf("%w: the event stream ends at %d, the write-ahead stream resumes at %d (batch %d); events in between are lost", errGap, last, e.Seq, seq)
 			}
-			fut, err := l.js.PublishMsgAsync(eventMsg(e, seq), jetstream.WithExpectLastSequence(last))
+			fut, err := l.js.PublishMsgAsync(toMsg(e, seq), jetstream.WithExpectLastSequence(last))
 			if err != nil {
 				return 0, fmt.Errorf("events: recover: publish seq %d: %w", e.Seq, err)
 			}
