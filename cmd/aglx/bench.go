@@ -210,9 +210,6 @@ func startBenchNode(ctx context.Context, dir string, sync time.Duration) (*bench
 	}
 	closers = append(closers, nc.Close)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("AGLX_BENCH_LOG") != "" {
-		quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
 	l, err := events.Open(ctx, nc, events.Config{}, quiet)
 	if err != nil {
 		closeAll()
