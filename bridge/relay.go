@@ -133,18 +133,26 @@ func (r *Relay) handle(m jetstream.Msg) {
 		m.Term()
 		return
 	}
-	env, err := events.FromMsg(m.Headers(), m.Data(), meta.Sequence.Stream)
-	if err != nil || env.To == "" || env.To == r.NodeURI || env.Header(HeaderRelayedBy) != "" {
-		m.Ack() // not an agent-to-agent message, or relayed once already
+	// The addressee is the subject's last token: look it up before paying
+	// for decoding the envelope, since most messages in a busy network go
+	// to agents that are not listening at a registered address.
+	to, err := events.RecipientOf(m.Subject())
+	if err != nil || to == "" || to == r.NodeURI {
+		m.Ack() // not an agent-to-agent message
 		return
 	}
 	var addr string
 	var ok bool
-	r.Runner.View(func(uint64) { addr, ok = r.Registry.Contact(env.To, time.Now()) })
+	r.Runner.View(func(uint64) { addr, ok = r.Registry.Contact(to, time.Now()) })
 	if !ok {
 		r.undeliverable.Add(1)
-		r.Lg.Debug("relay: addressee has no live registration with an address; the message stays in the log", "seq", env.Seq, "to", env.To)
+		r.Lg.Debug("relay: addressee has no live registration with an address; the message stays in the log", "seq", meta.Sequence.Stream, "to", to)
 		m.Term()
+		return
+	}
+	env, err := events.FromMsg(m.Headers(), m.Data(), meta.Sequence.Stream)
+	if err != nil || env.Header(HeaderRelayedBy) != "" {
+		m.Ack() // not decodable, or relayed once already
 		return
 	}
 	if !r.allowed(addr) {

@@ -167,3 +167,17 @@ func Filter(typ, from, to string) string {
 	}
 	return SubjectPrefix + "." + t + "." + f + "." + r
 }
+
+// RecipientOf reads the recipient URI from an event subject, "" for a
+// broadcast.
+func RecipientOf(subject string) (string, error) {
+	i := strings.LastIndexByte(subject, '.')
+	if i < 0 || !strings.HasPrefix(subject, SubjectPrefix+".") {
+		return "", fmt.Errorf("%q is not an event subject", subject)
+	}
+	tok := subject[i+1:]
+	if tok == NoRecipient {
+		return "", nil
+	}
+	return ParseURIToken(tok)
+}

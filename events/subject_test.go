@@ -43,6 +43,22 @@ func TestURITokenInjective(t *testing.T) {
 	}
 }
 
+func TestRecipientOf(t *testing.T) {
+	tests := []struct{ subject, want string }{
+		{Subject("task.assign", "agent://a.local", "agent://b_c.local"), "agent://b_c.local"},
+		{Subject("agent.announce", "agent://a.local", ""), ""},
+		{Subject("ack", "registry://n", "agent://x:1"), "agent://x:1"},
+	}
+	for _, tc := range tests {
+		if got, err := RecipientOf(tc.subject); err != nil || got != tc.want {
+			t.Errorf("RecipientOf(%q) = %q, %v; want %q", tc.subject, got, err, tc.want)
+		}
+	}
+	if _, err := RecipientOf("other.subject"); err == nil {
+		t.Error("RecipientOf accepted a foreign subject")
+	}
+}
+
 func FuzzURIToken(f *testing.F) {
 	for _, s := range []string{"agent://alpha.local", "registry://x_y=z~w", "a"} {
 		f.Add(s)
