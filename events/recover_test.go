@@ -1,0 +1,120 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// TestRecoverCopiesWhatTheEventStreamLacks writes batches to the
+// write-ahead stream that never reach the event stream (what a crash
+// between the two leaves behind) and checks that opening the log again
+// copies them over, at the sequences they were promised, and that appends
+// then continue after them.
+func TestRecoverCopiesWhatTheEventStreamLacks(t *testing.T) {
+	dir := t.TempDir()
+	s, err := StartServer(ServerConfig{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	nc, err := s.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx := context.Background()
+
+	// A first event goes all the way.
+	l, err := Open(ctx, nc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Two more batches reach only the write-ahead stream.
+	l, err = Open(ctx, nc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(l.stop) // no committer, no publisher: we play the committer
+	l.wg.Wait()
+	for i, n := range []int{3, 2} {
+		b := &batch{firstSeq: l.nextSeq}
+		for j := range n {
+			e := testEnvelope(10*(i+1)+j, "credit.transfer", "agent://a.local", "agent://b.local")
+			e.Seq = b.firstSeq + uint64(j)
+			b.events = append(b.events, e)
+		}
+		walSeq, err := l.writeBatch(b, encodeBatch(nil, b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.walLast = walSeq
+		l.nextSeq += uint64(n)
+	}
+	if last, _ := l.LastSeq(ctx); last != 1 {
+		t.Fatalf("before recovery the event stream ends at %d, want 1", last)
+	}
+
+	// Opening the log again repairs the event stream.
+	l, err = Open(ctx, nc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	if last, _ := l.LastSeq(ctx); last != 6 {
+		t.Fatalf("after recovery the event stream ends at %d, want 6", last)
+	}
+	for seq, id := range map[uint64]string{2: testEnvelope(10, "", "", "").ID, 4: testEnvelope(12, "", "", "").ID, 6: testEnvelope(21, "", "", "").ID} {
+		e, err := l.Get(ctx, seq)
+		if err != nil || e.ID != id {
+			t.Fatalf("Get(%d) = %v, %v; want event %s", seq, e, err, id)
+		}
+	}
+	a := appendAll(t, l, testEnvelope(99, "ack", "agent://a.local", "agent://b.local"))[0]
+	if a.Seq != 7 {
+		t.Fatalf("the first append after recovery got seq %d, want 7", a.Seq)
+	}
+}
+
+// TestRecoverRefusesAGap: when the write-ahead stream no longer holds a
+// batch the event stream lacks, Open fails and says so; it never goes on
+// as if the events had not been acknowledged.
+func TestRecoverRefusesAGap(t *testing.T) {
+	s, err := StartServer(ServerConfig{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	nc, err := s.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx := context.Background()
+	// A write-ahead stream so small it keeps only the newest batch.
+	cfg := Config{WALBytesMax: 2048}
+	l, err := Open(ctx, nc, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(l.stop)
+	l.wg.Wait()
+	for i := range 20 {
+		e := testEnvelope(i, "credit.transfer", "agent://a.local", "agent://b.local")
+		e.Seq = l.nextSeq
+		b := &batch{firstSeq: l.nextSeq, events: []*Envelope{e}}
+		walSeq, err := l.writeBatch(b, encodeBatch(nil, b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.walLast, l.nextSeq = walSeq, l.nextSeq+1
+	}
+	if _, err := Open(ctx, nc, cfg, nil); !errors.Is(err, errGap) {
+		t.Fatalf("Open over a write-ahead stream missing batches = %v, want the gap reported", err)
+	}
+}
