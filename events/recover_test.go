@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // TestRecoverCopiesWhatTheEventStreamLacks writes batches to the
@@ -116,5 +117,38 @@ func TestRecoverRefusesAGap(t *testing.T) {
 	}
 	if _, err := Open(ctx, nc, cfg, nil); !errors.Is(err, errGap) {
 		t.Fatalf("Open over a write-ahead stream missing batches = %v, want the gap reported", err)
+	}
+}
+
+// TestDuplicateWindowSurvivesRestart: a resend with the same client ID
+// after the node restarted is still recognised within the window.
+func TestDuplicateWindowSurvivesRestart(t *testing.T) {
+	s, err := StartServer(ServerConfig{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	nc, err := s.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx := context.Background()
+	send := func() Appended {
+		l, err := Open(ctx, nc, Config{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close(ctx)
+		e := testEnvelope(1, "credit.transfer", "agent://a.local", "agent://b.local")
+		e.ID = "01RESEND" + e.ID[8:]
+		e.MsgID = "id:agent://a.local:resend-1"
+		e.ReceivedAt = time.Now().UTC()
+		return appendAll(t, l, e)[0]
+	}
+	first := send()
+	again := send()
+	if !again.Duplicate || again.Seq != first.Seq || again.EventID != first.EventID {
+		t.Fatalf("resend after a restart = %+v, want the first event %+v", again, first)
 	}
 }
