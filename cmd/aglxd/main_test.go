@@ -160,7 +160,13 @@ func readError(t *testing.T, c *bridge.Client) errorBody {
 
 func openLog(t *testing.T, m *Main) *events.Log {
 	t.Helper()
-	nc, err := nats.Connect(m.NATSURL())
+	return openLogAt(t, m.NATSURL())
+}
+
+// openLogAt attaches a reader to the log on the NATS server at url.
+func openLogAt(t *testing.T, url string) *events.Log {
+	t.Helper()
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
