@@ -27,6 +27,7 @@ type API struct {
 	Credits  *projections.Credits
 	Registry *projections.Registry
 	Edge     *Server
+	Relay    *Relay // nil when the relay is off
 	Node     NodeInfo
 }
 
@@ -46,7 +47,7 @@ type NodeInfo struct {
 //
 //	GET /healthz                                   200 when the log answers, else 503
 //	GET /v1/node                                   name, public key, TLS fingerprint
-//	GET /v1/stats                                  counts by TYPE, sender, transport; edge counters
+//	GET /v1/stats                                  counts by TYPE, sender, transport; edge and relay counters
 //	GET /v1/accounts/{scheme}/{name}               balance, available, pending, totals
 //	GET /v1/accounts/{scheme}/{name}/entries       postings with running balances (?after=SEQ&limit=N)
 //	GET /v1/ledger/mismatches                      agents' claims that disagree with the ledger
@@ -64,7 +65,11 @@ func HTTPHandler(api API) http.Handler {
 		if err != nil {
 			return http.StatusInternalServerError, errBody(err.Error())
 		}
-		return http.StatusOK, map[string]any{"log": json.RawMessage(snap), "bridge": api.Edge.Counters()}
+		out := map[string]any{"log": json.RawMessage(snap), "bridge": api.Edge.Counters()}
+		if api.Relay != nil {
+			out["relay"] = api.Relay.Counters()
+		}
+		return http.StatusOK, out
 	}))
 	mux.HandleFunc("GET /v1/accounts/{scheme}/{name}", api.view(func(r *http.Request) (int, any) {
 		// Holds expire by event time in the fold; a reader asking now wants

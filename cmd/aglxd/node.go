@@ -116,6 +116,10 @@ func (m *Main) Run(ctx context.Context) error {
 	m.stats = projections.NewStats()
 	// The registry comes first: the ledger asks it about the same event.
 	m.runner = projections.NewRunner(m.log, m.lg, m.registry, m.credits, m.stats)
+	if m.cfg.Relay {
+		nets, _ := m.cfg.RelayPrefixes()
+		m.relay = &bridge.Relay{Log: m.log, Runner: m.runner, Registry: m.registry, NodeURI: m.cfg.Name, Lg: m.lg, Networks: nets}
+	}
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.runner.Run(runCtx) }()
 
@@ -159,15 +163,13 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		pub, _ := protocol.MarshalPublicKey(m.key.Public())
 		api := bridge.API{
-			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Edge: m.bridge,
+			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Edge: m.bridge, Relay: m.relay,
 			Node: bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr(), TLSPin: m.tlsPin},
 		}
 		m.http = &http.Server{Handler: bridge.HTTPHandler(api), ReadHeaderTimeout: 10 * time.Second}
 		m.serve("http", func() error { return m.http.Serve(m.httpLn) })
 	}
-	if m.cfg.Relay {
-		nets, _ := m.cfg.RelayPrefixes()
-		m.relay = &bridge.Relay{Log: m.log, Runner: m.runner, Registry: m.registry, NodeURI: m.cfg.Name, Lg: m.lg, Networks: nets}
+	if m.relay != nil {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
