@@ -170,13 +170,21 @@ func (c *conn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, writeBufferSize)
 	var werr error
 	for it := range c.replies {
-		if it.pending != nil && !it.pending.Poll() && bw.Buffered() > 0 && werr == nil {
+		if werr != nil {
+			// The peer is gone: drain without waiting. Appends still
+			// complete; the log resolves them whether or not anyone waits.
+			continue
+		}
+		if it.pending != nil && !it.pending.Poll() && bw.Buffered() > 0 {
 			// About to wait for the log: let the replies already made go.
-			werr = c.flush(bw)
+			if werr = c.flush(bw); werr != nil {
+				c.stopReading()
+				continue
+			}
 		}
 		reply := c.s.reply(it)
-		if reply == nil || werr != nil {
-			continue // still drain: every pending append must be waited for
+		if reply == nil {
+			continue
 		}
 		if _, werr = bw.Write(reply); werr == nil && len(c.replies) == 0 {
 			werr = c.flush(bw)
