@@ -2,6 +2,8 @@ package projections
 
 import (
 	"crypto"
+	"runtime"
+	"sync"
 
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
@@ -37,4 +39,36 @@ func (v *IngestVerifier) Verify(env *events.Envelope, msg *protocol.Message) {
 		return
 	}
 	v.Cache.Put(env.ID, kid, VerifyEnvelope(pub, env) == nil)
+}
+
+// Prefetch implements Prefetcher: it decodes a stretch of events read back
+// from the stream and checks their signatures on every core, so that a
+// replay at start does not check them one by one in the fold. The keys it
+// uses are the registry's as it stands before the stretch; a verdict made
+// with a key the fold will not use is ignored by the fold, which then
+// checks for itself.
+func (v *IngestVerifier) Prefetch(envs []*events.Envelope) {
+	work := make(chan *events.Envelope)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range work {
+				if e.Msg == nil {
+					if msg, err := protocol.Parse(e.Frame()); err == nil {
+						e.Msg = msg
+					}
+				}
+				if e.Msg != nil {
+					v.Verify(e, e.Msg)
+				}
+			}
+		}()
+	}
+	for _, e := range envs {
+		work <- e
+	}
+	close(work)
+	wg.Wait()
 }

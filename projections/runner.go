@@ -15,6 +15,20 @@ import (
 // after an error (a NATS reconnect, say).
 const retryWaitMax = 5 * time.Second
 
+// prefetchChunk is how many events read from the stream the prefetcher
+// gets at a time: enough to keep every core busy, small enough that the
+// folds never wait long.
+const prefetchChunk = 512 // events
+
+// Prefetcher does work for events the folds are about to apply, in
+// parallel, where the result can only save the folds work (signature checks
+// into the verdict cache). It must not change any projection's state, so
+// the folds stay the only writers and a replay gives the same state with or
+// without it.
+type Prefetcher interface {
+	Prefetch(envs []*events.Envelope)
+}
+
 // Runner feeds the log to its projections in order and tracks how far it
 // has got. Readers of projection state go through View, so they never see
 // an event half applied.
@@ -22,6 +36,9 @@ type Runner struct {
 	log   *events.Log
 	projs []Projection
 	lg    *slog.Logger
+	// Prefetcher, if set, sees stretches read back from the stream (at
+	// start, and after falling behind) before the folds apply them.
+	Prefetcher Prefetcher
 
 	mu       sync.RWMutex  // guards the projections' state and the fields below
 	applied  uint64        // sequence of the last event applied
@@ -54,8 +71,21 @@ func (r *Runner) Run(ctx context.Context) error {
 		if r.log.Writable() {
 			err = r.feed(ctx, end)
 		} else {
+			// Chunks for the prefetcher while replaying what was there at
+			// start; one by one once caught up, so nothing waits.
+			chunk := make([]*events.Envelope, 0, prefetchChunk)
 			err = r.log.Read(ctx, events.ReadOptions{StartSeq: from, Follow: true}, func(e *events.Envelope) error {
-				r.apply(e, end)
+				chunk = append(chunk, e)
+				if r.Prefetcher != nil && len(chunk) < prefetchChunk && e.Seq < end {
+					return nil
+				}
+				if r.Prefetcher != nil && len(chunk) > 1 {
+					r.Prefetcher.Prefetch(chunk)
+				}
+				for _, c := range chunk {
+					r.apply(c, end)
+				}
+				chunk = chunk[:0]
 				return nil
 			})
 		}
@@ -95,10 +125,22 @@ func (r *Runner) feed(ctx context.Context, readyAt uint64) error {
 		if !missed {
 			continue
 		}
-		// Not in memory: read a stretch from the stream.
+		// Not in memory: read a stretch from the stream, in chunks that the
+		// prefetcher sees before the folds do.
 		end := r.log.Published()
+		chunk := make([]*events.Envelope, 0, prefetchChunk)
 		err := r.log.Read(ctx, events.ReadOptions{StartSeq: next}, func(e *events.Envelope) error {
-			r.apply(e, readyAt)
+			chunk = append(chunk, e)
+			if len(chunk) < prefetchChunk && e.Seq < end {
+				return nil
+			}
+			if r.Prefetcher != nil {
+				r.Prefetcher.Prefetch(chunk)
+			}
+			for _, c := range chunk {
+				r.apply(c, readyAt)
+			}
+			chunk = chunk[:0]
 			if e.Seq >= end {
 				return events.ErrStop
 			}

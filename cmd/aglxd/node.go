@@ -116,6 +116,8 @@ func (m *Main) Run(ctx context.Context) error {
 	m.stats = projections.NewStats()
 	// The registry comes first: the ledger asks it about the same event.
 	m.runner = projections.NewRunner(m.log, m.lg, m.registry, m.credits, m.stats)
+	verifier := &projections.IngestVerifier{Runner: m.runner, Registry: m.registry, Cache: m.verdicts}
+	m.runner.Prefetcher = verifier
 	if m.cfg.Relay {
 		nets, _ := m.cfg.RelayPrefixes()
 		m.relay = &bridge.Relay{Log: m.log, Runner: m.runner, Registry: m.registry, NodeURI: m.cfg.Name, Lg: m.lg, Networks: nets}
@@ -145,7 +147,7 @@ func (m *Main) Run(ctx context.Context) error {
 		ConnectionsMax: m.cfg.ConnectionsMax, PipelineMax: m.cfg.PipelineMax,
 		TLSAddr: m.TLSAddr(), AllowPlaintextSecurity: m.cfg.AllowPlaintextSecurity,
 		Answerer: projections.NewAnswers(m.runner, m.outbox, projections.AnswersCredits, projections.AnswersRegistry),
-		Verifier: &projections.IngestVerifier{Runner: m.runner, Registry: m.registry, Cache: m.verdicts},
+		Verifier: verifier,
 	}, m.lg)
 	m.serve("tcp", func() error { return m.bridge.ServeTCP(m.tcpLn, events.TransportTCP) })
 	if m.tlsLn != nil {
