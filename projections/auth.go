@@ -209,11 +209,7 @@ func (r *Registry) outsideWindow(ts, arrival time.Time) string {
 // body has passed protocol.Parse, which refuses duplicate members, so the
 // member is unambiguous.
 func bodyMember(body []byte, name string) (json.RawMessage, bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(body, &m) != nil {
-		return nil, false
-	}
-	v, ok := m[name]
+	v, ok := protocol.TopMember(body, name)
 	if !ok || string(v) == "null" {
 		return nil, false
 	}

@@ -593,3 +593,21 @@ func getu4(s []byte) rune {
 	}
 	return r
 }
+
+// TopMember returns the raw JSON value of the top-level member called name
+// (escapes in member names decoded, as everywhere here), and whether the
+// body is a valid object that has it. It lets a fold read one member of a
+// stored body without decoding all of it.
+func TopMember(body []byte, name string) ([]byte, bool) {
+	s, isObject, err := scanBody(body)
+	defer s.release()
+	if err != nil || !isObject {
+		return nil, false
+	}
+	for _, m := range s.top {
+		if string(m.name) == name {
+			return append([]byte(nil), m.value...), true
+		}
+	}
+	return nil, false
+}
