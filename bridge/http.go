@@ -46,6 +46,7 @@ type NodeInfo struct {
 // event at N (read-your-writes after an ack).
 //
 //	GET /healthz                                   200 when the log answers, else 503
+//	GET /metrics                                   counters in the Prometheus text format
 //	GET /v1/node                                   name, public key, TLS fingerprint
 //	GET /v1/stats                                  counts by TYPE, sender, transport; edge and relay counters
 //	GET /v1/accounts/{scheme}/{name}               balance, available, pending, totals
@@ -59,6 +60,7 @@ type NodeInfo struct {
 func HTTPHandler(api API) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", api.health)
+	mux.HandleFunc("GET /metrics", api.metrics)
 	mux.HandleFunc("GET /v1/node", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, api.Node) })
 	mux.HandleFunc("GET /v1/stats", api.view(func(r *http.Request) (int, any) {
 		snap, err := api.Stats.Snapshot()

@@ -103,7 +103,9 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 	}
 	if len(b.events) > 0 {
 		buf = encodeBatch(buf[:0], b)
+		started := time.Now()
 		walSeq, err := l.writeBatch(b, buf)
+		l.stats.commit(len(b.events), len(buf), time.Since(started), err)
 		if err != nil {
 			for _, k := range added {
 				l.ids.remove(k)

@@ -157,6 +157,7 @@ type Log struct {
 	pubCh     chan struct{} // closed and replaced when published grows
 	unhealthy atomic.Value  // error: why the log refuses appends, if it does
 	ring      recent        // the newest published events
+	stats     commitStats
 
 	stopOnce sync.Once
 	stop     chan struct{}

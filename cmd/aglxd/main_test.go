@@ -562,3 +562,23 @@ func TestNATSReadersCannotWrite(t *testing.T) {
 		t.Fatalf("a reader cannot look up the stream: %v", err)
 	}
 }
+
+// TestMetrics: /metrics counts what the node did, in Prometheus's format.
+func TestMetrics(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	c := dial(t, m.TCPAddr())
+	c.Write(referenceFiles(t)[3]) // task.result
+	c.Flush()
+	readAck(t, c)
+	resp, err := http.Get("http://" + m.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{"aglx_frames_appended_total 1\n", "aglx_wal_commits_total 1\n", "aglx_wal_committed_events_total 1\n", "# TYPE aglx_connections_open gauge\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("/metrics lacks %q:\n%s", want, b)
+		}
+	}
+}

@@ -1,0 +1,38 @@
+package bridge
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// metrics writes the node's counters in the Prometheus text format: a
+// handful of counters and gauges, which do not need a client library.
+func (api API) metrics(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	put := func(name, kind, help string, v any) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %v\n", name, help, name, kind, name, v)
+	}
+	c := api.Edge.Counters()
+	put("aglx_connections_open", "gauge", "Open AGLX TCP and TLS connections.", c.ConnectionsOpen)
+	put("aglx_connections_total", "counter", "AGLX connections accepted.", c.ConnectionsTotal)
+	put("aglx_connections_refused_total", "counter", "Connections refused at the connection limit.", c.ConnectionsShed)
+	put("aglx_frames_appended_total", "counter", "Frames appended to the log and acknowledged.", c.FramesAppended)
+	put("aglx_frames_refused_total", "counter", "Frames refused, at the edge or by a fold.", c.FramesRefused)
+	put("aglx_udp_appended_total", "counter", "Announce datagrams appended.", c.UDPAppended)
+	put("aglx_udp_refused_total", "counter", "Datagrams refused.", c.UDPRefused)
+	cs := api.Log.CommitStats()
+	put("aglx_wal_commits_total", "counter", "Group commits written to the write-ahead stream.", cs.Commits)
+	put("aglx_wal_commit_failures_total", "counter", "Group commits the write-ahead stream did not take.", cs.Failures)
+	put("aglx_wal_committed_events_total", "counter", "Events in those commits.", cs.Events)
+	put("aglx_wal_committed_bytes_total", "counter", "Encoded bytes of those commits.", cs.Bytes)
+	put("aglx_wal_commit_seconds_total", "counter", "Time spent waiting for commits.", cs.Waiting.Seconds())
+	put("aglx_wal_commit_slowest_seconds", "gauge", "The slowest commit since start.", cs.Slowest.Seconds())
+	put("aglx_log_published_seq", "gauge", "Last sequence in the event stream.", api.Log.Published())
+	put("aglx_projections_applied_seq", "gauge", "Last sequence applied by the projections.", api.Runner.Applied())
+	if api.Relay != nil {
+		rc := api.Relay.Counters()
+		put("aglx_relay_delivered_total", "counter", "Messages delivered to their addressees.", rc.Delivered)
+		put("aglx_relay_undeliverable_total", "counter", "Messages whose addressee has no reachable registered address.", rc.Undeliverable)
+		put("aglx_relay_failed_attempts_total", "counter", "Delivery attempts that failed and will be retried.", rc.Failed)
+	}
+}
