@@ -133,7 +133,7 @@ func (c *conn) isStopped() bool {
 
 func (c *conn) readLoop() {
 	defer close(c.queue)
-	dec := protocol.NewDecoder(c.nc, protocol.DecoderOptions{BodySizeMax: c.s.cfg.BodySizeMax})
+	dec := protocol.NewDecoder(c.nc, protocol.DecoderOptions{BodySizeMax: c.s.cfg.BodySizeMax, DeferJSONCheck: true})
 	for !c.isStopped() {
 		f, err := dec.Decode()
 		if errors.Is(err, io.EOF) {

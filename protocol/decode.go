@@ -15,6 +15,11 @@ import (
 type DecoderOptions struct {
 	// BodySizeMax bounds one body in bytes; 0 means BodySizeMaxDefault.
 	BodySizeMax int
+	// DeferJSONCheck leaves the check of the body's JSON grammar to Parse,
+	// for a caller that parses every frame anyway (the bridge): the body is
+	// still delimited by its brackets, so framing is unaffected, and the
+	// grammar is checked once instead of twice.
+	DeferJSONCheck bool
 }
 
 func (o DecoderOptions) bodySizeMax() int {
@@ -39,14 +44,15 @@ const readBufferSize = 64 << 10 // bytes
 // leaves the position of the next frame in doubt is fatal and sticky: every
 // later call returns it again, and the caller answers and hangs up.
 type Decoder struct {
-	r       *bufio.Reader
-	bodyMax int
-	err     error // sticky fatal error
+	r         *bufio.Reader
+	bodyMax   int
+	checkJSON bool
+	err       error // sticky fatal error
 }
 
 // NewDecoder returns a Decoder reading from r.
 func NewDecoder(r io.Reader, opts DecoderOptions) *Decoder {
-	return &Decoder{r: bufio.NewReaderSize(r, readBufferSize), bodyMax: opts.bodySizeMax()}
+	return &Decoder{r: bufio.NewReaderSize(r, readBufferSize), bodyMax: opts.bodySizeMax(), checkJSON: !opts.DeferJSONCheck}
 }
 
 // Buffered reports how many bytes are read from the connection but not yet
@@ -119,7 +125,7 @@ func (d *Decoder) decode() (*Frame, error) {
 		return nil, err
 	}
 	f.Body = body
-	if !json.Valid(body) && deferred == nil {
+	if d.checkJSON && !json.Valid(body) && deferred == nil {
 		deferred = Errorf(StatusBadRequest, "the body is not valid JSON")
 	}
 	if hasCL {

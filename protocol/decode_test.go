@@ -257,3 +257,20 @@ func FuzzDecoder(f *testing.F) {
 		t.Fatalf("more frames than input bytes: the decoder does not advance")
 	})
 }
+
+// TestDeferJSONCheck: a decoder that leaves the grammar to Parse still
+// finds the frame's end, and Parse refuses the body.
+func TestDeferJSONCheck(t *testing.T) {
+	in := "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.result\n\n{\"task_id\": nope}\nAGLX/1.0 TCP\nTYPE: ack\n\n{}\n"
+	d := NewDecoder(strings.NewReader(in), DecoderOptions{DeferJSONCheck: true})
+	f, err := d.Decode()
+	if err != nil {
+		t.Fatalf("Decode = %v, want the frame (grammar deferred)", err)
+	}
+	if _, err := Parse(f); StatusOf(err) != StatusBadRequest {
+		t.Fatalf("Parse(invalid JSON) = %v, want 400", err)
+	}
+	if f, err := d.Decode(); err != nil || f.Type() != "ack" {
+		t.Fatalf("next frame = %+v, %v; want the ack", f, err)
+	}
+}
