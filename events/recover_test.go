@@ -5,7 +5,50 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
+
+// connectTest starts an embedded server on dir and connects as the node.
+func connectTest(t *testing.T, dir string) *nats.Conn {
+	t.Helper()
+	s, err := StartServer(ServerConfig{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := s.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// stopWorkers stops l's committer and publisher, so that a test can write
+// to the write-ahead stream alone, as a crash between the streams leaves it.
+func stopWorkers(l *Log) {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+// writeWALOnly commits a batch of n events (test envelopes from first on)
+// to the write-ahead stream without publishing them to the event stream.
+func writeWALOnly(t *testing.T, l *Log, first, n int) {
+	t.Helper()
+	b := &batch{firstSeq: l.nextSeq}
+	for j := range n {
+		e := testEnvelope(first+j, "credit.transfer", "agent://a.local", "agent://b.local")
+		e.Seq = b.firstSeq + uint64(j)
+		b.events = append(b.events, e)
+	}
+	walSeq, err := l.writeBatch(b, encodeBatch(nil, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.walLast = walSeq
+	l.nextSeq += uint64(n)
+}
 
 // TestRecoverCopiesWhatTheEventStreamLacks writes batches to the
 // write-ahead stream that never reach the event stream (what a crash
@@ -14,16 +57,7 @@ import (
 // then continue after them.
 func TestRecoverCopiesWhatTheEventStreamLacks(t *testing.T) {
 	dir := t.TempDir()
-	s, err := StartServer(ServerConfig{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown()
-	nc, err := s.Connect("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := connectTest(t, dir)
 	ctx := context.Background()
 
 	// A first event goes all the way.
@@ -41,21 +75,9 @@ func TestRecoverCopiesWhatTheEventStreamLacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	close(l.stop) // no committer, no publisher: we play the committer
-	l.wg.Wait()
+	stopWorkers(l) // no committer, no publisher: we play the committer
 	for i, n := range []int{3, 2} {
-		b := &batch{firstSeq: l.nextSeq}
-		for j := range n {
-			e := testEnvelope(10*(i+1)+j, "credit.transfer", "agent://a.local", "agent://b.local")
-			e.Seq = b.firstSeq + uint64(j)
-			b.events = append(b.events, e)
-		}
-		walSeq, err := l.writeBatch(b, encodeBatch(nil, b))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.walLast = walSeq
-		l.nextSeq += uint64(n)
+		writeWALOnly(t, l, 10*(i+1), n)
 	}
 	if last, _ := l.LastSeq(ctx); last != 1 {
 		t.Fatalf("before recovery the event stream ends at %d, want 1", last)
@@ -86,16 +108,7 @@ func TestRecoverCopiesWhatTheEventStreamLacks(t *testing.T) {
 // batch the event stream lacks, Open fails and says so; it never goes on
 // as if the events had not been acknowledged.
 func TestRecoverRefusesAGap(t *testing.T) {
-	s, err := StartServer(ServerConfig{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown()
-	nc, err := s.Connect("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := connectTest(t, t.TempDir())
 	ctx := context.Background()
 	// A write-ahead stream so small it keeps only the newest batch.
 	cfg := Config{WALBytesMax: 2048}
@@ -103,17 +116,9 @@ func TestRecoverRefusesAGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	close(l.stop)
-	l.wg.Wait()
+	stopWorkers(l)
 	for i := range 20 {
-		e := testEnvelope(i, "credit.transfer", "agent://a.local", "agent://b.local")
-		e.Seq = l.nextSeq
-		b := &batch{firstSeq: l.nextSeq, events: []*Envelope{e}}
-		walSeq, err := l.writeBatch(b, encodeBatch(nil, b))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.walLast, l.nextSeq = walSeq, l.nextSeq+1
+		writeWALOnly(t, l, i, 1)
 	}
 	if _, err := Open(ctx, nc, cfg, nil); !errors.Is(err, errGap) {
 		t.Fatalf("Open over a write-ahead stream missing batches = %v, want the gap reported", err)
@@ -123,16 +128,7 @@ func TestRecoverRefusesAGap(t *testing.T) {
 // TestDuplicateWindowSurvivesRestart: a resend with the same client ID
 // after the node restarted is still recognised within the window.
 func TestDuplicateWindowSurvivesRestart(t *testing.T) {
-	s, err := StartServer(ServerConfig{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown()
-	nc, err := s.Connect("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := connectTest(t, t.TempDir())
 	ctx := context.Background()
 	send := func() Appended {
 		l, err := Open(ctx, nc, Config{}, nil)
