@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"crypto"
 	"runtime"
 	"sync"
 
@@ -15,7 +14,6 @@ import (
 // only if it was made with the key the fold itself would use, and checks
 // the signature itself otherwise, so nothing here can change an outcome.
 type IngestVerifier struct {
-	Runner   *Runner
 	Registry *Registry
 	Cache    *VerdictCache
 }
@@ -27,14 +25,10 @@ func (v *IngestVerifier) Verify(env *events.Envelope, msg *protocol.Message) {
 	if v == nil || !MessageNeedsSignature(msg) {
 		return
 	}
-	var (
-		pub crypto.PublicKey
-		kid string
-		ok  bool
-	)
-	// Only the key lookup holds the runner's read lock; the verification,
-	// the expensive part, runs outside it.
-	v.Runner.View(func(uint64) { pub, kid, ok = v.Registry.CurrentKey(env.From) })
+	// The key lookup takes only the registry's key lock, never the
+	// runner's: the fold holds that while it applies a stretch of events,
+	// and the validation workers must not wait for it.
+	pub, kid, ok := v.Registry.CurrentKey(env.From)
 	if !ok {
 		return
 	}

@@ -101,9 +101,13 @@ func (kr *keyring) add(k *keyRecord) {
 
 // CurrentKey returns the key that now speaks for uri, its fingerprint
 // (protocol.KeyID), and whether there is one; for the node's URI, the node's
-// key. The bridge's ingest workers use it to fill the VerdictCache. Call it
-// under Runner.View.
+// key. The bridge's ingest workers use it to fill the VerdictCache. It is
+// safe on any goroutine, without Runner.View: a key it returns may be
+// replaced a moment later, which is harmless, because the fold takes a
+// verdict only if it was made with the key the fold itself uses.
 func (r *Registry) CurrentKey(uri string) (crypto.PublicKey, string, bool) {
+	r.keysMu.RLock()
+	defer r.keysMu.RUnlock()
 	return r.keyFor(uri, 0)
 }
 
@@ -214,12 +218,14 @@ func (r *Registry) bindFirstKey(e *Event, p *protocol.AuthRequest, pub crypto.Pu
 	}
 	until := r.now.Add(AuthValidity)
 	if cur == nil {
+		r.keysMu.Lock()
 		if kr == nil {
 			kr = &keyring{}
 			r.keys[e.From] = kr
 		}
 		cur = &keyRecord{KeyID: keyID, PublicKey: p.PublicKey, BoundBy: e.Type, BoundSeq: e.Seq, BoundAt: r.now, pub: pub}
 		kr.add(cur)
+		r.keysMu.Unlock()
 	}
 	cur.VerifiedUntil = until
 	return r.signedAuthResponse(e, authResponseBody{
@@ -307,7 +313,9 @@ func (r *Registry) rotate(e *Event, p *protocol.KeyRotate, cur *keyRecord) Reply
 		cur.Name = p.OldKeyID
 	}
 	cur.RetiredSeq, cur.RetiredAt = e.Seq, r.now
+	r.keysMu.Lock()
 	kr.add(&keyRecord{Name: p.NewKeyID, KeyID: keyID, PublicKey: p.PublicKey, BoundBy: e.Type, BoundSeq: e.Seq, BoundAt: r.now, pub: pub})
+	r.keysMu.Unlock()
 	b, _ := json.Marshal(ackBody{EventID: e.ID, Seq: e.Seq, KeyID: p.NewKeyID})
 	return Reply{Type: protocol.TypeAck, Status: protocol.StatusOK, Body: b}
 }

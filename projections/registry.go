@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aglx/ledger/protocol"
@@ -127,9 +128,14 @@ type Registry struct {
 		v  Verdict
 	}
 
-	agents    map[string]*agentEntry
-	sorted    []string // URIs of agents, sorted, for stable pages
-	keys      map[string]*keyring
+	agents map[string]*agentEntry
+	sorted []string // URIs of agents, sorted, for stable pages
+	keys   map[string]*keyring
+	// keysMu lets the bridge's validation workers look up keys
+	// (CurrentKey) without the runner's lock, which the fold holds while
+	// it applies a stretch of events. The fold, the only writer, takes it
+	// to change the map or a keyring's slice; its own reads need no lock.
+	keysMu    sync.RWMutex
 	zones     map[string]*zoneState
 	zoneIDs   []string // sorted
 	mentors   map[string]*mentor

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"time"
@@ -47,7 +48,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	dir := fs.String("dir", "", "where the servers keep their stores (default: a temporary directory)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	only := fs.String("only", "", "run only this part: raw, ingest or signed")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each timed load run to this file, suffixed with the run's name")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -62,17 +63,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		defer os.RemoveAll(d)
 		*dir = d
 	}
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
+	profilePrefix = *cpuprofile
 	if *only == "signed" {
 		r, ceiling, per, replay, err := benchSigned(ctx, *dir+"/node-signed", min(*n, 50000), *conns)
 		if err != nil {
@@ -154,6 +145,28 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			replay.events, replay.elapsed.Round(time.Millisecond), float64(replay.events)/replay.elapsed.Seconds())
 	}
 	return nil
+}
+
+// profilePrefix, when set, makes every timed load run write its CPU
+// profile to profilePrefix.<run>: a profile of the whole command would
+// mix in setup, frame signing and the replay, and hide the ingest path.
+var profilePrefix string
+
+// timedLoad runs a load test, profiled when profilePrefix asks for it.
+func timedLoad(ctx context.Context, name string, load bridge.Load) (bridge.LoadResult, error) {
+	if profilePrefix == "" {
+		return load.Run(ctx)
+	}
+	f, err := os.Create(profilePrefix + "." + name)
+	if err != nil {
+		return bridge.LoadResult{}, err
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return bridge.LoadResult{}, err
+	}
+	defer pprof.StopCPUProfile()
+	return load.Run(ctx)
 }
 
 func dashes(n int) string {
@@ -242,7 +255,7 @@ func startBenchNode(ctx context.Context, dir string, sync time.Duration) (*bench
 	srv := bridge.New(l, bridge.Config{
 		Name: name, AllowPlaintextSecurity: true,
 		Answerer: projections.NewAnswers(runner, outbox, projections.AnswersCredits, projections.AnswersRegistry),
-		Verifier: &projections.IngestVerifier{Runner: runner, Registry: registry, Cache: verdicts},
+		Verifier: &projections.IngestVerifier{Registry: registry, Cache: verdicts},
 	}, quiet)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -262,7 +275,7 @@ func benchIngest(ctx context.Context, dir string, sync time.Duration, load bridg
 	}
 	defer n.close()
 	load.Addr = n.addr
-	return load.Run(ctx)
+	return timedLoad(ctx, filepath.Base(dir), load)
 }
 
 // benchAgents is how many agents the signed run spreads its transfers over.
@@ -356,7 +369,7 @@ func benchSigned(ctx context.Context, dir string, n, conns int) (bridge.LoadResu
 	if err != nil {
 		return bridge.LoadResult{}, 0, 0, replayResult{}, err
 	}
-	res, err := bridge.Load{Addr: node.addr, Conns: conns, Frames: n, Frame: func(i int) []byte { return frames[i] }}.Run(ctx)
+	res, err := timedLoad(ctx, filepath.Base(dir), bridge.Load{Addr: node.addr, Conns: conns, Frames: n, Frame: func(i int) []byte { return frames[i] }})
 	if err != nil {
 		return bridge.LoadResult{}, 0, 0, replayResult{}, err
 	}
@@ -387,7 +400,7 @@ func benchReplay(ctx context.Context, node *benchNode) (uint64, time.Duration, e
 	cache := projections.NewVerdictCache()
 	registry := projections.NewRegistry(projections.RegistryConfig{NodeURI: node.name, NodeKey: node.key, Verdicts: cache})
 	r := projections.NewRunner(l, quiet, registry, projections.NewCredits(node.name, registry, nil), projections.NewStats())
-	r.Prefetcher = &projections.IngestVerifier{Runner: r, Registry: registry, Cache: cache}
+	r.Prefetcher = &projections.IngestVerifier{Registry: registry, Cache: cache}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	start := time.Now()

@@ -116,7 +116,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.stats = projections.NewStats()
 	// The registry comes first: the ledger asks it about the same event.
 	m.runner = projections.NewRunner(m.log, m.lg, m.registry, m.credits, m.stats)
-	verifier := &projections.IngestVerifier{Runner: m.runner, Registry: m.registry, Cache: m.verdicts}
+	verifier := &projections.IngestVerifier{Registry: m.registry, Cache: m.verdicts}
 	m.runner.Prefetcher = verifier
 	if m.cfg.Relay {
 		nets, _ := m.cfg.RelayPrefixes()
