@@ -146,7 +146,7 @@ func (l *Log) writeBatch(b *batch, data []byte) (uint64, error) {
 	}}
 	ctx, cancel := context.WithTimeout(context.Background(), AckTimeout)
 	defer cancel()
-	ack, err := l.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(l.walLast), jetstream.WithExpectStream(l.cfg.walStream()))
+	ack, err := l.walJS.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(l.walLast), jetstream.WithExpectStream(l.cfg.walStream()))
 	if err != nil {
 		return 0, err
 	}

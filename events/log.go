@@ -54,6 +54,13 @@ type Config struct {
 	// size limits are set above it.
 	BodySizeMax int
 	Replicas    int
+	// CommitConn, if set, is a second connection to the same server that
+	// carries only the write-ahead commits. The server reads each
+	// connection in order on one goroutine, so on the shared connection a
+	// commit waits behind every event-stream publish sent before it; on
+	// its own it is stored while those are still being read. Nil uses the
+	// log's connection for both.
+	CommitConn *nats.Conn
 }
 
 // withDefaults fills unset fields.
@@ -139,6 +146,7 @@ func (c Config) WALConfig() jetstream.StreamConfig {
 type Log struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
+	walJS  jetstream.JetStream // the write-ahead commits' (Config.CommitConn)
 	stream jetstream.Stream
 	wal    jetstream.Stream // nil for a read-only (attached) log
 	cfg    Config
@@ -184,8 +192,14 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	if err != nil {
 		return nil, fmt.Errorf("events: create stream %s: %w", cfg.walStream(), err)
 	}
+	walJS := js
+	if cfg.CommitConn != nil {
+		if walJS, err = jetstream.New(cfg.CommitConn); err != nil {
+			return nil, fmt.Errorf("events: jetstream: %w", err)
+		}
+	}
 	l := &Log{
-		nc: nc, js: js, stream: st, wal: wal, cfg: cfg, lg: lg,
+		nc: nc, js: js, walJS: walJS, stream: st, wal: wal, cfg: cfg, lg: lg,
 		queue:     make(chan *Pending, InFlightMax),
 		toPublish: make(chan *batch, InFlightMax/BatchEventsMax+1),
 		ids:       newIDIndex(cfg.DuplicateWindow, DedupEntriesMax),

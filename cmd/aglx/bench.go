@@ -34,6 +34,22 @@ type benchRow struct {
 	P50     time.Duration `json:"p50_ns"`
 	P99     time.Duration `json:"p99_ns"`
 	Elapsed time.Duration `json:"elapsed_ns"`
+	// Commit latency of the node's write-ahead stream during the run
+	// (histogram bucket bounds: at most twice the true value); zero for
+	// the raw runs.
+	CommitP50 time.Duration `json:"commit_p50_ns,omitempty"`
+	CommitP99 time.Duration `json:"commit_p99_ns,omitempty"`
+	PerCommit float64       `json:"events_per_commit,omitempty"`
+}
+
+// nodeRow is the report's line for a run against a node.
+func nodeRow(name string, r bridge.LoadResult, cs events.CommitStats) benchRow {
+	row := benchRow{Name: name, Count: r.Frames, PerSec: r.PerSec, P50: r.P50, P99: r.P99, Elapsed: r.Elapsed,
+		CommitP50: cs.Quantile(0.5), CommitP99: cs.Quantile(0.99)}
+	if cs.Commits > 0 {
+		row.PerCommit = float64(cs.Events) / float64(cs.Commits)
+	}
+	return row
 }
 
 // runBench measures, in one process and one run, the raw JetStream ceiling
@@ -75,11 +91,12 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	frame := benchFrame
 	if *only == "ingest" {
-		r, err := benchIngest(ctx, *dir+"/node-peak", 0, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
+		r, cs, err := benchIngest(ctx, *dir+"/node-peak", 0, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "ingest %.0f/s (%d refused), p50 %s p99 %s\n", r.PerSec, r.Errors, r.P50, r.P99)
+		fmt.Fprintf(stdout, "ingest %.0f/s (%d refused), p50 %s p99 %s; commits p50 <= %s p99 <= %s, %.0f events each\n",
+			r.PerSec, r.Errors, r.P50, r.P99, cs.Quantile(0.5), cs.Quantile(0.99), float64(cs.Events)/float64(max(cs.Commits, 1)))
 		return nil
 	}
 	size := len(frame(0)) + 200 // body plus the envelope headers, as stored
@@ -95,22 +112,22 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		rows = append(rows, benchRow{Name: raw.name, Count: r.Msgs, PerSec: r.PerSec, P50: r.P50, P99: r.P99, Elapsed: r.Elapsed})
 	}
-	peak, err := benchIngest(ctx, *dir+"/node-peak", 0, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
+	peak, cs, err := benchIngest(ctx, *dir+"/node-peak", 0, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
 	if err != nil {
 		return fmt.Errorf("ingest: %w", err)
 	}
-	rows = append(rows, benchRow{Name: fmt.Sprintf("aglxd ingest, fsync always, %d conns pipelined", *conns), Count: peak.Frames, PerSec: peak.PerSec, P50: peak.P50, P99: peak.P99, Elapsed: peak.Elapsed})
+	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest, fsync always, %d conns pipelined", *conns), peak, cs))
 	rate := peak.PerSec * *half
-	paced, err := benchIngest(ctx, *dir+"/node-paced", 0, bridge.Load{Conns: *conns, Frames: min(*n, int(rate*10)+1), Rate: rate, Frame: frame})
+	paced, cs, err := benchIngest(ctx, *dir+"/node-paced", 0, bridge.Load{Conns: *conns, Frames: min(*n, int(rate*10)+1), Rate: rate, Frame: frame})
 	if err != nil {
 		return fmt.Errorf("ingest at %.0f/s: %w", rate, err)
 	}
-	rows = append(rows, benchRow{Name: fmt.Sprintf("aglxd ingest at %.0f%% of peak (%.0f/s)", *half*100, rate), Count: paced.Frames, PerSec: paced.PerSec, P50: paced.P50, P99: paced.P99, Elapsed: paced.Elapsed})
-	relaxed, err := benchIngest(ctx, *dir+"/node-relaxed", time.Second, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
+	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest at %.0f%% of peak (%.0f/s)", *half*100, rate), paced, cs))
+	relaxed, cs, err := benchIngest(ctx, *dir+"/node-relaxed", time.Second, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
 	if err != nil {
 		return fmt.Errorf("ingest with --fsync 1s: %w", err)
 	}
-	rows = append(rows, benchRow{Name: fmt.Sprintf("aglxd ingest, --fsync 1s (not durable), %d conns", *conns), Count: relaxed.Frames, PerSec: relaxed.PerSec, P50: relaxed.P50, P99: relaxed.P99, Elapsed: relaxed.Elapsed})
+	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest, --fsync 1s (not durable), %d conns", *conns), relaxed, cs))
 	signedN := min(*n, 50000)
 	signed, ceiling, per, replay, err := benchSigned(ctx, *dir+"/node-signed", signedN, *conns)
 	if err != nil {
@@ -131,10 +148,14 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			"signed": signedRow, "verify_ns": per.Nanoseconds(), "verify_ceiling_per_sec": ceiling})
 	}
 	fmt.Fprintf(stdout, "%d CPUs, %s, frames of %d bytes, %d messages per run\n\n", runtime.NumCPU(), runtime.Version(), len(frame(0)), *n)
-	fmt.Fprintf(stdout, "| %-58s | %10s | %6s | %9s | %9s |\n", "run", "msg/s", "ratio", "p50", "p99")
-	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s|\n", dashes(60), dashes(12), dashes(8), dashes(11), dashes(11))
+	fmt.Fprintf(stdout, "| %-58s | %10s | %6s | %9s | %9s | %19s |\n", "run", "msg/s", "ratio", "p50", "p99", "commit p50/p99 (ev)")
+	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s|%s|\n", dashes(60), dashes(12), dashes(8), dashes(11), dashes(11), dashes(21))
 	for _, r := range rows {
-		fmt.Fprintf(stdout, "| %-58s | %10.0f | %6.2f | %9s | %9s |\n", r.Name, r.PerSec, r.Ratio, r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond))
+		commits := ""
+		if r.PerCommit > 0 {
+			commits = fmt.Sprintf("%s/%s (%.0f)", r.CommitP50, r.CommitP99, r.PerCommit)
+		}
+		fmt.Fprintf(stdout, "| %-58s | %10.0f | %6.2f | %9s | %9s | %19s |\n", r.Name, r.PerSec, r.Ratio, r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), commits)
 	}
 	fmt.Fprintf(stdout, "\nsignature check (Ed25519, canonical form included): %s on one core; ceiling %d cores / %s = %.0f/s\n\n", per.Round(100*time.Nanosecond), runtime.NumCPU(), per.Round(100*time.Nanosecond), ceiling)
 	fmt.Fprintf(stdout, "| %-58s | %10s | %6s | %9s | %9s |\n", "run", "msg/s", "ratio", "p50", "p99")
@@ -208,6 +229,7 @@ type benchNode struct {
 	name  string
 	key   crypto.Signer
 	nc    *nats.Conn
+	log   *events.Log
 	close func()
 }
 
@@ -229,8 +251,14 @@ func startBenchNode(ctx context.Context, dir string, sync time.Duration) (*bench
 		return nil, err
 	}
 	closers = append(closers, nc.Close)
+	commitConn, err := s.Connect("bench-commit")
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	closers = append(closers, commitConn.Close)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	l, err := events.Open(ctx, nc, events.Config{}, quiet)
+	l, err := events.Open(ctx, nc, events.Config{CommitConn: commitConn}, quiet)
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -264,18 +292,19 @@ func startBenchNode(ctx context.Context, dir string, sync time.Duration) (*bench
 	}
 	go srv.ServeTCP(ln, events.TransportTCP)
 	closers = append(closers, func() { srv.Shutdown(context.Background()) })
-	return &benchNode{addr: ln.Addr().String(), name: name, key: key, nc: nc, close: closeAll}, nil
+	return &benchNode{addr: ln.Addr().String(), name: name, key: key, nc: nc, log: l, close: closeAll}, nil
 }
 
 // benchIngest puts load on a fresh node.
-func benchIngest(ctx context.Context, dir string, sync time.Duration, load bridge.Load) (bridge.LoadResult, error) {
+func benchIngest(ctx context.Context, dir string, sync time.Duration, load bridge.Load) (bridge.LoadResult, events.CommitStats, error) {
 	n, err := startBenchNode(ctx, dir, sync)
 	if err != nil {
-		return bridge.LoadResult{}, err
+		return bridge.LoadResult{}, events.CommitStats{}, err
 	}
 	defer n.close()
 	load.Addr = n.addr
-	return timedLoad(ctx, filepath.Base(dir), load)
+	r, err := timedLoad(ctx, filepath.Base(dir), load)
+	return r, n.log.CommitStats(), err
 }
 
 // benchAgents is how many agents the signed run spreads its transfers over.

@@ -30,6 +30,7 @@ type Main struct {
 
 	ns       *events.Server // nil with --nats-url
 	nc       *nats.Conn
+	commitNC *nats.Conn // carries only the write-ahead commits (events.Config.CommitConn)
 	log      *events.Log
 	runner   *projections.Runner
 	stats    *projections.Stats
@@ -77,15 +78,22 @@ func (m *Main) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if m.commitNC, err = ns.Connect("aglxd-commit"); err != nil {
+			return err
+		}
 		m.lg.Info("embedded NATS JetStream started", "store", m.cfg.DataDir, "client_url", m.NATSURL(), "fsync", m.cfg.Fsync)
 	} else {
 		m.nc, err = nats.Connect(m.cfg.NATSURL, nats.Name("aglxd"), nats.MaxReconnects(-1))
 		if err != nil {
 			return fmt.Errorf("connect to %s: %w", m.cfg.NATSURL, err)
 		}
+		m.commitNC, err = nats.Connect(m.cfg.NATSURL, nats.Name("aglxd-commit"), nats.MaxReconnects(-1))
+		if err != nil {
+			return fmt.Errorf("connect to %s: %w", m.cfg.NATSURL, err)
+		}
 		m.lg.Info("using external NATS", "url", m.cfg.NATSURL)
 	}
-	m.log, err = events.Open(ctx, m.nc, events.Config{BodySizeMax: m.cfg.BodySizeMax}, m.lg)
+	m.log, err = events.Open(ctx, m.nc, events.Config{BodySizeMax: m.cfg.BodySizeMax, CommitConn: m.commitNC}, m.lg)
 	if err != nil {
 		return err
 	}
@@ -225,6 +233,9 @@ func (m *Main) Close(ctx context.Context) error {
 		m.cancel()
 	}
 	m.wg.Wait()
+	if m.commitNC != nil {
+		m.commitNC.Close()
+	}
 	if m.nc != nil {
 		m.nc.Close()
 	}
