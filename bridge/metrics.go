@@ -44,5 +44,7 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 		put("aglx_relay_delivered_total", "counter", "Messages delivered to their addressees.", rc.Delivered)
 		put("aglx_relay_undeliverable_total", "counter", "Messages whose addressee has no reachable registered address.", rc.Undeliverable)
 		put("aglx_relay_failed_attempts_total", "counter", "Delivery attempts that failed and will be retried.", rc.Failed)
+		put("aglx_relay_cursor_seq", "gauge", "Sequence up to which every agent-to-agent message is settled.", rc.Cursor)
+		put("aglx_relay_retrying", "gauge", "Messages waiting for another delivery attempt.", rc.Retrying)
 	}
 }

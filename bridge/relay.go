@@ -2,10 +2,9 @@ package bridge
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,22 +12,23 @@ import (
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/projections"
 	"github.com/aglx/ledger/protocol"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Relay bounds.
 const (
-	// RelayConsumer is the durable JetStream consumer the relay reads the
-	// event stream with; JetStream keeps its position across restarts.
-	RelayConsumer = "AGLX_RELAY"
 	// RelayAttemptsMax bounds the deliveries of one message. After the last
 	// one the message stays recorded, undelivered, and is logged.
 	RelayAttemptsMax = 10
 	// relayTimeout bounds one delivery: connecting, writing, and reading
 	// the addressee's reply.
 	relayTimeout = 10 * time.Second
-	// relayPendingMax bounds the messages handed out and not yet settled.
-	relayPendingMax = 1024
+	// relayPendingMax bounds the messages waiting for another attempt. When
+	// it is reached the relay takes no new message until one settles, and
+	// its cursor stays behind them.
+	relayPendingMax = 1024 // messages
+	// relayStretchMax bounds the events taken from memory in one go, so
+	// that retries that fall due are not kept waiting by a long backlog.
+	relayStretchMax = 4096 // events
 )
 
 // HeaderRelayedBy marks a frame the node delivers on behalf of its sender.
@@ -37,29 +37,59 @@ const (
 // message between them forever: the relay is one hop.
 const HeaderRelayedBy = "RELAYED-BY"
 
-// relayBackOff is the wait before each redelivery; JetStream applies it.
+// relayBackOff is the wait before each further attempt.
 var relayBackOff = []time.Duration{time.Second, 5 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute,
 	2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 10 * time.Minute}
 
-// relaySubjects are the messages agents send each other: the relay
-// delivers them to the addressee. Registry, security and announce
-// messages are for registries and are not relayed.
-var relaySubjects = []string{
-	events.SubjectPrefix + ".task.>", events.SubjectPrefix + ".credit.>",
-	events.SubjectPrefix + ".mentor.request.>", events.SubjectPrefix + ".mentor.feedback.>",
-	events.SubjectPrefix + ".registry.exchange.>", events.SubjectPrefix + ".shutdown.>",
-	events.SubjectPrefix + ".plan.>", events.SubjectPrefix + ".ack.>", events.SubjectPrefix + ".error.>",
+// The messages agents send each other, which the relay delivers to the
+// addressee: whole TYPE groups, and single TYPEs of other groups.
+// Registry, security and announce messages are for registries and are not
+// relayed.
+var (
+	relayGroups = []string{"task", "credit", "shutdown", "plan", "ack", "error"}
+	relayTypes  = []string{protocol.TypeMentorRequest, protocol.TypeMentorFeedback, protocol.TypeRegistryExchange}
+)
+
+// relayable reports whether a message of TYPE typ is one agents address
+// to each other.
+func relayable(typ string) bool {
+	group, _, _ := strings.Cut(typ, ".")
+	for _, g := range relayGroups {
+		if group == g {
+			return true
+		}
+	}
+	for _, t := range relayTypes {
+		if typ == t {
+			return true
+		}
+	}
+	return false
 }
 
-// Relay delivers the messages agents address to each other. It follows the
-// event stream with a durable consumer, so a message is delivered after it
-// is recorded, at least once, across restarts of the node. It sends each
-// message, exactly as recorded, to the address the addressee registered
-// (registry.update's address and port) and counts it delivered when the
-// addressee answers. A message to an agent that has no live registration
-// with an address is not delivered: it stays in the log, where the agent
-// (or anyone) can read it. A failed delivery is retried with back-off, up
-// to RelayAttemptsMax times.
+// relaySubjects are the subjects of the relayable TYPEs, for reading back
+// from the stream only what the relay may deliver.
+func relaySubjects() []string {
+	var out []string
+	for _, g := range relayGroups {
+		out = append(out, events.SubjectPrefix+"."+g+".>")
+	}
+	for _, t := range relayTypes {
+		out = append(out, events.SubjectPrefix+"."+events.TypeTokens(t)+".>")
+	}
+	return out
+}
+
+// Relay delivers the messages agents address to each other, after they are
+// recorded, at least once, across restarts of the node. It follows the log
+// as the projections do, from the log's memory while it can and from the
+// stream otherwise, and keeps its position in a cursor (relay_cursor.go).
+// It sends each message, exactly as recorded, to the address the
+// addressee registered (registry.update's address and port) and counts it
+// delivered when the addressee answers. A message to an agent that has no
+// live registration with an address is not delivered: it stays in the
+// log, where the agent (or anyone) can read it. A failed delivery is
+// retried with back-off, up to RelayAttemptsMax times.
 type Relay struct {
 	Log      *events.Log
 	Runner   *projections.Runner
@@ -73,107 +103,239 @@ type Relay struct {
 	Networks []netip.Prefix
 
 	delivered, undeliverable, failed atomic.Int64
+	cursorSeq, waiting               atomic.Int64
+
+	cur *relayCursor // set by Open
 
 	mu    sync.Mutex
 	conns map[string]*Client // by address; reused while they work
 }
 
-// RelayCounters are the relay's running totals.
+// RelayCounters are the relay's running totals and position.
 type RelayCounters struct {
 	Delivered     int64 `json:"delivered"`
 	Undeliverable int64 `json:"undeliverable"`
 	Failed        int64 `json:"failed_attempts"`
+	// Cursor is the sequence up to which every message is settled:
+	// delivered, undeliverable, given up, or not the relay's.
+	Cursor int64 `json:"cursor"`
+	// Retrying counts the messages waiting for another attempt.
+	Retrying int64 `json:"retrying"`
 }
 
 // Counters returns the relay's running totals.
 func (r *Relay) Counters() RelayCounters {
-	return RelayCounters{Delivered: r.delivered.Load(), Undeliverable: r.undeliverable.Load(), Failed: r.failed.Load()}
+	return RelayCounters{Delivered: r.delivered.Load(), Undeliverable: r.undeliverable.Load(), Failed: r.failed.Load(),
+		Cursor: r.cursorSeq.Load(), Retrying: r.waiting.Load()}
+}
+
+// Open reads the relay's saved position, or, the first time, takes the
+// log's end as it stands. Run opens it if it is not open yet; calling it
+// before the node takes frames makes every frame taken after it the
+// relay's.
+func (r *Relay) Open(ctx context.Context) error {
+	if r.cur != nil {
+		return nil
+	}
+	cur, err := openRelayCursor(ctx, r.Log, r.Lg)
+	if err != nil {
+		return err
+	}
+	r.cur = cur
+	r.cursorSeq.Store(int64(cur.saved))
+	return nil
 }
 
 // Run delivers until ctx ends.
 func (r *Relay) Run(ctx context.Context) error {
-	cons, err := r.Log.JetStream().CreateOrUpdateConsumer(ctx, r.Log.Stream(), jetstream.ConsumerConfig{
-		Durable:        RelayConsumer,
-		Description:    "AGLX relay: delivers agent-to-agent messages to their addressees",
-		DeliverPolicy:  jetstream.DeliverNewPolicy,
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		MaxDeliver:     RelayAttemptsMax,
-		BackOff:        relayBackOff,
-		FilterSubjects: relaySubjects,
-		MaxAckPending:  relayPendingMax,
-	})
-	if err != nil {
-		return fmt.Errorf("relay: consumer: %w", err)
+	if err := r.Open(ctx); err != nil {
+		return err
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("relay: %w", err)
-	}
-	defer it.Stop()
 	defer r.closeConns()
-	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			r.Lg.Warn("relay: reading the stream", "err", err)
+	st := &relayRun{r: r, cur: r.cur, next: r.cur.saved + 1, retries: newRetryQueue()}
+	defer st.save(true)
+	for ctx.Err() == nil {
+		st.retryDue(time.Now())
+		st.save(false)
+		if st.retries.len() >= relayPendingMax {
+			st.sleep(ctx, st.retries.nextDue())
 			continue
 		}
-		r.handle(m)
+		if st.end() < st.next {
+			st.waitApplied(ctx)
+			continue
+		}
+		if err := st.follow(ctx); err != nil && ctx.Err() == nil {
+			r.Lg.Warn("relay: reading the stream", "from", st.next, "err", err)
+			st.sleep(ctx, time.Now().Add(time.Second))
+		}
 	}
+	return nil
 }
 
-func (r *Relay) handle(m jetstream.Msg) {
-	meta, err := m.Metadata()
+// relayRun is the state of one Run, owned by its goroutine.
+type relayRun struct {
+	r       *Relay
+	cur     *relayCursor
+	next    uint64 // the first sequence not yet considered
+	retries *retryQueue
+	savedAt time.Time
+}
+
+// follow considers the published events from next on: from the log's
+// memory while they are there, else read back from the stream, filtered
+// to the relayable subjects.
+func (st *relayRun) follow(ctx context.Context) error {
+	end := st.end()
+	for taken := 0; st.next <= end && taken < relayStretchMax; taken++ {
+		e, ok := st.r.Log.Recent(st.next)
+		if !ok {
+			break
+		}
+		st.consider(e)
+		st.next++
+	}
+	if st.next > end {
+		return nil
+	}
+	if _, ok := st.r.Log.Recent(st.next); ok {
+		return nil // stopped at the stretch bound; more on the next turn
+	}
+	err := st.r.Log.Read(ctx, events.ReadOptions{StartSeq: st.next, Subjects: relaySubjects()}, func(e *events.Envelope) error {
+		if e.Seq > end {
+			return events.ErrStop
+		}
+		st.consider(e)
+		if st.retries.len() >= relayPendingMax {
+			st.next = e.Seq + 1
+			return events.ErrStop
+		}
+		return nil
+	})
 	if err != nil {
-		m.Term()
-		return
+		return err
 	}
-	// The addressee is the subject's last token: look it up before paying
-	// for decoding the envelope, since most messages in a busy network go
-	// to agents that are not listening at a registered address.
-	to, err := events.RecipientOf(m.Subject())
-	if err != nil || to == "" || to == r.NodeURI {
-		m.Ack() // not an agent-to-agent message
-		return
+	if st.retries.len() < relayPendingMax {
+		st.next = end + 1
 	}
-	var addr string
-	var ok bool
-	r.Runner.View(func(uint64) { addr, ok = r.Registry.Contact(to, time.Now()) })
+	return nil
+}
+
+// consider delivers e if it is an agent-to-agent message whose addressee
+// can be reached, and queues it for another attempt if that fails.
+func (st *relayRun) consider(e *events.Envelope) {
+	r := st.r
+	if !relayable(e.Type) || e.To == "" || e.To == r.NodeURI || e.Header(HeaderRelayedBy) != "" {
+		return // not the relay's, or relayed once already
+	}
+	addr, ok := r.contact(e.To)
 	if !ok {
 		r.undeliverable.Add(1)
-		r.Lg.Debug("relay: addressee has no live registration with an address; the message stays in the log", "seq", meta.Sequence.Stream, "to", to)
-		m.Term()
-		return
-	}
-	env, err := events.FromMsg(m.Headers(), m.Data(), meta.Sequence.Stream)
-	if err != nil || env.Header(HeaderRelayedBy) != "" {
-		m.Ack() // not decodable, or relayed once already
+		r.Lg.Debug("relay: addressee has no live registration with an address; the message stays in the log", "seq", e.Seq, "to", e.To)
 		return
 	}
 	if !r.allowed(addr) {
 		r.undeliverable.Add(1)
-		r.Lg.Info("relay: the addressee's address is outside the relay networks; the message stays in the log", "seq", env.Seq, "to", env.To, "addr", addr)
-		m.Term()
+		r.Lg.Info("relay: the addressee's address is outside the relay networks; the message stays in the log", "seq", e.Seq, "to", e.To, "addr", addr)
 		return
 	}
-	if err := r.deliver(addr, env); err != nil {
-		r.failed.Add(1)
-		r.Lg.Info("relay: delivery failed; will retry", "seq", env.Seq, "to", env.To, "addr", addr, "attempt", meta.NumDelivered, "err", err)
-		if meta.NumDelivered >= RelayAttemptsMax {
-			r.Lg.Warn("relay: giving up; the message stays in the log", "seq", env.Seq, "to", env.To)
+	st.attempt(&retryItem{env: e, attempts: 0}, addr)
+}
+
+// attempt makes one delivery of it to addr and settles it or queues it.
+func (st *relayRun) attempt(it *retryItem, addr string) {
+	r := st.r
+	it.attempts++
+	err := r.deliver(addr, it.env)
+	if err == nil {
+		r.delivered.Add(1)
+		return
+	}
+	r.failed.Add(1)
+	r.Lg.Info("relay: delivery failed; will retry", "seq", it.env.Seq, "to", it.env.To, "addr", addr, "attempt", it.attempts, "err", err)
+	if it.attempts >= RelayAttemptsMax {
+		r.Lg.Warn("relay: giving up; the message stays in the log", "seq", it.env.Seq, "to", it.env.To)
+		return
+	}
+	it.due = time.Now().Add(relayBackOff[min(it.attempts, len(relayBackOff))-1])
+	st.retries.push(it)
+	r.waiting.Store(int64(st.retries.len()))
+}
+
+// retryDue makes another attempt at every queued message that is due. The
+// addressee's address is looked up again: it may have moved or gone.
+func (st *relayRun) retryDue(now time.Time) {
+	r := st.r
+	for st.retries.len() > 0 && !st.retries.peek().due.After(now) {
+		it := st.retries.pop()
+		addr, ok := r.contact(it.env.To)
+		if !ok || !r.allowed(addr) {
+			r.undeliverable.Add(1)
+			r.Lg.Info("relay: the addressee can no longer be reached; the message stays in the log", "seq", it.env.Seq, "to", it.env.To)
+			continue
 		}
-		// An explicit NAK is redelivered at once unless it names a delay; the
-		// consumer's back-off only governs unacknowledged timeouts.
-		m.NakWithDelay(relayBackOff[min(int(meta.NumDelivered), len(relayBackOff))-1])
+		st.attempt(it, addr)
+	}
+	r.waiting.Store(int64(st.retries.len()))
+}
+
+// settled is the sequence up to which every message is settled.
+func (st *relayRun) settled() uint64 {
+	s := st.next - 1
+	if st.retries.len() > 0 {
+		s = min(s, st.retries.minSeq()-1)
+	}
+	return s
+}
+
+// save writes the cursor if it moved and the last write is old enough, or
+// at once when final.
+func (st *relayRun) save(final bool) {
+	s := st.settled()
+	st.r.cursorSeq.Store(int64(s))
+	if s == st.cur.saved || (!final && time.Since(st.savedAt) < relayCursorSaveInterval) {
 		return
 	}
-	r.delivered.Add(1)
-	m.Ack()
+	if err := st.cur.save(s); err != nil {
+		st.r.Lg.Warn("relay: saving the cursor failed; a restart may deliver some messages again", "seq", s, "err", err)
+	}
+	st.savedAt = time.Now()
+}
+
+// end is the last event the relay may consider: published, and applied
+// by the projections, so that the registry already knows any registration
+// recorded before a message to the agent it registers.
+func (st *relayRun) end() uint64 {
+	return min(st.r.Log.Published(), st.r.Runner.Applied())
+}
+
+// waitApplied waits for the next event, or until the next retry or
+// cursor write is due.
+func (st *relayRun) waitApplied(ctx context.Context) {
+	until := time.Now().Add(relayCursorSaveInterval)
+	if st.retries.len() > 0 && st.retries.nextDue().Before(until) {
+		until = st.retries.nextDue()
+	}
+	wctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	st.r.Runner.WaitFor(wctx, st.next)
+}
+
+func (st *relayRun) sleep(ctx context.Context, until time.Time) {
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// contact is the address the addressee registered, if its registration is
+// live. Whether it is live is a matter of the wall clock: delivery is not
+// a fold.
+func (r *Relay) contact(to string) (addr string, ok bool) {
+	r.Runner.View(func(uint64) { addr, ok = r.Registry.Contact(to, time.Now()) })
+	return addr, ok
 }
 
 // allowed reports whether addr is an IP literal inside the relay networks.

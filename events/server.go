@@ -54,10 +54,11 @@ const (
 // readerPermissions let an analytics consumer read everything and create
 // its own consumers, but neither publish events (which would bypass the
 // bridge and break the node's sequence promises) nor change, purge, delete
-// or snapshot streams.
+// or snapshot streams, nor write the node's key-value buckets (the relay's
+// cursor: moving it would skip deliveries or repeat them).
 var readerPermissions = &server.Permissions{
 	Publish: &server.SubjectPermission{Deny: []string{
-		"aglx.>",
+		"aglx.>", "$KV.>",
 		"$JS.API.STREAM.CREATE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.DELETE.>",
 		"$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.STREAM.SNAPSHOT.>",
 		"$JS.API.STREAM.RESTORE.>", "$JS.API.STREAM.PEER.>", "$JS.API.STREAM.LEADER.>",

@@ -519,9 +519,10 @@ func TestHealthz(t *testing.T) {
 }
 
 // TestNATSReadersCannotWrite: a client on --nats-listen without credentials
-// may read the log but neither append to it nor edit or delete streams.
+// may read the log but neither append to it, nor edit or delete streams,
+// nor move the relay's cursor.
 func TestNATSReadersCannotWrite(t *testing.T) {
-	m := startNode(t, t.TempDir())
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
 	nc, err := nats.Connect(m.NATSURL())
 	if err != nil {
 		t.Fatal(err)
@@ -543,6 +544,10 @@ func TestNATSReadersCannotWrite(t *testing.T) {
 			return err
 		},
 		"delete": func(ctx context.Context) error { return js.DeleteStream(ctx, events.StreamNameDefault) },
+		"move the relay cursor of": func(ctx context.Context) error {
+			_, err := js.Publish(ctx, "$KV."+bridge.RelayCursorBucket+".cursor", []byte("0"))
+			return err
+		},
 		"create": func(ctx context.Context) error {
 			_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SHADOW", Subjects: []string{"shadow.>"}})
 			return err

@@ -129,6 +129,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.cfg.Relay {
 		nets, _ := m.cfg.RelayPrefixes()
 		m.relay = &bridge.Relay{Log: m.log, Runner: m.runner, Registry: m.registry, NodeURI: m.cfg.Name, Lg: m.lg, Networks: nets}
+		// Before any frame is taken: a relay that never ran starts at the
+		// log's end as it stands now.
+		if err := m.relay.Open(ctx); err != nil {
+			return err
+		}
 	}
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.runner.Run(runCtx) }()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"strconv"
@@ -145,5 +146,59 @@ func TestRelayStaysInItsNetworks(t *testing.T) {
 	}
 	if got := m.relay.Counters(); got.Failed != 0 || got.Delivered != 0 {
 		t.Fatalf("the relay tried to reach 10.1.0.42: %+v", got)
+	}
+}
+
+// TestRelayResumesAfterRestart: the relay keeps its position across a
+// restart. A message whose addressee was down when the node stopped is
+// delivered after the restart, once the addressee is back; one delivered
+// before the restart is not delivered again.
+func TestRelayResumesAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	sink := listenAgent(t, "127.0.0.1:0")
+	addr := sink.ln.Addr().String()
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	send := func(m *Main, body string) {
+		t.Helper()
+		c := dial(t, m.TCPAddr())
+		c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://sink.local\nTYPE: task.cancel\n\n" + body + "\n"))
+		c.Flush()
+		if f, _ := readReply(t, c); f.Value(protocol.HeaderStatus) != "202 Accepted" {
+			t.Fatalf("task.cancel: %s %s", f.Value(protocol.HeaderStatus), f.Body)
+		}
+	}
+
+	m := startNodeWith(t, dir, func(c *Config) { c.Relay = true })
+	c := dial(t, m.TCPAddr())
+	c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://sink.local\nTO: %s\nTYPE: registry.update\n\n{\"agent_name\": \"Sink\", \"address\": %q, \"port\": %d, \"status\": \"READY\", \"ttl\": 3600}\n", m.cfg.Name, host, p))
+	c.Flush()
+	if f, _ := readReply(t, c); f.Type() != "registry.ack" {
+		t.Fatalf("registry.update: %s %s", f.Type(), f.Body)
+	}
+	first := `{"task_id": "t1", "reason": "delivered before the restart"}`
+	send(m, first)
+	if f := sink.next(t, 20*time.Second); string(f.Body) != first {
+		t.Fatalf("delivered %s", f.Body)
+	}
+	sink.stop()
+	waiting := `{"task_id": "t2", "reason": "recorded while the addressee was down"}`
+	send(m, waiting)
+	for deadline := time.Now().Add(20 * time.Second); m.relay.Counters().Retrying == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay never tried the absent addressee: %+v", m.relay.Counters())
+		}
+	}
+	m.Close(context.Background())
+
+	back := listenAgent(t, addr)
+	m = startNodeWith(t, dir, func(c *Config) { c.Relay = true })
+	if f := back.next(t, 20*time.Second); string(f.Body) != waiting {
+		t.Fatalf("after the restart the relay delivered %s first, want %s", f.Body, waiting)
+	}
+	last := `{"task_id": "t3", "reason": "after the restart"}`
+	send(m, last)
+	if f := back.next(t, 20*time.Second); string(f.Body) != last {
+		t.Fatalf("delivered %s, want %s", f.Body, last)
 	}
 }
