@@ -179,10 +179,10 @@ func TestVerdictCacheBoundAndRace(t *testing.T) {
 }
 
 // TestVerdictCacheInTheFold has ingest workers verify signatures in parallel
-// (reading keys under a lock, as Runner.View gives) while the fold applies
-// the same events, and checks that every verdict is what a fold without a
-// cache reaches, including across a key rotation the workers cannot yet
-// see. A cached verdict for another key is never taken.
+// (reading keys through CurrentKey's own lock, not the runner's) while the
+// fold applies the same events, and checks that every verdict is what a
+// fold without a cache reaches, including across a key rotation the
+// workers cannot yet see. A cached verdict for another key is never taken.
 func TestVerdictCacheInTheFold(t *testing.T) {
 	const bob = "agent://bob.local"
 	k1, k2 := newEd25519(t), newEd25519(t)
@@ -214,7 +214,7 @@ func TestVerdictCacheInTheFold(t *testing.T) {
 		evs[i] = h.event(f, at(i))
 	}
 
-	var mu sync.RWMutex // stands for the runner's lock
+	var mu sync.Mutex // stands for the runner's lock, which the workers never take
 	jobs := make(chan *Event)
 	var wg sync.WaitGroup
 	for range 4 {
@@ -222,9 +222,7 @@ func TestVerdictCacheInTheFold(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for e := range jobs {
-				mu.RLock()
 				pub, kid, ok := h.r.CurrentKey(e.From)
-				mu.RUnlock()
 				if ok {
 					cache.Put(e.ID, kid, VerifyEnvelope(pub, e.Envelope) == nil)
 				}

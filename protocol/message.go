@@ -33,7 +33,18 @@ type Message struct {
 	Credits *Amount
 	// Payload is a pointer to the payload type of Info, e.g. *CreditTransfer.
 	Payload Payload
+
+	// timestampRaw is the raw JSON value of the body's top-level
+	// "timestamp" member, nil when absent. The registry's fold reads it for
+	// every signed message, and Parse's one pass over the body has found
+	// it already.
+	timestampRaw []byte
 }
+
+// TimestampRaw is the raw JSON value of the body's top-level "timestamp"
+// member, whatever the TYPE's payload makes of it, or nil: signed messages
+// of every TYPE must carry one.
+func (m *Message) TimestampRaw() []byte { return m.timestampRaw }
 
 // Parse checks a decoded frame's headers and body and returns its typed
 // message. A refusal is a *Error with StatusBadRequest, never Fatal: the
@@ -102,6 +113,7 @@ func parse(f *Frame) (*Message, *Error) {
 	if !isObject {
 		return nil, Errorf(StatusBadRequest, "the body must be a JSON object")
 	}
+	m.timestampRaw = memberValue(s.top, "timestamp")
 	pt := payloadTypes()[info.Name]
 	m.Payload = pt.new()
 	if e := decodeFields(s.top, reflect.ValueOf(m.Payload).Elem(), pt.fields, objectPath{index: -1}); e != nil {
