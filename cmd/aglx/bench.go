@@ -86,7 +86,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "cold replay: %d events in %s\n", replay.events, replay.elapsed)
-		fmt.Fprintf(stdout, "signed ingest %.0f/s (%d refused), verify %s, ceiling %.0f/s, ratio %.2f, p50 %s p99 %s\n", r.PerSec, r.Errors, per, ceiling, r.PerSec/ceiling, r.P50, r.P99)
+		fmt.Fprintf(stdout, "signed ingest %.0f/s (%d refused), verify %s, ceiling %.0f/s, ratio %.2f, p50 %s p99 %s, CPU %s per frame\n", r.PerSec, r.Errors, per, ceiling, r.PerSec/ceiling, r.P50, r.P99, r.CPUPerFrame())
 		return nil
 	}
 	frame := benchFrame
@@ -95,8 +95,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "ingest %.0f/s (%d refused), p50 %s p99 %s; commits p50 <= %s p99 <= %s, %.0f events each\n",
-			r.PerSec, r.Errors, r.P50, r.P99, cs.Quantile(0.5), cs.Quantile(0.99), float64(cs.Events)/float64(max(cs.Commits, 1)))
+		fmt.Fprintf(stdout, "ingest %.0f/s (%d refused), p50 %s p99 %s, CPU %s per frame; commits p50 <= %s p99 <= %s, %.0f events each\n",
+			r.PerSec, r.Errors, r.P50, r.P99, r.CPUPerFrame(), cs.Quantile(0.5), cs.Quantile(0.99), float64(cs.Events)/float64(max(cs.Commits, 1)))
 		return nil
 	}
 	size := len(frame(0)) + 200 // body plus the envelope headers, as stored
@@ -279,6 +279,10 @@ func startBenchNode(ctx context.Context, dir string, sync time.Duration) (*bench
 	go runner.Run(runCtx)
 	relay := &bridge.Relay{Log: l, Runner: runner, Registry: registry, NodeURI: name, Lg: quiet,
 		Networks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	if err := relay.Open(ctx); err != nil {
+		closeAll()
+		return nil, err
+	}
 	go relay.Run(runCtx)
 	srv := bridge.New(l, bridge.Config{
 		Name: name, AllowPlaintextSecurity: true,
