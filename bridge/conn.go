@@ -186,6 +186,7 @@ func (c *conn) writeLoop() {
 		if reply == nil {
 			continue
 		}
+		c.s.n.ack.Observe(time.Since(it.receivedAt))
 		if _, werr = bw.Write(reply); werr == nil && len(c.replies) == 0 {
 			werr = c.flush(bw)
 		}

@@ -3,8 +3,6 @@ package bridge
 import (
 	"fmt"
 	"net/http"
-
-	"github.com/aglx/ledger/events"
 )
 
 // metrics writes the node's counters in the Prometheus text format: a
@@ -27,18 +25,8 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 	put("aglx_wal_commit_failures_total", "counter", "Group commits the write-ahead stream did not take.", cs.Failures)
 	put("aglx_wal_committed_events_total", "counter", "Events in those commits.", cs.Events)
 	put("aglx_wal_committed_bytes_total", "counter", "Encoded bytes of those commits.", cs.Bytes)
-	put("aglx_wal_commit_seconds_total", "counter", "Time spent waiting for commits.", cs.Waiting.Seconds())
-	put("aglx_wal_commit_slowest_seconds", "gauge", "The slowest commit since start.", cs.Slowest.Seconds())
-	const h = "aglx_wal_commit_duration_seconds"
-	fmt.Fprintf(w, "# HELP %s Latency of group commits to the write-ahead stream (one fsync each).\n# TYPE %s histogram\n", h, h)
-	var cum int64
-	for i, le := range events.CommitBuckets {
-		cum += cs.Buckets[i]
-		fmt.Fprintf(w, "%s_bucket{le=\"%g\"} %d\n", h, le.Seconds(), cum)
-	}
-	fmt.Fprintf(w, "%s_bucket{le=\"+Inf\"} %d\n%s_sum %g\n%s_count %d\n", h, cs.Commits, h, cs.Waiting.Seconds(), h, cs.Commits)
-	put("aglx_log_published_seq", "gauge", "Last sequence in the event stream.", api.Log.Published())
-	put("aglx_projections_applied_seq", "gauge", "Last sequence applied by the projections.", api.Runner.Applied())
+	cs.Latency.WritePrometheus(w, "aglx_wal_commit_duration_seconds", "Latency of group commits to the write-ahead stream (one fsync each).")
+	api.Edge.AckLatency().WritePrometheus(w, "aglx_ack_duration_seconds", "From reading a frame to handing its reply to the socket.")
 	if api.Relay != nil {
 		rc := api.Relay.Counters()
 		put("aglx_relay_delivered_total", "counter", "Messages delivered to their addressees.", rc.Delivered)

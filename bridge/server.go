@@ -108,6 +108,9 @@ type counters struct {
 	connsOpen, connsTotal, connsShed atomic.Int64
 	appended, refused                atomic.Int64
 	udpAppended, udpRefused          atomic.Int64
+	// ack is the time from reading a frame to handing its reply to the
+	// socket: the node's share of an agent's ack latency.
+	ack events.Latency
 }
 
 // Server serves AGLX on any number of TCP listeners and UDP sockets.
@@ -154,6 +157,10 @@ func (s *Server) Counters() Counters {
 		UDPRefused:       s.n.udpRefused.Load(),
 	}
 }
+
+// AckLatency is how long frames took from being read to having their reply
+// written to the socket's buffer.
+func (s *Server) AckLatency() events.LatencySnapshot { return s.n.ack.Snapshot() }
 
 // ErrServerClosed is returned by the Serve methods after Shutdown.
 var ErrServerClosed = errors.New("bridge: server closed")

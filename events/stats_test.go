@@ -1,24 +1,22 @@
 package events
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 	"time"
 )
 
-// TestCommitQuantile: the histogram's quantiles are the bucket bounds that
-// hold them, never below the true value, and the open bucket reports the
-// slowest commit.
-func TestCommitQuantile(t *testing.T) {
-	var s commitStats
+// TestLatencyQuantile: a quantile is the bound of the bucket that holds it,
+// never below the true value, and the open bucket reports the maximum.
+func TestLatencyQuantile(t *testing.T) {
+	var h Latency
 	for range 98 {
-		s.commit(1, 1, 300*time.Microsecond, nil) // bucket 500 µs
+		h.Observe(300 * time.Microsecond) // bucket 500 µs
 	}
-	s.commit(1, 1, 7*time.Millisecond, nil) // bucket 8 ms
-	s.commit(1, 1, 3*time.Second, nil)      // open bucket
-	cs := CommitStats{Slowest: time.Duration(s.maxNanos.Load())}
-	for i := range s.buckets {
-		cs.Buckets[i] = s.buckets[i].Load()
-	}
+	h.Observe(7 * time.Millisecond) // bucket 8 ms
+	h.Observe(3 * time.Second)      // past every bound
+	s := h.Snapshot()
 	for _, tc := range []struct {
 		q    float64
 		want time.Duration
@@ -28,11 +26,38 @@ func TestCommitQuantile(t *testing.T) {
 		{0.99, 8 * time.Millisecond},
 		{1, 3 * time.Second},
 	} {
-		if got := cs.Quantile(tc.q); got != tc.want {
+		if got := s.Quantile(tc.q); got != tc.want {
 			t.Errorf("Quantile(%v) = %v, want %v", tc.q, got, tc.want)
 		}
 	}
-	if got := (CommitStats{}).Quantile(0.99); got != 0 {
-		t.Errorf("Quantile of no commits = %v, want 0", got)
+	if s.Count != 100 || s.Max != 3*time.Second || s.Sum != 98*300*time.Microsecond+7*time.Millisecond+3*time.Second {
+		t.Errorf("count %d, max %v, sum %v", s.Count, s.Max, s.Sum)
+	}
+	if got := (LatencySnapshot{}).Quantile(0.99); got != 0 {
+		t.Errorf("Quantile of nothing = %v, want 0", got)
+	}
+	var one Latency
+	one.Observe(100 * time.Microsecond)
+	if got := one.Snapshot().Quantile(0.5); got != 100*time.Microsecond {
+		t.Errorf("Quantile of one 100 µs = %v: a bound above the maximum", got)
+	}
+}
+
+// TestLatencyPrometheus: the buckets are cumulative and end with +Inf,
+// which must equal the count.
+func TestLatencyPrometheus(t *testing.T) {
+	var h Latency
+	h.Observe(time.Millisecond)
+	h.Observe(3 * time.Millisecond)
+	h.Observe(2 * time.Second)
+	var b bytes.Buffer
+	h.Snapshot().WritePrometheus(&b, "x_seconds", "help")
+	for _, want := range []string{
+		"# TYPE x_seconds histogram\n", `x_seconds_bucket{le="0.001"} 1` + "\n", `x_seconds_bucket{le="0.004"} 2` + "\n",
+		`x_seconds_bucket{le="1"} 2` + "\n", `x_seconds_bucket{le="+Inf"} 3` + "\n", "x_seconds_count 3\n", "x_seconds_sum 2.004\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("missing %q in\n%s", want, b.String())
+		}
 	}
 }

@@ -40,12 +40,27 @@ type benchRow struct {
 	CommitP50 time.Duration `json:"commit_p50_ns,omitempty"`
 	CommitP99 time.Duration `json:"commit_p99_ns,omitempty"`
 	PerCommit float64       `json:"events_per_commit,omitempty"`
+	// The node's own share of the ack latency: from reading a frame to
+	// writing its reply (bucket bounds, as above).
+	NodeP50 time.Duration `json:"node_p50_ns,omitempty"`
+	NodeP99 time.Duration `json:"node_p99_ns,omitempty"`
+	// CPUPerFrame is the process's CPU time per frame, load generator
+	// included.
+	CPUPerFrame time.Duration `json:"cpu_per_frame_ns,omitempty"`
+}
+
+// nodeStats are what a node measured about itself during a run.
+type nodeStats struct {
+	commits events.CommitStats
+	ack     events.LatencySnapshot
 }
 
 // nodeRow is the report's line for a run against a node.
-func nodeRow(name string, r bridge.LoadResult, cs events.CommitStats) benchRow {
+func nodeRow(name string, r bridge.LoadResult, ns nodeStats) benchRow {
+	cs := ns.commits
 	row := benchRow{Name: name, Count: r.Frames, PerSec: r.PerSec, P50: r.P50, P99: r.P99, Elapsed: r.Elapsed,
-		CommitP50: cs.Quantile(0.5), CommitP99: cs.Quantile(0.99)}
+		CommitP50: cs.Quantile(0.5), CommitP99: cs.Quantile(0.99), NodeP50: ns.ack.Quantile(0.5), NodeP99: ns.ack.Quantile(0.99),
+		CPUPerFrame: r.CPUPerFrame()}
 	if cs.Commits > 0 {
 		row.PerCommit = float64(cs.Events) / float64(cs.Commits)
 	}
@@ -63,7 +78,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	half := fs.Float64("rate-fraction", 0.5, "the latency run sends at this fraction of the measured peak")
 	dir := fs.String("dir", "", "where the servers keep their stores (default: a temporary directory)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	only := fs.String("only", "", "run only this part: raw, ingest or signed")
+	only := fs.String("only", "", "run only this part: raw, ingest (peak), latency (peak, then paced) or signed")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each timed load run to this file, suffixed with the run's name")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -90,13 +105,25 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		return nil
 	}
 	frame := benchFrame
-	if *only == "ingest" {
-		r, cs, err := benchIngest(ctx, *dir+"/node-peak", 0, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
+	if *only == "ingest" || *only == "latency" {
+		report := func(name string, r bridge.LoadResult, ns nodeStats) {
+			cs := ns.commits
+			fmt.Fprintf(stdout, "%s %.0f/s (%d refused), p50 %s p99 %s, CPU %s per frame; in the node p50 <= %s p99 <= %s max %s; commits p50 <= %s p99 <= %s max %s, %.0f events each\n",
+				name, r.PerSec, r.Errors, r.P50, r.P99, r.CPUPerFrame(), ns.ack.Quantile(0.5), ns.ack.Quantile(0.99), ns.ack.Max,
+				cs.Quantile(0.5), cs.Quantile(0.99), cs.Latency.Max, float64(cs.Events)/float64(max(cs.Commits, 1)))
+		}
+		r, ns, err := benchIngest(ctx, *dir+"/node-peak", 0, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "ingest %.0f/s (%d refused), p50 %s p99 %s, CPU %s per frame; commits p50 <= %s p99 <= %s, %.0f events each\n",
-			r.PerSec, r.Errors, r.P50, r.P99, r.CPUPerFrame(), cs.Quantile(0.5), cs.Quantile(0.99), float64(cs.Events)/float64(max(cs.Commits, 1)))
+		report("ingest", r, ns)
+		if *only == "latency" {
+			rate := r.PerSec * *half
+			if r, ns, err = benchIngest(ctx, *dir+"/node-paced", 0, bridge.Load{Conns: *conns, Frames: min(*n, int(rate*10)+1), Rate: rate, Frame: frame}); err != nil {
+				return err
+			}
+			report(fmt.Sprintf("paced at %.0f%%:", *half*100), r, ns)
+		}
 		return nil
 	}
 	size := len(frame(0)) + 200 // body plus the envelope headers, as stored
@@ -112,22 +139,22 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		rows = append(rows, benchRow{Name: raw.name, Count: r.Msgs, PerSec: r.PerSec, P50: r.P50, P99: r.P99, Elapsed: r.Elapsed})
 	}
-	peak, cs, err := benchIngest(ctx, *dir+"/node-peak", 0, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
+	peak, ns, err := benchIngest(ctx, *dir+"/node-peak", 0, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
 	if err != nil {
 		return fmt.Errorf("ingest: %w", err)
 	}
-	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest, fsync always, %d conns pipelined", *conns), peak, cs))
+	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest, fsync always, %d conns pipelined", *conns), peak, ns))
 	rate := peak.PerSec * *half
-	paced, cs, err := benchIngest(ctx, *dir+"/node-paced", 0, bridge.Load{Conns: *conns, Frames: min(*n, int(rate*10)+1), Rate: rate, Frame: frame})
+	paced, ns, err := benchIngest(ctx, *dir+"/node-paced", 0, bridge.Load{Conns: *conns, Frames: min(*n, int(rate*10)+1), Rate: rate, Frame: frame})
 	if err != nil {
 		return fmt.Errorf("ingest at %.0f/s: %w", rate, err)
 	}
-	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest at %.0f%% of peak (%.0f/s)", *half*100, rate), paced, cs))
-	relaxed, cs, err := benchIngest(ctx, *dir+"/node-relaxed", time.Second, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
+	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest at %.0f%% of peak (%.0f/s)", *half*100, rate), paced, ns))
+	relaxed, ns, err := benchIngest(ctx, *dir+"/node-relaxed", time.Second, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
 	if err != nil {
 		return fmt.Errorf("ingest with --fsync 1s: %w", err)
 	}
-	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest, --fsync 1s (not durable), %d conns", *conns), relaxed, cs))
+	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest, --fsync 1s (not durable), %d conns", *conns), relaxed, ns))
 	signedN := min(*n, 50000)
 	signed, ceiling, per, replay, err := benchSigned(ctx, *dir+"/node-signed", signedN, *conns)
 	if err != nil {
@@ -136,7 +163,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	if signed.Errors > 0 {
 		return fmt.Errorf("signed ingest: %d transfers were refused", signed.Errors)
 	}
-	signedRow := benchRow{Name: fmt.Sprintf("aglxd signed credit.transfer ingest, %d conns", *conns), Count: signed.Frames, PerSec: signed.PerSec, P50: signed.P50, P99: signed.P99, Elapsed: signed.Elapsed}
+	signedRow := benchRow{Name: fmt.Sprintf("aglxd signed credit.transfer ingest, %d conns", *conns), Count: signed.Frames, PerSec: signed.PerSec,
+		P50: signed.P50, P99: signed.P99, Elapsed: signed.Elapsed, CPUPerFrame: signed.CPUPerFrame()}
 	for i := range rows {
 		rows[i].Ratio = rows[i].PerSec / rows[0].PerSec
 	}
@@ -148,19 +176,23 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			"signed": signedRow, "verify_ns": per.Nanoseconds(), "verify_ceiling_per_sec": ceiling})
 	}
 	fmt.Fprintf(stdout, "%d CPUs, %s, frames of %d bytes, %d messages per run\n\n", runtime.NumCPU(), runtime.Version(), len(frame(0)), *n)
-	fmt.Fprintf(stdout, "| %-58s | %10s | %6s | %9s | %9s | %19s |\n", "run", "msg/s", "ratio", "p50", "p99", "commit p50/p99 (ev)")
-	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s|%s|\n", dashes(60), dashes(12), dashes(8), dashes(11), dashes(11), dashes(21))
+	fmt.Fprintf(stdout, "| %-58s | %8s | %5s | %9s | %9s | %15s | %19s | %9s |\n", "run", "msg/s", "ratio", "p50", "p99", "node p50/p99", "commit p50/p99 (ev)", "CPU/frame")
+	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s|%s|%s|%s|\n", dashes(60), dashes(10), dashes(7), dashes(11), dashes(11), dashes(17), dashes(21), dashes(11))
 	for _, r := range rows {
-		commits := ""
+		node, commits, cpu := "", "", ""
 		if r.PerCommit > 0 {
+			node = fmt.Sprintf("%s/%s", r.NodeP50, r.NodeP99)
 			commits = fmt.Sprintf("%s/%s (%.0f)", r.CommitP50, r.CommitP99, r.PerCommit)
+			cpu = r.CPUPerFrame.Round(100 * time.Nanosecond).String()
 		}
-		fmt.Fprintf(stdout, "| %-58s | %10.0f | %6.2f | %9s | %9s | %19s |\n", r.Name, r.PerSec, r.Ratio, r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), commits)
+		fmt.Fprintf(stdout, "| %-58s | %8.0f | %5.2f | %9s | %9s | %15s | %19s | %9s |\n", r.Name, r.PerSec, r.Ratio,
+			r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), node, commits, cpu)
 	}
 	fmt.Fprintf(stdout, "\nsignature check (Ed25519, canonical form included): %s on one core; ceiling %d cores / %s = %.0f/s\n\n", per.Round(100*time.Nanosecond), runtime.NumCPU(), per.Round(100*time.Nanosecond), ceiling)
-	fmt.Fprintf(stdout, "| %-58s | %10s | %6s | %9s | %9s |\n", "run", "msg/s", "ratio", "p50", "p99")
-	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s|\n", dashes(60), dashes(12), dashes(8), dashes(11), dashes(11))
-	fmt.Fprintf(stdout, "| %-58s | %10.0f | %6.2f | %9s | %9s |\n", signedRow.Name+" (ratio: to the verify ceiling)", signedRow.PerSec, signedRow.Ratio, signedRow.P50.Round(10*time.Microsecond), signedRow.P99.Round(10*time.Microsecond))
+	fmt.Fprintf(stdout, "| %-58s | %8s | %5s | %9s | %9s | %9s |\n", "run", "msg/s", "ratio", "p50", "p99", "CPU/frame")
+	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s|%s|\n", dashes(60), dashes(10), dashes(7), dashes(11), dashes(11), dashes(11))
+	fmt.Fprintf(stdout, "| %-58s | %8.0f | %5.2f | %9s | %9s | %9s |\n", signedRow.Name+" (ratio: to the verify ceiling)", signedRow.PerSec, signedRow.Ratio,
+		signedRow.P50.Round(10*time.Microsecond), signedRow.P99.Round(10*time.Microsecond), signedRow.CPUPerFrame.Round(100*time.Nanosecond))
 	if replay.events > 0 {
 		fmt.Fprintf(stdout, "\ncold replay of that log (registry and ledger, every signature checked again, in parallel): %d events in %s, %.0f events/s\n",
 			replay.events, replay.elapsed.Round(time.Millisecond), float64(replay.events)/replay.elapsed.Seconds())
@@ -230,6 +262,7 @@ type benchNode struct {
 	key   crypto.Signer
 	nc    *nats.Conn
 	log   *events.Log
+	srv   *bridge.Server
 	close func()
 }
 
@@ -296,19 +329,19 @@ func startBenchNode(ctx context.Context, dir string, sync time.Duration) (*bench
 	}
 	go srv.ServeTCP(ln, events.TransportTCP)
 	closers = append(closers, func() { srv.Shutdown(context.Background()) })
-	return &benchNode{addr: ln.Addr().String(), name: name, key: key, nc: nc, log: l, close: closeAll}, nil
+	return &benchNode{addr: ln.Addr().String(), name: name, key: key, nc: nc, log: l, srv: srv, close: closeAll}, nil
 }
 
 // benchIngest puts load on a fresh node.
-func benchIngest(ctx context.Context, dir string, sync time.Duration, load bridge.Load) (bridge.LoadResult, events.CommitStats, error) {
+func benchIngest(ctx context.Context, dir string, sync time.Duration, load bridge.Load) (bridge.LoadResult, nodeStats, error) {
 	n, err := startBenchNode(ctx, dir, sync)
 	if err != nil {
-		return bridge.LoadResult{}, events.CommitStats{}, err
+		return bridge.LoadResult{}, nodeStats{}, err
 	}
 	defer n.close()
 	load.Addr = n.addr
 	r, err := timedLoad(ctx, filepath.Base(dir), load)
-	return r, n.log.CommitStats(), err
+	return r, nodeStats{commits: n.log.CommitStats(), ack: n.srv.AckLatency()}, err
 }
 
 // benchAgents is how many agents the signed run spreads its transfers over.
