@@ -22,7 +22,7 @@ func (d *Decoder) readBody() ([]byte, error) {
 		return nil, fatalf(StatusBadRequest, "the body must be one JSON object starting with '{', got %s", quoteShort(first))
 	}
 	var (
-		body     = make([]byte, 0, 512)
+		body     = d.scratch[:0]
 		stack    [JSONDepthMax]byte
 		depth    int
 		inString bool
@@ -75,7 +75,7 @@ func (d *Decoder) readBody() ([]byte, error) {
 				if depth == 0 {
 					body = append(body, chunk[:i+1]...)
 					d.r.Discard(i + 1)
-					return body, nil
+					return d.keep(body), nil
 				}
 			}
 		}
@@ -83,6 +83,22 @@ func (d *Decoder) readBody() ([]byte, error) {
 		d.r.Discard(len(chunk))
 	}
 }
+
+// keep returns a body of exactly the size read, and keeps the buffer it
+// was gathered in for the next frame if it is small: a frame is usually a
+// few hundred bytes, and allocating a generous buffer per frame cost more
+// memory traffic than the copy.
+func (d *Decoder) keep(body []byte) []byte {
+	out := append([]byte(nil), body...)
+	if cap(body) <= scratchSizeMax {
+		d.scratch = body[:0]
+	}
+	return out
+}
+
+// scratchSizeMax bounds the body buffer a Decoder keeps between frames, so
+// that one large body does not pin its buffer for the connection's life.
+const scratchSizeMax = 8 << 10 // bytes
 
 // skipBodyLead skips the white space between the separator line and the body.
 func (d *Decoder) skipBodyLead() error {

@@ -47,7 +47,8 @@ type Decoder struct {
 	r         *bufio.Reader
 	bodyMax   int
 	checkJSON bool
-	err       error // sticky fatal error
+	err       error  // sticky fatal error
+	scratch   []byte // where readBody gathers a body; see keep
 }
 
 // NewDecoder returns a Decoder reading from r.
@@ -88,7 +89,9 @@ func (d *Decoder) decode() (*Frame, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Frame{}
+	// Room for the usual headers (FROM, TO, TYPE, CONTENT-TYPE, ID,
+	// CONTENT-LENGTH and one more) in one allocation instead of four.
+	f := &Frame{Headers: make([]Header, 0, 7)}
 	deferred := d.parseStartLine(f, line)
 	if deferred != nil && deferred.Fatal {
 		return nil, deferred

@@ -79,7 +79,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	dir := fs.String("dir", "", "where the servers keep their stores (default: a temporary directory)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	only := fs.String("only", "", "run only this part: raw, ingest (peak), latency (peak, then paced) or signed")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each timed load run to this file, suffixed with the run's name")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each timed load run to this file, suffixed with the run's name (and the allocations so far, suffixed .allocs)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -219,7 +219,12 @@ func timedLoad(ctx context.Context, name string, load bridge.Load) (bridge.LoadR
 		return bridge.LoadResult{}, err
 	}
 	defer pprof.StopCPUProfile()
-	return load.Run(ctx)
+	r, err := load.Run(ctx)
+	if mf, merr := os.Create(profilePrefix + "." + name + ".allocs"); merr == nil {
+		pprof.Lookup("allocs").WriteTo(mf, 0)
+		mf.Close()
+	}
+	return r, err
 }
 
 func dashes(n int) string {
