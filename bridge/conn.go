@@ -248,10 +248,10 @@ func (s *Server) prepare(f *protocol.Frame, decodeErr *protocol.Error, transport
 	return it
 }
 
-// validate checks a prepared frame and, if it is good, builds its event.
-// It is safe to run on any goroutine; it closes it.validated.
-func (s *Server) validate(it *item) {
-	defer close(it.validated)
+// validate checks a prepared frame and, if it is good, builds its event,
+// and reports whether the event's signature is still to be checked (by
+// verify). It is safe to run on any goroutine.
+func (s *Server) validate(it *item) (verify bool) {
 	if it.decodeErr != nil {
 		s.refuse(it, it.decodeErr)
 		return
@@ -289,10 +289,8 @@ func (s *Server) validate(it *item) {
 	if env.To == s.cfg.Name {
 		it.accepted = protocol.StatusOK
 	}
-	if s.cfg.Verifier != nil {
-		s.cfg.Verifier.Verify(env, msg)
-	}
 	it.env = env
+	return s.cfg.Verifier != nil && s.cfg.Verifier.NeedsCheck(env, msg)
 }
 
 // needsTLS is the refusal of a security message that came in the clear.

@@ -58,6 +58,9 @@ type Config struct {
 
 // Verifier checks a message's signature ahead of the fold.
 type Verifier interface {
+	// NeedsCheck reports, cheaply, whether Verify would check a signature:
+	// frames that need none skip the validation workers.
+	NeedsCheck(env *events.Envelope, msg *protocol.Message) bool
 	Verify(env *events.Envelope, msg *protocol.Message)
 }
 

@@ -72,7 +72,9 @@ func (s *Server) handleDatagram(pc net.PacketConn, addr net.Addr, b []byte, wait
 		decodeErr = asProtocolError(err)
 	}
 	it := s.prepare(f, decodeErr, events.TransportUDP, peer)
-	s.validate(it)
+	if s.validate(it) {
+		s.cfg.Verifier.Verify(it.env, it.env.Msg)
+	}
 	s.append(it)
 	if it.refusal != nil {
 		s.n.udpRefused.Add(1)

@@ -18,6 +18,16 @@ type IngestVerifier struct {
 	Cache    *VerdictCache
 }
 
+// NeedsCheck reports whether Verify would check env's signature: the
+// policy covers the message and its sender has a key.
+func (v *IngestVerifier) NeedsCheck(env *events.Envelope, msg *protocol.Message) bool {
+	if v == nil || !MessageNeedsSignature(msg) {
+		return false
+	}
+	_, _, ok := v.Registry.CurrentKey(env.From)
+	return ok
+}
+
 // Verify checks env's signature against its sender's current key, if the
 // message is one the policy covers and the sender has a key, and records
 // the verdict. It is safe to call from many goroutines.
