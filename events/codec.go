@@ -59,7 +59,15 @@ const timeFormat = "2006-01-02T15:04:05.000000000Z07:00"
 // before it assigns sequences, and JetStream's own deduplication must never
 // drop an event the node has promised a sequence to.
 func toMsg(e *Envelope, walSeq uint64) *nats.Msg {
-	b := make([]byte, 0, 256+len(e.Headers)*48)
+	m, _ := appendMsg(nil, e, walSeq)
+	return m
+}
+
+// appendMsg is toMsg that builds the envelope header in scratch and returns
+// it for the next call: the publisher encodes every event, and the header
+// is copied into its string anyway.
+func appendMsg(scratch []byte, e *Envelope, walSeq uint64) (*nats.Msg, []byte) {
+	b := scratch[:0]
 	b = append(b, `{"v":1,"type":`...)
 	b = appendJSONString(b, e.Type)
 	b = append(b, `,"from":`...)
@@ -105,7 +113,7 @@ func toMsg(e *Envelope, walSeq uint64) *nats.Msg {
 	}
 	b = append(b, "]}"...)
 	h := nats.Header{HdrEventID: {e.ID}, HdrEnvelope: {string(b)}}
-	return &nats.Msg{Subject: Subject(e.Type, e.From, e.To), Header: h, Data: e.Body}
+	return &nats.Msg{Subject: Subject(e.Type, e.From, e.To), Header: h, Data: e.Body}, b
 }
 
 // appendJSONString appends s as a JSON string. Control characters and any

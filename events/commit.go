@@ -202,6 +202,7 @@ type inflightPub struct {
 func (l *Log) publishLoop() {
 	defer l.wg.Done()
 	var fifo []inflightPub
+	var scratch []byte
 	for b := range l.toPublish {
 		for len(fifo) > BatchEventsMax {
 			fifo = l.reap(fifo, 1)
@@ -210,7 +211,9 @@ func (l *Log) publishLoop() {
 			if e.Seq <= l.Published() {
 				continue // put back by a repair already
 			}
-			fut, err := l.js.PublishMsgAsync(toMsg(e, b.walSeq), jetstream.WithExpectLastSequence(e.Seq-1))
+			var m *nats.Msg
+			m, scratch = appendMsg(scratch, e, b.walSeq)
+			fut, err := l.js.PublishMsgAsync(m, jetstream.WithExpectLastSequence(e.Seq-1))
 			if err != nil {
 				l.lg.Warn("publishing to the event stream failed; repairing from the write-ahead stream", "seq", e.Seq, "err", err)
 				fifo = l.repair(fifo)
