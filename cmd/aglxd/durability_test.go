@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// gateProxy forwards TCP connections to upstream and can hold every byte
+// back: a NATS server that is alive but does not answer.
+type gateProxy struct {
+	ln       net.Listener
+	upstream string
+
+	mu    sync.Mutex
+	open  chan struct{} // closed while bytes may flow
+	conns []net.Conn
+}
+
+func startGateProxy(t *testing.T, upstream string) *gateProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &gateProxy{ln: ln, upstream: upstream, open: make(chan struct{})}
+	close(p.open)
+	t.Cleanup(p.stop)
+	go func() {
+		for {
+			down, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", upstream)
+			if err != nil {
+				down.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, down, up)
+			p.mu.Unlock()
+			go p.pipe(up, down)
+			go p.pipe(down, up)
+		}
+	}()
+	return p
+}
+
+// pipe copies src to dst, waiting at the gate before each write.
+func (p *gateProxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			open := p.open
+			p.mu.Unlock()
+			<-open
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				dst.Close()
+			}
+			return
+		}
+	}
+}
+
+func (p *gateProxy) pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.open = make(chan struct{})
+}
+
+func (p *gateProxy) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+	default:
+		close(p.open)
+	}
+}
+
+func (p *gateProxy) stop() {
+	p.resume()
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
+// TestNoReplyBeforeDurable holds JetStream's answers back, with a proxy
+// between the node and its NATS server, and shows that a frame is not
+// answered while its event is not stored: the write-ahead stream does not
+// have it, and the agent has no reply. Once the server answers again, the
+// reply comes, and the event it names is in the log.
+func TestNoReplyBeforeDurable(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	proxy := startGateProxy(t, ns.Addr().String())
+
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.NATSURL = "nats://" + proxy.ln.Addr().String() })
+	t.Cleanup(proxy.resume) // runs first: a failure must not leave the node stopping against a mute server
+	c := dial(t, m.TCPAddr())
+	c.Write(referenceFiles(t)[3]) // task.result: recorded, then acked
+	c.Flush()
+	readAck(t, c) // the path works
+
+	// The node's own view of the write-ahead stream, bypassing the proxy.
+	direct, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	js, _ := jetstream.New(direct)
+	walMsgs := func() uint64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := js.Stream(ctx, events.StreamNameDefault+"_WAL")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	before := walMsgs()
+
+	proxy.pause()
+	c.Write(referenceFiles(t)[3])
+	c.Flush()
+	replies := make(chan *protocol.Frame, 1)
+	go func() {
+		f, err := c.ReadReply()
+		if err != nil {
+			close(replies)
+			return
+		}
+		replies <- f
+	}()
+	select {
+	case f := <-replies:
+		t.Fatalf("a reply came while JetStream could not answer: %v %s", f, f.Body)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	if got := walMsgs(); got != before {
+		t.Fatalf("the write-ahead stream grew from %d to %d through a closed gate", before, got)
+	}
+
+	proxy.resume()
+	var f *protocol.Frame
+	select {
+	case f = <-replies:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reply after JetStream answered again")
+	}
+	if f == nil || f.Type() != "ack" {
+		t.Fatalf("reply after the pause: %v", f)
+	}
+	if got := walMsgs(); got <= before {
+		t.Fatalf("acknowledged, but the write-ahead stream still holds %d batches", got)
+	}
+	a := eventOf(t, f)
+	ev := getEvent(t, m, openLogAt(t, ns.ClientURL()), a.Seq)
+	if ev.ID != a.EventID || ev.Type != "task.result" {
+		t.Fatalf("the reply names %+v; the log holds %+v", a, ev)
+	}
+}
