@@ -122,7 +122,17 @@ func appendMsg(scratch []byte, e *Envelope, walSeq uint64) (*nats.Msg, []byte) {
 func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
-	for i := 0; i < len(s); {
+	// The common case, plain printable ASCII, is copied in one append.
+	plain := 0
+	for plain < len(s) {
+		c := s[plain]
+		if c < 0x20 || c >= 0x7F || c == '"' || c == '\\' {
+			break
+		}
+		plain++
+	}
+	b = append(b, s[:plain]...)
+	for i := plain; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			switch {

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 
@@ -56,4 +57,27 @@ func FuzzFromMsg(f *testing.F) {
 			t.Fatalf("re-encoding changed the envelope: %+v -> %+v", e, again)
 		}
 	})
+}
+
+// TestAppendJSONString: what the envelope writes is JSON that reads back
+// as the string written (invalid UTF-8 as U+FFFD), with and without the
+// plain-ASCII fast path.
+func TestAppendJSONString(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"agent://a.local", "agent://a.local"},
+		{`say "hi"`, `say "hi"`},
+		{`back\slash`, `back\slash`},
+		{"tab\there", "tab\there"},
+		{"nul\x00del\x7f", "nul\x00del\x7f"},
+		{"café", "café"},
+		{"plain then é and \"q\"\n", "plain then é and \"q\"\n"},
+		{"bad \xff byte", "bad \ufffd byte"},
+	} {
+		b := appendJSONString(nil, tc.in)
+		var got string
+		if err := json.Unmarshal(b, &got); err != nil || got != tc.want {
+			t.Errorf("appendJSONString(%q) = %s, reads back %q (%v), want %q", tc.in, b, got, err, tc.want)
+		}
+	}
 }
