@@ -120,7 +120,7 @@ func (d *Decoder) decode() (*Frame, error) {
 		deferred = e
 	}
 	cl, hasCL := f.Get(HeaderContentLength)
-	if n, err := strconv.Atoi(strings.TrimSpace(cl)); hasCL && err == nil && n == 0 {
+	if hasCL && contentLengthZero(cl) {
 		return f, errOrNil(deferred)
 	}
 	body, err := d.readBody()
@@ -207,6 +207,15 @@ func (d *Decoder) readLine() ([]byte, error) {
 // parseStartLine checks "AGLX/1.0 TCP". A foreign version is fatal because its
 // framing is unknown; an unknown transport word is a recoverable refusal.
 func (d *Decoder) parseStartLine(f *Frame, line []byte) *Error {
+	// Nearly every frame starts with one of the two exact lines.
+	switch string(bytes.TrimRight(line, " \t\r")) {
+	case Version + " " + TransportTCP:
+		f.Transport = TransportTCP
+		return nil
+	case Version + " " + TransportUDP:
+		f.Transport = TransportUDP
+		return nil
+	}
 	fields := strings.Fields(string(line))
 	if len(fields) == 0 || !strings.HasPrefix(fields[0], "AGLX/") {
 		return fatalf(StatusBadRequest, "not an AGLX frame: expected a start line such as %q, got %s", Version+" TCP", quoteShort(line))
@@ -222,6 +231,13 @@ func (d *Decoder) parseStartLine(f *Frame, line []byte) *Error {
 		return Errorf(StatusBadRequest, "unknown transport %s on the start line; expected TCP or UDP", quoteShort([]byte(fields[1])))
 	}
 	return nil
+}
+
+// contentLengthZero reports whether a CONTENT-LENGTH value says the frame
+// has no body.
+func contentLengthZero(v string) bool {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	return err == nil && n == 0
 }
 
 // parseHeader splits "NAME: value". A line without a colon is fatal: it is
