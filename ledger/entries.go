@@ -99,17 +99,19 @@ type Entry struct {
 	TransactionID string          `json:"transaction_id"`
 }
 
-func (l *Ledger) entry(p *posting) Entry {
+// entry shows posting i.
+func (l *Ledger) entry(i uint32) Entry {
+	p, f := l.postings.get(i), l.figures(i)
 	return Entry{
-		Amount:        amountOfFixed(p.amount),
+		Amount:        amountOfFixed(f.amount),
 		EventID:       l.strs.get(p.eventID),
 		From:          l.uri(p.from),
-		FromBalance:   amountOfFixed(p.fromBalance),
+		FromBalance:   amountOfFixed(f.fromBalance),
 		Kind:          p.kind.String(),
 		Seq:           p.seq,
 		Time:          timeOf(p.time),
 		To:            l.uri(p.to),
-		ToBalance:     amountOfFixed(p.toBalance),
+		ToBalance:     amountOfFixed(f.toBalance),
 		TransactionID: l.strs.get(p.txID),
 	}
 }
@@ -125,7 +127,7 @@ func (l *Ledger) Entries(uri string, afterSeq uint64, limit int) []Entry {
 	limit = min(limit, EntriesLimitMax)
 	var out []Entry
 	l.eachEntry(l.accounts.get(id), afterSeq, func(i uint32) bool {
-		out = append(out, l.entry(l.postings.get(i)))
+		out = append(out, l.entry(i))
 		return len(out) < limit
 	})
 	return out

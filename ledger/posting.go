@@ -26,12 +26,15 @@ func (k kind) String() string {
 }
 
 // postingsMax bounds the postings of one ledger so that a 32-bit index
-// never wraps. At about 200 bytes a posting, memory runs out long before.
+// never wraps. At about 100 bytes a posting, memory runs out long before.
 const postingsMax = 1<<32 - 2 // postings
 
 // posting moves amount from one account to another. It is never changed
 // once made. It holds the running balance of both sides, so an account's
 // history can be shown and audited without replaying anything.
+//
+// It is 72 bytes: every posting ever made stays in memory, so each byte
+// counts a million times (packed.go says why the figures are packed).
 type posting struct {
 	seq     uint64 // the event that made it
 	time    int64  // that event's time, Unix ns
@@ -41,15 +44,32 @@ type posting struct {
 	// adjustment corrects.
 	txID        strRef
 	from, to    accountID
+	amount      packed // always positive
+	fromBalance packed // balance of from after the posting
+	toBalance   packed // balance of to after the posting
 	kind        kind
-	amount      fixed // always positive
-	fromBalance fixed // balance of from after the posting
-	toBalance   fixed // balance of to after the posting
-	// pending is the sender's pending figure right after the posting, so
-	// that a repeated message gets the available figure of the first
-	// reply. The sender is from, except for an adjustment, whose sender is
-	// the node.
-	pending fixed
+}
+
+// postingFigures are a posting's figures unpacked, with the one it keeps
+// for a repeated message: pending is the sender's pending figure right
+// after the posting, so that a repeat gets the available figure of the
+// first reply. The sender is from, except for an adjustment, whose sender
+// is the node.
+type postingFigures struct {
+	amount, fromBalance, toBalance, pending fixed
+}
+
+// figures returns the figures of posting i. The pending figure is kept in
+// l.replyPending, and only where it is not the zero fixed: most senders
+// hold nothing, and a posting has no room to spare.
+func (l *Ledger) figures(i uint32) postingFigures {
+	p := l.postings.get(i)
+	return postingFigures{
+		amount:      l.unpack(p.amount),
+		fromBalance: l.unpack(p.fromBalance),
+		toBalance:   l.unpack(p.toBalance),
+		pending:     l.replyPending[i],
+	}
 }
 
 // parties are the two accounts of a message that moves credits, looked up
@@ -117,7 +137,7 @@ func (l *Ledger) book(e *Event, m move) (uint32, protocol.Status, string) {
 	if m.from == m.to || m.amount.sign() <= 0 {
 		panic("ledger: book: a posting needs two accounts and a positive amount")
 	}
-	if l.postings.len() >= postingsMax || l.accounts.len()+2 > accountsMax {
+	if l.postings.len() >= postingsMax || l.accounts.len()+2 > accountsMax || l.bigFigures.len()+3 > bigFiguresMax {
 		return 0, protocol.StatusTooLarge, "the ledger holds the most postings or accounts it can"
 	}
 	// A side without an account yet has zero figures.
@@ -161,7 +181,7 @@ func (l *Ledger) book(e *Event, m move) (uint32, protocol.Status, string) {
 	*p = posting{
 		seq: e.Seq, time: unixNano(e.Time), eventID: l.strs.put(e.EventID), txID: m.txRef,
 		from: m.fromID, to: m.toID, kind: m.kind,
-		amount: m.amount, fromBalance: fa.balance, toBalance: ta.balance, pending: fa.pending,
+		amount: l.pack(m.amount), fromBalance: l.pack(fa.balance), toBalance: l.pack(ta.balance),
 	}
 	switch {
 	case m.kind == kindReward:
@@ -169,8 +189,12 @@ func (l *Ledger) book(e *Event, m move) (uint32, protocol.Status, string) {
 	case p.txID == 0:
 		p.txID = l.strs.put(m.txID)
 	}
+	pending := fa.pending
 	if m.kind == kindAdjust {
-		p.pending = l.accounts.get(issuance).pending
+		pending = l.accounts.get(issuance).pending
+	}
+	if pending != (fixed{}) {
+		l.replyPending[i] = pending
 	}
 	l.addEntry(fa, i)
 	l.addEntry(ta, i)

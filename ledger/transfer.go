@@ -33,19 +33,20 @@ func (l *Ledger) transfer(e *Event, p *protocol.CreditTransfer) Outcome {
 		return refuse(protocol.StatusBadRequest, "%s", why)
 	}
 	amount := mustFixed(p.Amount.Decimal())
-	ref := l.txs.find(&l.strs, p.TransactionID)
-	if ref != nil && ref.a != 0 {
-		return l.repeat(e, ref.a-1, kindTransfer, amount, "transaction_id "+quoteURI(p.TransactionID))
+	txHash := l.txs.hash(p.TransactionID)
+	ref, found := l.findTx(p.TransactionID, txHash)
+	if ref.posting != 0 {
+		return l.repeat(e, ref.posting-1, kindTransfer, amount, "transaction_id "+quoteURI(p.TransactionID))
 	}
 	m := move{parties: pt, kind: kindTransfer, txID: p.TransactionID, amount: amount}
-	if ref != nil {
-		h := l.holds.get(ref.b - 1)
+	if found {
+		h := l.holds.get(ref.hold - 1)
 		if h.account != pt.fromID || !pt.fromOK || l.strs.get(h.party) != e.To {
 			return refuse(protocol.StatusConflict, "transaction_id %s names an approval from %s to %s", quoteURI(p.TransactionID), quoteURI(l.uri(h.account)), quoteURI(l.strs.get(h.party)))
 		}
 		m.txRef = ref.key
 		if h.state == holdLive {
-			m.settle = ref.b
+			m.settle = ref.hold
 		}
 	}
 	if o := l.checkFunds(pt, amount, m.settle, "the transfer"); o != nil {
@@ -55,11 +56,7 @@ func (l *Ledger) transfer(e *Event, p *protocol.CreditTransfer) Outcome {
 	if status != 0 {
 		return refuse(status, "%s", why)
 	}
-	if ref != nil {
-		ref.a = i + 1
-	} else {
-		l.txs.insertRef(&l.strs, l.postings.get(i).txID, i+1, 0)
-	}
+	l.txPaid(ref, found, txHash, i)
 	return l.applied(i)
 }
 
@@ -92,7 +89,8 @@ func (l *Ledger) reward(e *Event, p *protocol.CreditReward) Outcome {
 	if r := l.rewards.find(&l.strs, key); r != nil {
 		return l.repeat(e, r.a-1, kindReward, amount, "the reward "+quoteURI(key))
 	}
-	if l.txs.find(&l.strs, e.EventID) != nil {
+	txHash := l.txs.hash(e.EventID)
+	if _, found := l.findTx(e.EventID, txHash); found {
 		// Event ids are ULIDs the node makes; an agent would have to have
 		// guessed one as its transaction_id.
 		return refuse(protocol.StatusConflict, "the event id %s is already a transaction_id", quoteURI(e.EventID))
@@ -105,7 +103,7 @@ func (l *Ledger) reward(e *Event, p *protocol.CreditReward) Outcome {
 		return refuse(status, "%s", why)
 	}
 	l.rewards.insert(&l.strs, key, i+1, 0)
-	l.txs.insertRef(&l.strs, l.postings.get(i).txID, i+1, 0)
+	l.txs.insert(txHash, i+1, false)
 	return l.applied(i)
 }
 
@@ -137,11 +135,11 @@ func messageKey(e *Event) (string, string) {
 // repeat answers a message whose idempotency key is already booked as
 // posting i: the first reply again if the content is the same, else 409.
 func (l *Ledger) repeat(e *Event, i uint32, k kind, amount fixed, name string) Outcome {
-	p := l.postings.get(i)
+	p, f := l.postings.get(i), l.figures(i)
 	from, to := l.uri(p.from), l.uri(p.to)
-	if p.kind != k || from != e.From || to != e.To || cmpFixed(p.amount, amount) != 0 {
+	if p.kind != k || from != e.From || to != e.To || cmpFixed(f.amount, amount) != 0 {
 		return refuse(protocol.StatusConflict, "%s was booked at seq %d as a %s of %s from %s to %s; a message with the same key must have the same content",
-			name, p.seq, p.kind, p.amount.text(), quoteURI(from), quoteURI(to))
+			name, p.seq, p.kind, f.amount.text(), quoteURI(from), quoteURI(to))
 	}
 	o := l.applied(i)
 	o.Replayed = true
@@ -152,12 +150,12 @@ func (l *Ledger) repeat(e *Event, i uint32, k kind, amount fixed, name string) O
 // applied is the reply to the message that made posting i: the
 // transaction and the sender's figures right after it.
 func (l *Ledger) applied(i uint32) Outcome {
-	p := l.postings.get(i)
-	sender, balance := p.from, p.fromBalance
+	p, f := l.postings.get(i), l.figures(i)
+	sender, balance := p.from, f.fromBalance
 	if p.kind == kindAdjust {
 		sender = issuance
 		if p.to == issuance {
-			balance = p.toBalance
+			balance = f.toBalance
 		}
 	}
 	return Outcome{
@@ -165,8 +163,8 @@ func (l *Ledger) applied(i uint32) Outcome {
 		TransactionID: l.strs.get(p.txID),
 		Account:       l.uri(sender),
 		Balance:       amountOfFixed(balance),
-		Available:     l.availableOf(balance, p.pending),
-		Posting:       l.entry(p),
+		Available:     l.availableOf(balance, f.pending),
+		Posting:       l.entry(i),
 	}
 }
 
