@@ -75,22 +75,46 @@ func (t *accountTable) len() int { return t.rows.len() }
 
 // lookup returns the id of uri's account, if it has one. It never creates.
 func (l *Ledger) lookup(uri string) (accountID, bool) {
-	return l.lookupHash(uri, l.accounts.index.hash(uri))
+	x := &l.accounts.index
+	p := x.probe(x.hash(uri))
+	v, _, ok := p.next()
+	return l.walkAccounts(&p, uri, v, ok)
 }
 
-// lookupHash is lookup with the URI's hash in the accounts' index already
-// computed.
-func (l *Ledger) lookupHash(uri string, h uint32) (accountID, bool) {
+// lookupPair is lookup of two URIs at once. Each lookup is a chain of
+// dependent reads, an index slot and then an account row, and with the
+// accounts out of cache each read waits some 200 ns on this VM. Reading
+// both slots, then both rows, before comparing either URI lets the two
+// chains wait together instead of one after the other.
+func (l *Ledger) lookupPair(a, b string) (ida accountID, oka bool, idb accountID, okb bool) {
 	t := &l.accounts
-	for p := t.index.probe(h); ; {
-		i, _, ok := p.next()
-		if !ok {
-			return 0, false
-		}
-		if t.rows.get(i-1).name(&l.strs) == uri {
-			return accountID(i - 1), true
+	pa, pb := t.index.probe(t.index.hash(a)), t.index.probe(t.index.hash(b))
+	va, _, ca := pa.next()
+	vb, _, cb := pb.next()
+	var na, nb strRef
+	if ca {
+		na = t.rows.get(va - 1).uri
+	}
+	if cb {
+		nb = t.rows.get(vb - 1).uri
+	}
+	if na|nb == 0 && ca && cb {
+		panic("ledger: an account without a URI")
+	}
+	ida, oka = l.walkAccounts(&pa, a, va, ca)
+	idb, okb = l.walkAccounts(&pb, b, vb, cb)
+	return ida, oka, idb, okb
+}
+
+// walkAccounts finishes a lookup of uri whose walk p has yielded the
+// candidate v (if ok).
+func (l *Ledger) walkAccounts(p *hashProbe, uri string, v uint32, ok bool) (accountID, bool) {
+	for ; ok; v, _, ok = p.next() {
+		if l.accounts.rows.get(v-1).name(&l.strs) == uri {
+			return accountID(v - 1), true
 		}
 	}
+	return 0, false
 }
 
 // create adds an account for uri, which must not have one yet.

@@ -107,8 +107,8 @@ func (l *Ledger) checkPosting(id accountID, a *account, i uint32, run, earned, s
 			if _, err = l.wide.Sub(run, run, amount); err == nil {
 				_, err = l.wide.Add(spent, spent, amount)
 			}
-			if id != issuance && p.kind != kindAdjust && run.Sign() < 0 {
-				return fmt.Errorf("ledger: %s: the %s at seq %d left it at %s", uri, p.kind, p.seq, run.Text('f'))
+			if id != issuance && p.kind() != kindAdjust && run.Sign() < 0 {
+				return fmt.Errorf("ledger: %s: the %s at seq %d left it at %s", uri, p.kind(), p.seq, run.Text('f'))
 			}
 		} else if _, err = l.wide.Add(run, run, amount); err == nil {
 			_, err = l.wide.Add(earned, earned, amount)

@@ -104,10 +104,10 @@ func (l *Ledger) entry(i uint32) Entry {
 	p, f := l.postings.get(i), l.figures(i)
 	return Entry{
 		Amount:        amountOfFixed(f.amount),
-		EventID:       l.strs.get(p.eventID),
+		EventID:       l.strs.get(p.eventID()),
 		From:          l.uri(p.from),
 		FromBalance:   amountOfFixed(f.fromBalance),
-		Kind:          p.kind.String(),
+		Kind:          p.kind().String(),
 		Seq:           p.seq,
 		Time:          timeOf(p.time),
 		To:            l.uri(p.to),

@@ -32,6 +32,7 @@ type hashIndex struct {
 	dir   []*hashTable // 1 << depth tables, by the top depth bits of a hash
 	depth uint8
 	n     int
+	spare []hashSlot // scratch space for a split
 }
 
 // hashTable is one table of a hashIndex. All its keys share the top depth
@@ -158,24 +159,38 @@ func (x *hashIndex) grow(t *hashTable, h uint32) {
 		}
 		x.dir, x.depth = dir, x.depth+1
 	}
-	depth := t.depth + 1
-	halves := [2]*hashTable{
-		{slots: make([]hashSlot, len(old)), depth: depth},
-		{slots: make([]hashSlot, len(old)), depth: depth},
-	}
-	shift := hashBits - depth
-	for _, s := range old {
-		if s.v != 0 {
-			halves[(s.tag>>1)>>shift&1].put(s)
+	// t keeps the keys whose next bit is 0, in place, and a new table
+	// takes the others: a split makes 64 KiB of fresh memory, not 128.
+	copy(x.scratch(), old)
+	clear(old)
+	t.used, t.depth = 0, t.depth+1
+	t1 := &hashTable{slots: make([]hashSlot, len(old)), depth: t.depth}
+	shift := hashBits - t.depth
+	for _, s := range x.spare {
+		switch {
+		case s.v == 0:
+		case (s.tag>>1)>>shift&1 == 0:
+			t.put(s)
+		default:
+			t1.put(s)
 		}
 	}
 	// The directory entries of t are consecutive: those of the hashes
-	// that share t's top t.depth bits. The first half takes bit 0.
-	span := 1 << (x.depth - t.depth)
-	first := int(h>>(hashBits-t.depth)) << (x.depth - t.depth)
-	for i := range span {
-		x.dir[first+i] = halves[i/(span/2)]
+	// that share its top depth-1 bits. The second half now goes to t1.
+	span := 1 << (x.depth - t.depth + 1)
+	first := int(h>>(hashBits-t.depth+1)) << (x.depth - t.depth + 1)
+	for i := span / 2; i < span; i++ {
+		x.dir[first+i] = t1
 	}
+}
+
+// scratch returns a buffer of hashTableMax slots for a split, made on the
+// first one.
+func (x *hashIndex) scratch() []hashSlot {
+	if x.spare == nil {
+		x.spare = make([]hashSlot, hashTableMax)
+	}
+	return x.spare
 }
 
 // each calls f with the value and bit of every key, in no fixed order.

@@ -55,10 +55,10 @@ func (l *Ledger) snapshotPosting(i uint32) snapshotPosting {
 	p, f := l.postings.get(i), l.figures(i)
 	return snapshotPosting{
 		Amount:        f.amount.text(),
-		EventID:       l.strs.get(p.eventID),
+		EventID:       l.strs.get(p.eventID()),
 		From:          l.uri(p.from),
 		FromBalance:   f.fromBalance.text(),
-		Kind:          p.kind.String(),
+		Kind:          p.kind().String(),
 		ReplyPending:  f.pending.text(),
 		Seq:           p.seq,
 		Time:          timeOf(p.time).Format(time.RFC3339Nano),

@@ -28,13 +28,16 @@ func (l *Ledger) transfer(e *Event, p *protocol.CreditTransfer) Outcome {
 	if why := checkID("transaction_id", p.TransactionID); why != "" {
 		return refuse(protocol.StatusBadRequest, "%s", why)
 	}
+	// The id is looked up before the parties, though a refusal of theirs
+	// comes first, so that the three index reads, each likely a cache
+	// miss, wait together; findTx changes nothing.
+	txHash := l.txs.hash(p.TransactionID)
+	ref, found := l.findTx(p.TransactionID, txHash)
 	pt, why := l.resolve(e)
 	if why != "" {
 		return refuse(protocol.StatusBadRequest, "%s", why)
 	}
 	amount := mustFixed(p.Amount.Decimal())
-	txHash := l.txs.hash(p.TransactionID)
-	ref, found := l.findTx(p.TransactionID, txHash)
 	if ref.posting != 0 {
 		return l.repeat(e, ref.posting-1, kindTransfer, amount, "transaction_id "+quoteURI(p.TransactionID))
 	}
@@ -137,9 +140,9 @@ func messageKey(e *Event) (string, string) {
 func (l *Ledger) repeat(e *Event, i uint32, k kind, amount fixed, name string) Outcome {
 	p, f := l.postings.get(i), l.figures(i)
 	from, to := l.uri(p.from), l.uri(p.to)
-	if p.kind != k || from != e.From || to != e.To || cmpFixed(f.amount, amount) != 0 {
+	if p.kind() != k || from != e.From || to != e.To || cmpFixed(f.amount, amount) != 0 {
 		return refuse(protocol.StatusConflict, "%s was booked at seq %d as a %s of %s from %s to %s; a message with the same key must have the same content",
-			name, p.seq, p.kind, f.amount.text(), quoteURI(from), quoteURI(to))
+			name, p.seq, p.kind(), f.amount.text(), quoteURI(from), quoteURI(to))
 	}
 	o := l.applied(i)
 	o.Replayed = true
@@ -152,7 +155,7 @@ func (l *Ledger) repeat(e *Event, i uint32, k kind, amount fixed, name string) O
 func (l *Ledger) applied(i uint32) Outcome {
 	p, f := l.postings.get(i), l.figures(i)
 	sender, balance := p.from, f.fromBalance
-	if p.kind == kindAdjust {
+	if p.kind() == kindAdjust {
 		sender = issuance
 		if p.to == issuance {
 			balance = f.toBalance
