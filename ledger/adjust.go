@@ -48,12 +48,12 @@ func (l *Ledger) adjust(e *Event, p *protocol.CreditAdjust) Outcome {
 	if adj.neg() {
 		m.parties, m.amount = pt.swap(), packFixed(adj.mag(), adj.exp(), false)
 	}
-	i, status, why := l.book(e, m)
+	i, f, status, why := l.book(e, m)
 	if status != 0 {
 		return refuse(status, "%s", why)
 	}
 	l.adjusts.insert(&l.strs, key, i+1, 0)
-	return l.applied(i)
+	return l.reply(i, f)
 }
 
 // repeatAdjust answers a credit.adjust whose key is already booked as

@@ -100,8 +100,10 @@ type Entry struct {
 }
 
 // entry shows posting i.
-func (l *Ledger) entry(i uint32) Entry {
-	p, f := l.postings.get(i), l.figures(i)
+func (l *Ledger) entry(i uint32) Entry { return l.entryOf(l.postings.get(i), l.figures(i)) }
+
+// entryOf shows posting p, whose figures are f.
+func (l *Ledger) entryOf(p *posting, f postingFigures) Entry {
 	return Entry{
 		Amount:        amountOfFixed(f.amount),
 		EventID:       l.strs.get(p.eventID()),

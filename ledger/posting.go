@@ -139,16 +139,16 @@ type move struct {
 	settle uint32
 }
 
-// book makes the posting for m, and returns its index, or the status and
-// reason of a refusal. It checks everything a posting needs except the
+// book makes the posting for m, and returns its index and figures, or the
+// status and reason of a refusal. It checks everything a posting needs except the
 // sender's funds and rights, which are the message's rules, and it changes
 // nothing unless it succeeds: all new figures are computed first.
-func (l *Ledger) book(e *Event, m move) (uint32, protocol.Status, string) {
+func (l *Ledger) book(e *Event, m move) (uint32, postingFigures, protocol.Status, string) {
 	if m.from == m.to || m.amount.sign() <= 0 {
 		panic("ledger: book: a posting needs two accounts and a positive amount")
 	}
 	if l.postings.len() >= postingsMax || l.accounts.len()+2 > accountsMax || l.bigFigures.len()+3 > bigFiguresMax {
-		return 0, protocol.StatusTooLarge, "the ledger holds the most postings or accounts it can"
+		return 0, postingFigures{}, protocol.StatusTooLarge, "the ledger holds the most postings or accounts it can"
 	}
 	// A side without an account yet has zero figures.
 	var from, to account
@@ -168,7 +168,7 @@ func (l *Ledger) book(e *Event, m move) (uint32, protocol.Status, string) {
 		from.pending, ok[4] = addMoney(l.ctx, from.pending, l.holds.get(m.settle-1).amount, true)
 	}
 	if ok != [5]bool{true, true, true, true, true} {
-		return 0, protocol.StatusBadRequest, tooManyDigits
+		return 0, postingFigures{}, protocol.StatusBadRequest, tooManyDigits
 	}
 
 	// Commit: nothing below can fail.
@@ -200,14 +200,14 @@ func (l *Ledger) book(e *Event, m move) (uint32, protocol.Status, string) {
 	case p.txID == 0:
 		p.txID = l.strs.put(m.txID)
 	}
-	pending := fa.pending
+	f := postingFigures{amount: m.amount, fromBalance: fa.balance, toBalance: ta.balance, pending: fa.pending}
 	if m.kind == kindAdjust {
-		pending = l.accounts.get(issuance).pending
+		f.pending = l.accounts.get(issuance).pending
 	}
-	if pending != (fixed{}) {
-		l.replyPending[i] = pending
+	if f.pending != (fixed{}) {
+		l.replyPending[i] = f.pending
 	}
 	l.addEntry(fa, i)
 	l.addEntry(ta, i)
-	return i, 0, ""
+	return i, f, 0, ""
 }

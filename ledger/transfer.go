@@ -55,12 +55,12 @@ func (l *Ledger) transfer(e *Event, p *protocol.CreditTransfer) Outcome {
 	if o := l.checkFunds(pt, amount, m.settle, "the transfer"); o != nil {
 		return *o
 	}
-	i, status, why := l.book(e, m)
+	i, f, status, why := l.book(e, m)
 	if status != 0 {
 		return refuse(status, "%s", why)
 	}
 	l.txPaid(ref, found, txHash, i)
-	return l.applied(i)
+	return l.reply(i, f)
 }
 
 // reward applies a credit.reward: FROM pays TO for good work, from its own
@@ -101,13 +101,13 @@ func (l *Ledger) reward(e *Event, p *protocol.CreditReward) Outcome {
 	if o := l.checkFunds(pt, amount, 0, "the reward"); o != nil {
 		return *o
 	}
-	i, status, why := l.book(e, move{parties: pt, kind: kindReward, amount: amount})
+	i, f, status, why := l.book(e, move{parties: pt, kind: kindReward, amount: amount})
 	if status != 0 {
 		return refuse(status, "%s", why)
 	}
 	l.rewards.insert(&l.strs, key, i+1, 0)
 	l.txs.insert(txHash, i+1, false)
-	return l.applied(i)
+	return l.reply(i, f)
 }
 
 // rewardKey is the idempotency key of a credit.reward: one reward per task
@@ -152,8 +152,12 @@ func (l *Ledger) repeat(e *Event, i uint32, k kind, amount fixed, name string) O
 
 // applied is the reply to the message that made posting i: the
 // transaction and the sender's figures right after it.
-func (l *Ledger) applied(i uint32) Outcome {
-	p, f := l.postings.get(i), l.figures(i)
+func (l *Ledger) applied(i uint32) Outcome { return l.reply(i, l.figures(i)) }
+
+// reply is applied with the posting's figures at hand, as book returns
+// them: the message that books them need not read them back.
+func (l *Ledger) reply(i uint32, f postingFigures) Outcome {
+	p := l.postings.get(i)
 	sender, balance := p.from, f.fromBalance
 	if p.kind() == kindAdjust {
 		sender = issuance
@@ -167,7 +171,7 @@ func (l *Ledger) applied(i uint32) Outcome {
 		Account:       l.uri(sender),
 		Balance:       amountOfFixed(balance),
 		Available:     l.availableOf(balance, f.pending),
-		Posting:       l.entry(i),
+		Posting:       l.entryOf(p, f),
 	}
 }
 
