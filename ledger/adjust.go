@@ -53,7 +53,7 @@ func (l *Ledger) adjust(e *Event, p *protocol.CreditAdjust) Outcome {
 		return refuse(status, "%s", why)
 	}
 	l.adjusts.insert(&l.strs, key, i+1, 0)
-	return l.reply(i, f)
+	return l.booked(e, i, f)
 }
 
 // repeatAdjust answers a credit.adjust whose key is already booked as
@@ -65,13 +65,10 @@ func (l *Ledger) repeatAdjust(e *Event, i uint32, txID string, adj fixed) Outcom
 	if p.to == issuance {
 		target, signed = p.from, packFixed(amount.mag(), amount.exp(), true)
 	}
-	uri, booked := l.uri(target), l.strs.get(p.txID)
+	uri, booked := l.uri(target), l.strs.get(p.txID())
 	if booked != txID || uri != e.To || cmpFixed(signed, adj) != 0 {
 		return refuse(protocol.StatusConflict, "this credit.adjust was booked at seq %d as %s to %s for transaction_id %s; a message with the same key must have the same content",
 			p.seq, signed.text(), quoteURI(uri), quoteURI(booked))
 	}
-	o := l.applied(i)
-	o.Replayed = true
-	o.Posting = Entry{}
-	return o
+	return l.replayed(i)
 }

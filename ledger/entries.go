@@ -100,13 +100,16 @@ type Entry struct {
 }
 
 // entry shows posting i.
-func (l *Ledger) entry(i uint32) Entry { return l.entryOf(l.postings.get(i), l.figures(i)) }
+func (l *Ledger) entry(i uint32) Entry {
+	p := l.postings.get(i)
+	return l.entryOf(p, l.figures(i), l.eventID(p.event))
+}
 
-// entryOf shows posting p, whose figures are f.
-func (l *Ledger) entryOf(p *posting, f postingFigures) Entry {
+// entryOf shows posting p, whose figures are f and event id eventID.
+func (l *Ledger) entryOf(p *posting, f postingFigures, eventID string) Entry {
 	return Entry{
 		Amount:        amountOfFixed(f.amount),
-		EventID:       l.strs.get(p.eventID()),
+		EventID:       eventID,
 		From:          l.uri(p.from),
 		FromBalance:   amountOfFixed(f.fromBalance),
 		Kind:          p.kind().String(),
@@ -114,7 +117,7 @@ func (l *Ledger) entryOf(p *posting, f postingFigures) Entry {
 		Time:          timeOf(p.time),
 		To:            l.uri(p.to),
 		ToBalance:     amountOfFixed(f.toBalance),
-		TransactionID: l.strs.get(p.txID),
+		TransactionID: l.strs.get(p.txID()),
 	}
 }
 

@@ -274,8 +274,8 @@ func (l *Ledger) findTx(id string, h uint32) (txRef, bool) {
 			if r := l.holds.get(v - 1); l.strs.get(r.txID) == id {
 				return txRef{posting: r.paid, hold: v, key: r.txID}, true
 			}
-		} else if r := l.postings.get(v - 1); l.strs.get(r.txID) == id {
-			return txRef{posting: v, key: r.txID}, true
+		} else if r := l.postings.get(v - 1); l.strs.get(r.txID()) == id {
+			return txRef{posting: v, key: r.txID()}, true
 		}
 	}
 }

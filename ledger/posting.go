@@ -33,31 +33,31 @@ const postingsMax = 1<<32 - 2 // postings
 // once made. It holds the running balance of both sides, so an account's
 // history can be shown and audited without replaying anything.
 //
-// It is 64 bytes, a cache line: every posting ever made stays in memory,
-// so each byte counts a million times (packed.go says why the figures are
-// packed), and the kind rides in spare bits of the event id's reference
-// rather than take 8 more bytes with its padding.
+// It is 72 bytes: every posting ever made stays in memory, so each byte
+// counts a million times. The figures are packed (packed.go), the event id
+// is kept as a ULID's value where it is one (ulid.go), and the kind rides
+// in spare bits of the transaction id's reference rather than take 8 more
+// bytes with its padding.
 type posting struct {
-	seq  uint64 // the event that made it
-	time int64  // that event's time, Unix ns
-	// event is the strRef of the event id, with the kind in its spare
-	// bits: see eventID and kind.
-	event strRef
-	// txID is the transaction the posting belongs to: the transfer's
+	seq   uint64 // the event that made it
+	time  int64  // that event's time, Unix ns
+	event eventRef
+	// tx is the strRef of the transaction the posting belongs to, with
+	// the kind in its spare bits (see txID and kind): the transfer's
 	// transaction_id, the reward's event id, or the transaction an
 	// adjustment corrects.
-	txID        strRef
+	tx          strRef
 	from, to    accountID
 	amount      packed // always positive
 	fromBalance packed // balance of from after the posting
 	toBalance   packed // balance of to after the posting
 }
 
-// eventID returns the strRef of the event id.
-func (p *posting) eventID() strRef { return p.event &^ strRefSpare }
+// txID returns the strRef of the transaction id.
+func (p *posting) txID() strRef { return p.tx &^ strRefSpare }
 
 // kind returns the message that made the posting.
-func (p *posting) kind() kind { return kind(p.event >> strRefSpareShift & 3) }
+func (p *posting) kind() kind { return kind(p.tx >> strRefSpareShift & 3) }
 
 // The three kinds fit the two spare bits used.
 var _ [3 - kindAdjust]struct{}
@@ -188,18 +188,20 @@ func (l *Ledger) book(e *Event, m move) (uint32, postingFigures, protocol.Status
 	ta.touch(e)
 
 	i, p := l.postings.add()
-	eventID := l.strs.put(e.EventID)
 	*p = posting{
-		seq: e.Seq, time: unixNano(e.Time), event: eventID | strRef(m.kind)<<strRefSpareShift, txID: m.txRef,
+		seq: e.Seq, time: unixNano(e.Time), event: l.putEvent(e.EventID),
 		from: m.fromID, to: m.toID,
 		amount: l.pack(m.amount), fromBalance: l.pack(fa.balance), toBalance: l.pack(ta.balance),
 	}
 	switch {
 	case m.kind == kindReward:
-		p.txID = eventID
-	case p.txID == 0:
-		p.txID = l.strs.put(m.txID)
+		p.tx = l.strs.put(e.EventID)
+	case m.txRef != 0:
+		p.tx = m.txRef
+	default:
+		p.tx = l.strs.put(m.txID)
 	}
+	p.tx |= strRef(m.kind) << strRefSpareShift
 	f := postingFigures{amount: m.amount, fromBalance: fa.balance, toBalance: ta.balance, pending: fa.pending}
 	if m.kind == kindAdjust {
 		f.pending = l.accounts.get(issuance).pending

@@ -55,7 +55,7 @@ func (l *Ledger) snapshotPosting(i uint32) snapshotPosting {
 	p, f := l.postings.get(i), l.figures(i)
 	return snapshotPosting{
 		Amount:        f.amount.text(),
-		EventID:       l.strs.get(p.eventID()),
+		EventID:       l.eventID(p.event),
 		From:          l.uri(p.from),
 		FromBalance:   f.fromBalance.text(),
 		Kind:          p.kind().String(),
@@ -64,7 +64,7 @@ func (l *Ledger) snapshotPosting(i uint32) snapshotPosting {
 		Time:          timeOf(p.time).Format(time.RFC3339Nano),
 		To:            l.uri(p.to),
 		ToBalance:     f.toBalance.text(),
-		TransactionID: l.strs.get(p.txID),
+		TransactionID: l.strs.get(p.txID()),
 	}
 }
 
@@ -110,7 +110,7 @@ func (l *Ledger) snapshot() snapshotDoc {
 				v.PostingSeq = postingSeq(h.paid)
 			}
 		} else {
-			v = txView{ID: l.strs.get(l.postings.get(i - 1).txID), PostingSeq: postingSeq(i)}
+			v = txView{ID: l.strs.get(l.postings.get(i - 1).txID()), PostingSeq: postingSeq(i)}
 		}
 		d.Transactions = append(d.Transactions, v)
 	})

@@ -60,7 +60,7 @@ func (l *Ledger) transfer(e *Event, p *protocol.CreditTransfer) Outcome {
 		return refuse(status, "%s", why)
 	}
 	l.txPaid(ref, found, txHash, i)
-	return l.reply(i, f)
+	return l.booked(e, i, f)
 }
 
 // reward applies a credit.reward: FROM pays TO for good work, from its own
@@ -107,7 +107,7 @@ func (l *Ledger) reward(e *Event, p *protocol.CreditReward) Outcome {
 	}
 	l.rewards.insert(&l.strs, key, i+1, 0)
 	l.txs.insert(txHash, i+1, false)
-	return l.reply(i, f)
+	return l.booked(e, i, f)
 }
 
 // rewardKey is the idempotency key of a credit.reward: one reward per task
@@ -144,20 +144,31 @@ func (l *Ledger) repeat(e *Event, i uint32, k kind, amount fixed, name string) O
 		return refuse(protocol.StatusConflict, "%s was booked at seq %d as a %s of %s from %s to %s; a message with the same key must have the same content",
 			name, p.seq, p.kind(), f.amount.text(), quoteURI(from), quoteURI(to))
 	}
-	o := l.applied(i)
+	return l.replayed(i)
+}
+
+// replayed is the reply to a repeat of the message that made posting i:
+// the transaction and the sender's figures right after the posting, as
+// the first reply had them, and no posting.
+func (l *Ledger) replayed(i uint32) Outcome {
+	o := l.reply(l.postings.get(i), l.figures(i))
 	o.Replayed = true
-	o.Posting = Entry{}
 	return o
 }
 
-// applied is the reply to the message that made posting i: the
-// transaction and the sender's figures right after it.
-func (l *Ledger) applied(i uint32) Outcome { return l.reply(i, l.figures(i)) }
-
-// reply is applied with the posting's figures at hand, as book returns
-// them: the message that books them need not read them back.
-func (l *Ledger) reply(i uint32, f postingFigures) Outcome {
+// booked is the reply to the message e that made posting i, whose figures
+// f book returned: the reply, with the posting. The event id is e's own,
+// which the posting holds (formatting it again would cost a string).
+func (l *Ledger) booked(e *Event, i uint32, f postingFigures) Outcome {
 	p := l.postings.get(i)
+	o := l.reply(p, f)
+	o.Posting = l.entryOf(p, f, e.EventID)
+	return o
+}
+
+// reply is the reply fields for posting p with figures f: the transaction
+// and the sender's figures right after it.
+func (l *Ledger) reply(p *posting, f postingFigures) Outcome {
 	sender, balance := p.from, f.fromBalance
 	if p.kind() == kindAdjust {
 		sender = issuance
@@ -167,11 +178,10 @@ func (l *Ledger) reply(i uint32, f postingFigures) Outcome {
 	}
 	return Outcome{
 		Status:        protocol.StatusOK,
-		TransactionID: l.strs.get(p.txID),
+		TransactionID: l.strs.get(p.txID()),
 		Account:       l.uri(sender),
 		Balance:       amountOfFixed(balance),
 		Available:     l.availableOf(balance, f.pending),
-		Posting:       l.entryOf(p, f),
 	}
 }
 
