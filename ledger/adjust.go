@@ -53,7 +53,9 @@ func (l *Ledger) adjust(e *Event, p *protocol.CreditAdjust) Outcome {
 		return refuse(status, "%s", why)
 	}
 	l.adjusts.insert(&l.strs, key, i+1, 0)
-	return l.booked(e, i, f)
+	var o Outcome
+	l.booked(e, i, f, &o)
+	return o
 }
 
 // repeatAdjust answers a credit.adjust whose key is already booked as

@@ -101,24 +101,25 @@ type Entry struct {
 
 // entry shows posting i.
 func (l *Ledger) entry(i uint32) Entry {
+	var en Entry
 	p := l.postings.get(i)
-	return l.entryOf(p, l.figures(i), l.eventID(p.event))
+	l.entryOf(p, l.figures(i), l.eventID(p.event), &en)
+	return en
 }
 
-// entryOf shows posting p, whose figures are f and event id eventID.
-func (l *Ledger) entryOf(p *posting, f postingFigures, eventID string) Entry {
-	return Entry{
-		Amount:        amountOfFixed(f.amount),
-		EventID:       eventID,
-		From:          l.uri(p.from),
-		FromBalance:   amountOfFixed(f.fromBalance),
-		Kind:          p.kind().String(),
-		Seq:           p.seq,
-		Time:          timeOf(p.time),
-		To:            l.uri(p.to),
-		ToBalance:     amountOfFixed(f.toBalance),
-		TransactionID: l.strs.get(p.txID()),
-	}
+// entryOf fills in en, a zero Entry, for posting p, whose figures are f
+// and event id eventID.
+func (l *Ledger) entryOf(p *posting, f postingFigures, eventID string, en *Entry) {
+	f.amount.decimal(en.Amount.Decimal())
+	en.EventID = eventID
+	en.From = l.uri(p.from)
+	f.fromBalance.decimal(en.FromBalance.Decimal())
+	en.Kind = p.kind().String()
+	en.Seq = p.seq
+	en.Time = timeOf(p.time)
+	en.To = l.uri(p.to)
+	f.toBalance.decimal(en.ToBalance.Decimal())
+	en.TransactionID = l.strs.get(p.txID())
 }
 
 // Entries returns up to limit postings of uri made by events after

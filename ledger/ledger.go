@@ -44,6 +44,8 @@ type Ledger struct {
 
 	requests   requestLog
 	mismatches []Mismatch
+
+	prefetched uint32 // see prefetch
 }
 
 // New returns an empty ledger for the node with URI nodeURI, whose account
@@ -88,7 +90,7 @@ func (l *Ledger) Seq() uint64 { return l.seq }
 //
 // Before the event itself, Apply releases every hold whose expiry is at or
 // before e.Time: time moves only with events.
-func (l *Ledger) Apply(e Event) Outcome {
+func (l *Ledger) Apply(e Event) (o Outcome) {
 	if e.Seq <= l.seq {
 		panic(fmt.Sprintf("ledger: Apply(seq %d) after seq %d: events must be applied once each, in stream order", e.Seq, l.seq))
 	}
@@ -99,7 +101,8 @@ func (l *Ledger) Apply(e Event) Outcome {
 	l.expire(&e)
 	switch p := e.Payload.(type) {
 	case *protocol.CreditTransfer:
-		return l.transfer(&e, p)
+		l.transfer(&e, p, &o) // in place: see booked
+		return o
 	case *protocol.CreditReward:
 		return l.reward(&e, p)
 	case *protocol.CreditAdjust:

@@ -96,6 +96,13 @@ type parties struct {
 // credits, and returns them or a refusal reason. A URI without an account
 // must be canonical to get one later.
 func (l *Ledger) resolve(e *Event) (parties, string) {
+	x := &l.accounts.index
+	return l.resolveHashed(e, x.hash(e.From), x.hash(e.To))
+}
+
+// resolveHashed is resolve with the hashes of FROM and TO in the accounts'
+// index known.
+func (l *Ledger) resolveHashed(e *Event, hf, ht uint32) (parties, string) {
 	p := parties{from: e.From, to: e.To}
 	switch {
 	case e.From == "":
@@ -105,7 +112,7 @@ func (l *Ledger) resolve(e *Event) (parties, string) {
 	case e.From == e.To:
 		return p, "FROM and TO are the same account; credits cannot move to where they are"
 	}
-	p.fromID, p.fromOK, p.toID, p.toOK = l.lookupPair(e.From, e.To)
+	p.fromID, p.fromOK, p.toID, p.toOK = l.lookupPair(e.From, hf, e.To, ht)
 	if !p.fromOK {
 		if why := l.checkNewURI("FROM", e.From); why != "" {
 			return p, why
@@ -150,13 +157,17 @@ func (l *Ledger) book(e *Event, m move) (uint32, postingFigures, protocol.Status
 	if l.postings.len() >= postingsMax || l.accounts.len()+2 > accountsMax || l.bigFigures.len()+3 > bigFiguresMax {
 		return 0, postingFigures{}, protocol.StatusTooLarge, "the ledger holds the most postings or accounts it can"
 	}
-	// A side without an account yet has zero figures.
-	var from, to account
+	// A side without an account yet has zero figures. Only the figures
+	// are copied, not the rows: the rows are written only once all the
+	// new figures are known to be valid.
+	var from, to struct{ balance, spent, earned, pending fixed }
 	if m.fromOK {
-		from = *l.accounts.get(m.fromID)
+		a := l.accounts.get(m.fromID)
+		from.balance, from.spent, from.pending = a.balance, a.spent, a.pending
 	}
 	if m.toOK {
-		to = *l.accounts.get(m.toID)
+		a := l.accounts.get(m.toID)
+		to.balance, to.earned = a.balance, a.earned
 	}
 	var ok [5]bool
 	from.balance, ok[0] = addMoney(l.ctx, from.balance, m.amount, true)

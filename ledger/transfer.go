@@ -15,52 +15,62 @@ import (
 // reason, timestamp and signature are not content, because a sender that
 // retries may rebuild them. If the transaction_id is that of a live
 // approval from FROM to TO, the transfer pays from the hold (settles it).
-func (l *Ledger) transfer(e *Event, p *protocol.CreditTransfer) Outcome {
-	if o := l.checkSender(e); o != nil {
-		return *o
+func (l *Ledger) transfer(e *Event, p *protocol.CreditTransfer, o *Outcome) {
+	if r := l.checkSender(e); r != nil {
+		*o = *r
+		return
 	}
 	if why := checkAmount("amount", p.Amount, positive); why != "" {
-		return refuse(protocol.StatusBadRequest, "%s", why)
+		*o = refuse(protocol.StatusBadRequest, "%s", why)
+		return
 	}
 	if p.Currency != protocol.Currency {
-		return refuse(protocol.StatusBadRequest, "field %q holds %s; the only currency is %q", "currency", quoteURI(p.Currency), protocol.Currency)
+		*o = refuse(protocol.StatusBadRequest, "field %q holds %s; the only currency is %q", "currency", quoteURI(p.Currency), protocol.Currency)
+		return
 	}
 	if why := checkID("transaction_id", p.TransactionID); why != "" {
-		return refuse(protocol.StatusBadRequest, "%s", why)
+		*o = refuse(protocol.StatusBadRequest, "%s", why)
+		return
 	}
-	// The id is looked up before the parties, though a refusal of theirs
-	// comes first, so that the three index reads, each likely a cache
-	// miss, wait together; findTx changes nothing.
-	txHash := l.txs.hash(p.TransactionID)
+	// The reads that will wait on memory start first (prefetch); the id
+	// is looked up before the parties, though a refusal of theirs comes
+	// first, for the same reason. Neither changes anything.
+	txHash, fromHash, toHash := l.txs.hash(p.TransactionID), l.accounts.index.hash(e.From), l.accounts.index.hash(e.To)
+	l.prefetch(txHash, fromHash, toHash)
 	ref, found := l.findTx(p.TransactionID, txHash)
-	pt, why := l.resolve(e)
+	pt, why := l.resolveHashed(e, fromHash, toHash)
 	if why != "" {
-		return refuse(protocol.StatusBadRequest, "%s", why)
+		*o = refuse(protocol.StatusBadRequest, "%s", why)
+		return
 	}
 	amount := mustFixed(p.Amount.Decimal())
 	if ref.posting != 0 {
-		return l.repeat(e, ref.posting-1, kindTransfer, amount, "transaction_id "+quoteURI(p.TransactionID))
+		*o = l.repeat(e, ref.posting-1, kindTransfer, amount, "transaction_id "+quoteURI(p.TransactionID))
+		return
 	}
 	m := move{parties: pt, kind: kindTransfer, txID: p.TransactionID, amount: amount}
 	if found {
 		h := l.holds.get(ref.hold - 1)
 		if h.account != pt.fromID || !pt.fromOK || l.strs.get(h.party) != e.To {
-			return refuse(protocol.StatusConflict, "transaction_id %s names an approval from %s to %s", quoteURI(p.TransactionID), quoteURI(l.uri(h.account)), quoteURI(l.strs.get(h.party)))
+			*o = refuse(protocol.StatusConflict, "transaction_id %s names an approval from %s to %s", quoteURI(p.TransactionID), quoteURI(l.uri(h.account)), quoteURI(l.strs.get(h.party)))
+			return
 		}
 		m.txRef = ref.key
 		if h.state == holdLive {
 			m.settle = ref.hold
 		}
 	}
-	if o := l.checkFunds(pt, amount, m.settle, "the transfer"); o != nil {
-		return *o
+	if r := l.checkFunds(pt, amount, m.settle, "the transfer"); r != nil {
+		*o = *r
+		return
 	}
 	i, f, status, why := l.book(e, m)
 	if status != 0 {
-		return refuse(status, "%s", why)
+		*o = refuse(status, "%s", why)
+		return
 	}
 	l.txPaid(ref, found, txHash, i)
-	return l.booked(e, i, f)
+	l.booked(e, i, f, o)
 }
 
 // reward applies a credit.reward: FROM pays TO for good work, from its own
@@ -107,7 +117,9 @@ func (l *Ledger) reward(e *Event, p *protocol.CreditReward) Outcome {
 	}
 	l.rewards.insert(&l.strs, key, i+1, 0)
 	l.txs.insert(txHash, i+1, false)
-	return l.booked(e, i, f)
+	var o Outcome
+	l.booked(e, i, f, &o)
+	return o
 }
 
 // rewardKey is the idempotency key of a credit.reward: one reward per task
@@ -151,24 +163,26 @@ func (l *Ledger) repeat(e *Event, i uint32, k kind, amount fixed, name string) O
 // the transaction and the sender's figures right after the posting, as
 // the first reply had them, and no posting.
 func (l *Ledger) replayed(i uint32) Outcome {
-	o := l.reply(l.postings.get(i), l.figures(i))
+	var o Outcome
+	l.reply(l.postings.get(i), l.figures(i), &o)
 	o.Replayed = true
 	return o
 }
 
-// booked is the reply to the message e that made posting i, whose figures
-// f book returned: the reply, with the posting. The event id is e's own,
-// which the posting holds (formatting it again would cost a string).
-func (l *Ledger) booked(e *Event, i uint32, f postingFigures) Outcome {
+// booked fills in o, a zero Outcome, the reply to the message e that made
+// posting i, whose figures f book returned: the reply, with the posting.
+// The event id is e's own, which the posting holds (formatting it again
+// would cost a string). It writes in place because an Outcome is 352
+// bytes, and returning one copies it at every call it passes through.
+func (l *Ledger) booked(e *Event, i uint32, f postingFigures, o *Outcome) {
 	p := l.postings.get(i)
-	o := l.reply(p, f)
-	o.Posting = l.entryOf(p, f, e.EventID)
-	return o
+	l.reply(p, f, o)
+	l.entryOf(p, f, e.EventID, &o.Posting)
 }
 
-// reply is the reply fields for posting p with figures f: the transaction
-// and the sender's figures right after it.
-func (l *Ledger) reply(p *posting, f postingFigures) Outcome {
+// reply fills in the reply fields of o, a zero Outcome, for posting p with
+// figures f: the transaction and the sender's figures right after it.
+func (l *Ledger) reply(p *posting, f postingFigures, o *Outcome) {
 	sender, balance := p.from, f.fromBalance
 	if p.kind() == kindAdjust {
 		sender = issuance
@@ -176,13 +190,11 @@ func (l *Ledger) reply(p *posting, f postingFigures) Outcome {
 			balance = f.toBalance
 		}
 	}
-	return Outcome{
-		Status:        protocol.StatusOK,
-		TransactionID: l.strs.get(p.txID()),
-		Account:       l.uri(sender),
-		Balance:       amountOfFixed(balance),
-		Available:     l.availableOf(balance, f.pending),
-	}
+	o.Status = protocol.StatusOK
+	o.TransactionID = l.strs.get(p.txID())
+	o.Account = l.uri(sender)
+	balance.decimal(o.Balance.Decimal())
+	diffDecimal(l.wide, o.Available.Decimal(), balance, f.pending)
 }
 
 // checkFunds refuses (402) a payment or hold of amount by the sender of pt
