@@ -76,54 +76,15 @@ func (t *accountTable) len() int { return t.rows.len() }
 // lookup returns the id of uri's account, if it has one. It never creates.
 func (l *Ledger) lookup(uri string) (accountID, bool) {
 	x := &l.accounts.index
-	p := x.probe(x.hash(uri))
-	v, _, ok := p.next()
-	return l.walkAccounts(&p, uri, v, ok)
-}
-
-// lookupPair is lookup of two URIs whose hashes in the accounts' index,
-// ha and hb, are known. Each lookup is a chain of dependent reads, an index
-// slot and then an account row, and with the accounts out of cache each
-// read waits some 200 ns on this VM: both walks start before either URI is
-// compared, so that the two chains wait together.
-func (l *Ledger) lookupPair(a string, ha uint32, b string, hb uint32) (ida accountID, oka bool, idb accountID, okb bool) {
-	x := &l.accounts.index
-	pa, pb := x.probe(ha), x.probe(hb)
-	va, _, ca := pa.next()
-	vb, _, cb := pb.next()
-	ida, oka = l.walkAccounts(&pa, a, va, ca)
-	idb, okb = l.walkAccounts(&pb, b, vb, cb)
-	return ida, oka, idb, okb
-}
-
-// prefetch reads, without looking at what it reads, the first index slot
-// of a transaction id (hash tx in l.txs) and of two URIs (hashes from and
-// to in the accounts' index) and the account rows those slots name: the
-// reads a transfer waits for, each likely a cache miss. The fold's own
-// reads come behind branches on what they read, which the processor may
-// guess wrong, and then it has not yet asked for the next read; these
-// depend on no branch, so the misses overlap: one wait instead of three
-// or four. It changes nothing but l.prefetched, which only keeps the
-// compiler from dropping the reads; a slot it reads may be empty or name
-// another key, and then it has read a row in vain.
-func (l *Ledger) prefetch(tx, from, to uint32) {
-	t := &l.accounts
-	sx, sa, sb := l.txs.first(tx), t.index.first(from), t.index.first(to)
-	ra, rb := t.rows.get(max(sa.v, 1)-1), t.rows.get(max(sb.v, 1)-1)
-	// A row is 160 bytes, three cache lines: one read in each.
-	l.prefetched = sx.v ^ uint32(ra.short[0]) ^ uint32(ra.spent.lo) ^ ra.entries.tail[len(ra.entries.tail)-1] ^
-		uint32(rb.short[0]) ^ uint32(rb.spent.lo) ^ rb.entries.tail[len(rb.entries.tail)-1]
-}
-
-// walkAccounts finishes a lookup of uri whose walk p has yielded the
-// candidate v (if ok).
-func (l *Ledger) walkAccounts(p *hashProbe, uri string, v uint32, ok bool) (accountID, bool) {
-	for ; ok; v, _, ok = p.next() {
+	for p := x.probe(x.hash(uri)); ; {
+		v, _, ok := p.next()
+		if !ok {
+			return 0, false
+		}
 		if l.accounts.rows.get(v-1).name(&l.strs) == uri {
 			return accountID(v - 1), true
 		}
 	}
-	return 0, false
 }
 
 // create adds an account for uri, which must not have one yet.

@@ -75,12 +75,6 @@ func (x *hashIndex) hash(key string) uint32 {
 // table returns the table of hash h.
 func (x *hashIndex) table(h uint32) *hashTable { return x.dir[h>>(hashBits-x.depth)] }
 
-// first returns the first slot of the walk of hash h, whatever it holds.
-func (x *hashIndex) first(h uint32) hashSlot {
-	t := x.table(h)
-	return t.slots[h&uint32(len(t.slots)-1)]
-}
-
 // hashProbe walks the slots where a key of hash h may be.
 type hashProbe struct {
 	slots []hashSlot

@@ -44,8 +44,6 @@ type Ledger struct {
 
 	requests   requestLog
 	mismatches []Mismatch
-
-	prefetched uint32 // see prefetch
 }
 
 // New returns an empty ledger for the node with URI nodeURI, whose account

@@ -96,13 +96,6 @@ type parties struct {
 // credits, and returns them or a refusal reason. A URI without an account
 // must be canonical to get one later.
 func (l *Ledger) resolve(e *Event) (parties, string) {
-	x := &l.accounts.index
-	return l.resolveHashed(e, x.hash(e.From), x.hash(e.To))
-}
-
-// resolveHashed is resolve with the hashes of FROM and TO in the accounts'
-// index known.
-func (l *Ledger) resolveHashed(e *Event, hf, ht uint32) (parties, string) {
 	p := parties{from: e.From, to: e.To}
 	switch {
 	case e.From == "":
@@ -112,7 +105,9 @@ func (l *Ledger) resolveHashed(e *Event, hf, ht uint32) (parties, string) {
 	case e.From == e.To:
 		return p, "FROM and TO are the same account; credits cannot move to where they are"
 	}
-	p.fromID, p.fromOK, p.toID, p.toOK = l.lookupPair(e.From, hf, e.To, ht)
+	// Both lookups first, so that their cache misses overlap.
+	p.fromID, p.fromOK = l.lookup(e.From)
+	p.toID, p.toOK = l.lookup(e.To)
 	if !p.fromOK {
 		if why := l.checkNewURI("FROM", e.From); why != "" {
 			return p, why

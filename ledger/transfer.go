@@ -32,13 +32,12 @@ func (l *Ledger) transfer(e *Event, p *protocol.CreditTransfer, o *Outcome) {
 		*o = refuse(protocol.StatusBadRequest, "%s", why)
 		return
 	}
-	// The reads that will wait on memory start first (prefetch); the id
-	// is looked up before the parties, though a refusal of theirs comes
-	// first, for the same reason. Neither changes anything.
-	txHash, fromHash, toHash := l.txs.hash(p.TransactionID), l.accounts.index.hash(e.From), l.accounts.index.hash(e.To)
-	l.prefetch(txHash, fromHash, toHash)
+	// The id is looked up before the parties, though a refusal of theirs
+	// comes first, so that the index reads, each likely a cache miss,
+	// wait together; findTx changes nothing.
+	txHash := l.txs.hash(p.TransactionID)
 	ref, found := l.findTx(p.TransactionID, txHash)
-	pt, why := l.resolveHashed(e, fromHash, toHash)
+	pt, why := l.resolve(e)
 	if why != "" {
 		*o = refuse(protocol.StatusBadRequest, "%s", why)
 		return
