@@ -21,7 +21,7 @@ import "hash/maphash"
 // slots, open-addressed with linear probing. A table that fills to 3/4
 // doubles; at hashTableMax it splits in two by one more bit of the hash
 // (the directory doubles if it must). Growth therefore never rehashes more
-// than one table, some 50 KB: no pause proportional to the index, which a
+// than one table, 64 KiB at most: no pause proportional to the index, which a
 // single big table would have at every doubling. Keys are never removed,
 // so there are no tombstones.
 //
@@ -57,7 +57,6 @@ const (
 	hashTableMin = 8       // slots
 	hashTableMax = 1 << 13 // slots: 64 KiB
 	hashBits     = 31      // bits of a key's hash
-	hashMask     = 1<<31 - 1
 )
 
 func newHashIndex() hashIndex {
