@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"errors"
-	"hash/maphash"
 	"strconv"
 	"time"
 	"unsafe"
@@ -28,17 +27,14 @@ type account struct {
 	// short holds the URI if it is at most uriShortMax bytes long, as most
 	// are; uri then holds only its length. A lookup compares the URI in
 	// the row it reads anyway, not in the arena, a cache miss fewer.
-	short [uriShortMax]byte
-	uri   strRef
-	// sameHash is the id + 1 of an older account whose URI has the same
-	// hash in accountTable.index, 0 for none.
-	sameHash uint32
-	balance  fixed
-	pending  fixed // sum of the live holds on the account
-	earned   fixed // sum of the amounts posted to the account
-	spent    fixed // sum of the amounts posted from the account
-	updated  int64 // event time of the last change, Unix ns; 0 for never
-	seq      uint64
+	short   [uriShortMax]byte
+	uri     strRef
+	balance fixed
+	pending fixed // sum of the live holds on the account
+	earned  fixed // sum of the amounts posted to the account
+	spent   fixed // sum of the amounts posted from the account
+	updated int64 // event time of the last change, Unix ns; 0 for never
+	seq     uint64
 	// entries lists the account's postings in sequence order (entries.go).
 	entries entryList
 }
@@ -60,18 +56,16 @@ func (a *account) name(ar *arena) string {
 
 // accountTable interns URIs and holds the accounts.
 //
-// Its index maps the hash of a URI straight to the id + 1 of the newest
-// account with that hash; collisions chain through account.sameHash. It is
-// a keyIndex without the record: a lookup goes from the map to the account
-// row it needs anyway, one cache miss fewer per party of a transfer.
+// Its index maps the hash of a URI to the id + 1 of its account; the URI
+// is compared in the account row, which the caller needs anyway, so a
+// lookup reads one index slot and the row.
 type accountTable struct {
 	rows  chunked[account]
-	seed  maphash.Seed
-	index map[uint64]uint32
+	index hashIndex
 }
 
 func newAccountTable() accountTable {
-	return accountTable{seed: maphash.MakeSeed(), index: make(map[uint64]uint32)}
+	return accountTable{index: newHashIndex()}
 }
 
 func (t *accountTable) get(id accountID) *account { return t.rows.get(uint32(id)) }
@@ -81,29 +75,28 @@ func (t *accountTable) len() int { return t.rows.len() }
 
 // lookup returns the id of uri's account, if it has one. It never creates.
 func (l *Ledger) lookup(uri string) (accountID, bool) {
-	t := &l.accounts
-	for i := t.index[maphash.String(t.seed, uri)]; i != 0; {
-		a := t.rows.get(i - 1)
-		if a.name(&l.strs) == uri {
-			return accountID(i - 1), true
+	x := &l.accounts.index
+	for p := x.probe(x.hash(uri)); ; {
+		v, _, ok := p.next()
+		if !ok {
+			return 0, false
 		}
-		i = a.sameHash
+		if l.accounts.rows.get(v-1).name(&l.strs) == uri {
+			return accountID(v - 1), true
+		}
 	}
-	return 0, false
 }
 
 // create adds an account for uri, which must not have one yet.
 func (l *Ledger) create(uri string) accountID {
 	t := &l.accounts
-	h := maphash.String(t.seed, uri)
 	i, a := t.rows.add()
 	if len(uri) <= uriShortMax {
 		a.uri = strRef(copy(a.short[:], uri))
 	} else {
 		a.uri = l.strs.put(uri)
 	}
-	a.sameHash = t.index[h]
-	t.index[h] = i + 1
+	t.index.insert(t.index.hash(uri), i+1, false)
 	return accountID(i)
 }
 

@@ -38,8 +38,8 @@ func (l *Ledger) adjust(e *Event, p *protocol.CreditAdjust) Outcome {
 	if r := l.adjusts.find(&l.strs, key); r != nil {
 		return l.repeatAdjust(e, r.a-1, p.TransactionID, adj)
 	}
-	ref := l.txs.find(&l.strs, p.TransactionID)
-	if ref == nil || ref.a == 0 {
+	ref, _ := l.findTx(p.TransactionID, l.txs.hash(p.TransactionID))
+	if ref.posting == 0 {
 		return refuse(protocol.StatusNotFound, "transaction_id %s names no booked transaction", quoteURI(p.TransactionID))
 	}
 	// The posting names the transaction by the string the arena already
@@ -48,30 +48,29 @@ func (l *Ledger) adjust(e *Event, p *protocol.CreditAdjust) Outcome {
 	if adj.neg() {
 		m.parties, m.amount = pt.swap(), packFixed(adj.mag(), adj.exp(), false)
 	}
-	i, status, why := l.book(e, m)
+	i, f, status, why := l.book(e, m)
 	if status != 0 {
 		return refuse(status, "%s", why)
 	}
 	l.adjusts.insert(&l.strs, key, i+1, 0)
-	return l.applied(i)
+	var o Outcome
+	l.booked(e, i, f, &o)
+	return o
 }
 
 // repeatAdjust answers a credit.adjust whose key is already booked as
 // posting i: the first reply again if it corrects the same transaction of
 // the same account by the same amount, else 409.
 func (l *Ledger) repeatAdjust(e *Event, i uint32, txID string, adj fixed) Outcome {
-	p := l.postings.get(i)
-	target, signed := p.to, p.amount
+	p, amount := l.postings.get(i), l.figures(i).amount
+	target, signed := p.to, amount
 	if p.to == issuance {
-		target, signed = p.from, packFixed(p.amount.mag(), p.amount.exp(), true)
+		target, signed = p.from, packFixed(amount.mag(), amount.exp(), true)
 	}
-	uri, booked := l.uri(target), l.strs.get(p.txID)
+	uri, booked := l.uri(target), l.strs.get(p.txID())
 	if booked != txID || uri != e.To || cmpFixed(signed, adj) != 0 {
 		return refuse(protocol.StatusConflict, "this credit.adjust was booked at seq %d as %s to %s for transaction_id %s; a message with the same key must have the same content",
 			p.seq, signed.text(), quoteURI(uri), quoteURI(booked))
 	}
-	o := l.applied(i)
-	o.Replayed = true
-	o.Posting = Entry{}
-	return o
+	return l.replayed(i)
 }

@@ -38,10 +38,11 @@ func (l *Ledger) approve(e *Event, p *protocol.CreditApprove) Outcome {
 	}
 	amount := mustFixed(p.ApprovedAmount.Decimal())
 	// A resend gets its first reply even if its expiry has passed since.
-	switch ref := l.txs.find(&l.strs, p.TransactionID); {
-	case ref != nil && ref.b != 0:
-		return l.repeatApproval(e, ref.b-1, amount, expires, given)
-	case ref != nil:
+	txHash := l.txs.hash(p.TransactionID)
+	switch ref, found := l.findTx(p.TransactionID, txHash); {
+	case ref.hold != 0:
+		return l.repeatApproval(e, ref.hold-1, amount, expires, given)
+	case found:
 		return refuse(protocol.StatusConflict, "transaction_id %s names a booked transaction, not an approval", quoteURI(p.TransactionID))
 	}
 	switch {
@@ -55,7 +56,7 @@ func (l *Ledger) approve(e *Event, p *protocol.CreditApprove) Outcome {
 	if o != nil {
 		return *o
 	}
-	l.txs.insertRef(&l.strs, l.holds.get(i).txID, 0, i+1)
+	l.txs.insert(txHash, i+1, true)
 	l.requests.resolve(e, requestApproved, p.ApprovedAmount.Decimal(), p.TransactionID)
 	return l.placed(i)
 }

@@ -17,6 +17,19 @@ const arenaChunkSize = 1 << 20 // bytes
 // strRefLenBits is the width of the length in a strRef.
 const strRefLenBits = 24
 
+// strRefSpareShift is the lowest bit of the length field that no strRef
+// sets: every string is shorter than arenaChunkSize, 2^20 bytes. An owner
+// may keep a small tag of its own in bits strRefSpareShift up to
+// strRefLenBits-1 of a strRef it stores, and must clear them (strRefSpare)
+// before it calls get.
+const strRefSpareShift = 20
+
+// strRefSpare masks those bits.
+const strRefSpare strRef = (1<<strRefLenBits - 1) &^ (1<<strRefSpareShift - 1)
+
+// The spare bits exist only while a string is shorter than 2^20 bytes.
+var _ [1<<strRefSpareShift - arenaChunkSize]struct{}
+
 // strRef names a string in an arena: its offset, shifted, and its length.
 // The zero strRef is the empty string.
 type strRef uint64

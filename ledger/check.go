@@ -92,23 +92,23 @@ func (l *Ledger) checkAccount(id accountID, a *account) error {
 func (l *Ledger) checkPosting(id accountID, a *account, i uint32, run, earned, spent *apd.Decimal, last *uint64) error {
 	uri := a.name(&l.strs)
 	{
-		p := l.postings.get(i)
+		p, f := l.postings.get(i), l.figures(i)
 		if p.seq <= *last {
 			return fmt.Errorf("ledger: %s: posting at seq %d follows seq %d", uri, p.seq, *last)
 		}
 		*last = p.seq
-		if p.amount.sign() <= 0 || p.from == p.to {
-			return fmt.Errorf("ledger: posting at seq %d moves %s from %d to %d", p.seq, p.amount.text(), p.from, p.to)
+		if f.amount.sign() <= 0 || p.from == p.to {
+			return fmt.Errorf("ledger: posting at seq %d moves %s from %d to %d", p.seq, f.amount.text(), p.from, p.to)
 		}
-		amount, recorded := dec(p.amount), p.toBalance
+		amount, recorded := dec(f.amount), f.toBalance
 		var err error
 		if p.from == id {
-			recorded = p.fromBalance
+			recorded = f.fromBalance
 			if _, err = l.wide.Sub(run, run, amount); err == nil {
 				_, err = l.wide.Add(spent, spent, amount)
 			}
-			if id != issuance && p.kind != kindAdjust && run.Sign() < 0 {
-				return fmt.Errorf("ledger: %s: the %s at seq %d left it at %s", uri, p.kind, p.seq, run.Text('f'))
+			if id != issuance && p.kind() != kindAdjust && run.Sign() < 0 {
+				return fmt.Errorf("ledger: %s: the %s at seq %d left it at %s", uri, p.kind(), p.seq, run.Text('f'))
 			}
 		} else if _, err = l.wide.Add(run, run, amount); err == nil {
 			_, err = l.wide.Add(earned, earned, amount)

@@ -94,18 +94,19 @@ func (l *Ledger) received(e *Event, p *protocol.CreditReceived) Outcome {
 		}
 	}
 	c := newClaims(e, protocol.TypeCreditReceived, p.TransactionID)
-	ref := l.txs.find(&l.strs, p.TransactionID)
-	if ref == nil || ref.a == 0 {
+	ref, _ := l.findTx(p.TransactionID, l.txs.hash(p.TransactionID))
+	if ref.posting == 0 {
 		c.add("transaction_id", p.TransactionID, "")
 		return l.record(&c)
 	}
-	post := l.postings.get(ref.a - 1)
+	post := l.postings.get(ref.posting - 1)
 	if payee := l.uri(post.to); payee != e.From {
 		c.add("to", e.From, payee)
 		return l.record(&c)
 	}
-	c.figure("amount", p.Amount, dec(post.amount))
-	c.figure("balance", p.Balance, dec(post.toBalance))
+	f := l.figures(ref.posting - 1)
+	c.figure("amount", p.Amount, dec(f.amount))
+	c.figure("balance", p.Balance, dec(f.toBalance))
 	return l.record(&c)
 }
 

@@ -99,19 +99,27 @@ type Entry struct {
 	TransactionID string          `json:"transaction_id"`
 }
 
-func (l *Ledger) entry(p *posting) Entry {
-	return Entry{
-		Amount:        amountOfFixed(p.amount),
-		EventID:       l.strs.get(p.eventID),
-		From:          l.uri(p.from),
-		FromBalance:   amountOfFixed(p.fromBalance),
-		Kind:          p.kind.String(),
-		Seq:           p.seq,
-		Time:          timeOf(p.time),
-		To:            l.uri(p.to),
-		ToBalance:     amountOfFixed(p.toBalance),
-		TransactionID: l.strs.get(p.txID),
-	}
+// entry shows posting i.
+func (l *Ledger) entry(i uint32) Entry {
+	var en Entry
+	p := l.postings.get(i)
+	l.entryOf(p, l.figures(i), l.eventID(p.event), &en)
+	return en
+}
+
+// entryOf fills in en, a zero Entry, for posting p, whose figures are f
+// and event id eventID.
+func (l *Ledger) entryOf(p *posting, f postingFigures, eventID string, en *Entry) {
+	f.amount.decimal(en.Amount.Decimal())
+	en.EventID = eventID
+	en.From = l.uri(p.from)
+	f.fromBalance.decimal(en.FromBalance.Decimal())
+	en.Kind = p.kind().String()
+	en.Seq = p.seq
+	en.Time = timeOf(p.time)
+	en.To = l.uri(p.to)
+	f.toBalance.decimal(en.ToBalance.Decimal())
+	en.TransactionID = l.strs.get(p.txID())
 }
 
 // Entries returns up to limit postings of uri made by events after
@@ -125,7 +133,7 @@ func (l *Ledger) Entries(uri string, afterSeq uint64, limit int) []Entry {
 	limit = min(limit, EntriesLimitMax)
 	var out []Entry
 	l.eachEntry(l.accounts.get(id), afterSeq, func(i uint32) bool {
-		out = append(out, l.entry(l.postings.get(i)))
+		out = append(out, l.entry(i))
 		return len(out) < limit
 	})
 	return out

@@ -87,6 +87,10 @@ type hold struct {
 	// livePos is the hold's position in holdTable.live while it is live,
 	// so that ending it costs no search.
 	livePos uint32
+	// paid is the index + 1 of the posting of the transfer that carried
+	// an approval's transaction_id, settling the hold or, after it ended,
+	// as an ordinary transfer; 0 for none (see Ledger.findTx).
+	paid uint32
 }
 
 // holdTable holds every hold and the indexes over the live ones.

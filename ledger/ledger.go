@@ -23,13 +23,18 @@ type Ledger struct {
 	accounts accountTable
 	postings chunked[posting]
 	blocks   chunked[entryBlock]
+	// bigFigures holds the posting figures too big to pack (packed.go);
+	// replyPending the pending figures of postings where it is not zero
+	// (postingFigures), by posting index.
+	bigFigures   chunked[fixed]
+	replyPending map[uint32]fixed
 
 	// txs names every transaction_id the ledger has taken: a booked
 	// transfer, a reward (by its event id), or an approval, or both an
-	// approval and the transfer that settled it. a is the posting index +
-	// 1, b the approval hold index + 1. The key is never released, so a
-	// transaction is booked once however late it is sent again.
-	txs keyIndex
+	// approval and the transfer that settled it (findTx). The key is never
+	// released, so a transaction is booked once however late it is sent
+	// again.
+	txs hashIndex
 	// rewards and adjusts map the idempotency key of a credit.reward and
 	// a credit.adjust (rewardKey, messageKey) to its posting index + 1.
 	rewards keyIndex
@@ -46,15 +51,16 @@ type Ledger struct {
 // anything else is a programmer error and panics.
 func New(nodeURI string) *Ledger {
 	l := &Ledger{
-		node:     strings.Clone(nodeURI),
-		ctx:      protocol.MoneyContext(),
-		wide:     wideContext(),
-		accounts: newAccountTable(),
-		txs:      newKeyIndex(),
-		rewards:  newKeyIndex(),
-		adjusts:  newKeyIndex(),
-		holds:    newHoldTable(),
-		requests: newRequestLog(),
+		node:         strings.Clone(nodeURI),
+		ctx:          protocol.MoneyContext(),
+		wide:         wideContext(),
+		accounts:     newAccountTable(),
+		replyPending: make(map[uint32]fixed),
+		txs:          newHashIndex(),
+		rewards:      newKeyIndex(),
+		adjusts:      newKeyIndex(),
+		holds:        newHoldTable(),
+		requests:     newRequestLog(),
 	}
 	if why := l.checkNewURI("node URI", nodeURI); why != "" {
 		panic("ledger: New: " + why)
@@ -82,7 +88,7 @@ func (l *Ledger) Seq() uint64 { return l.seq }
 //
 // Before the event itself, Apply releases every hold whose expiry is at or
 // before e.Time: time moves only with events.
-func (l *Ledger) Apply(e Event) Outcome {
+func (l *Ledger) Apply(e Event) (o Outcome) {
 	if e.Seq <= l.seq {
 		panic(fmt.Sprintf("ledger: Apply(seq %d) after seq %d: events must be applied once each, in stream order", e.Seq, l.seq))
 	}
@@ -93,7 +99,8 @@ func (l *Ledger) Apply(e Event) Outcome {
 	l.expire(&e)
 	switch p := e.Payload.(type) {
 	case *protocol.CreditTransfer:
-		return l.transfer(&e, p)
+		l.transfer(&e, p, &o) // in place: see booked
+		return o
 	case *protocol.CreditReward:
 		return l.reward(&e, p)
 	case *protocol.CreditAdjust:

@@ -26,30 +26,62 @@ func (k kind) String() string {
 }
 
 // postingsMax bounds the postings of one ledger so that a 32-bit index
-// never wraps. At about 200 bytes a posting, memory runs out long before.
+// never wraps. At about 100 bytes a posting, memory runs out long before.
 const postingsMax = 1<<32 - 2 // postings
 
 // posting moves amount from one account to another. It is never changed
 // once made. It holds the running balance of both sides, so an account's
 // history can be shown and audited without replaying anything.
+//
+// It is 72 bytes: every posting ever made stays in memory, so each byte
+// counts a million times. The figures are packed (packed.go), the event id
+// is kept as a ULID's value where it is one (ulid.go), and the kind rides
+// in spare bits of the transaction id's reference rather than take 8 more
+// bytes with its padding.
 type posting struct {
-	seq     uint64 // the event that made it
-	time    int64  // that event's time, Unix ns
-	eventID strRef
-	// txID is the transaction the posting belongs to: the transfer's
+	seq   uint64 // the event that made it
+	time  int64  // that event's time, Unix ns
+	event eventRef
+	// tx is the strRef of the transaction the posting belongs to, with
+	// the kind in its spare bits (see txID and kind): the transfer's
 	// transaction_id, the reward's event id, or the transaction an
 	// adjustment corrects.
-	txID        strRef
+	tx          strRef
 	from, to    accountID
-	kind        kind
-	amount      fixed // always positive
-	fromBalance fixed // balance of from after the posting
-	toBalance   fixed // balance of to after the posting
-	// pending is the sender's pending figure right after the posting, so
-	// that a repeated message gets the available figure of the first
-	// reply. The sender is from, except for an adjustment, whose sender is
-	// the node.
-	pending fixed
+	amount      packed // always positive
+	fromBalance packed // balance of from after the posting
+	toBalance   packed // balance of to after the posting
+}
+
+// txID returns the strRef of the transaction id.
+func (p *posting) txID() strRef { return p.tx &^ strRefSpare }
+
+// kind returns the message that made the posting.
+func (p *posting) kind() kind { return kind(p.tx >> strRefSpareShift & 3) }
+
+// The three kinds fit the two spare bits used.
+var _ [3 - kindAdjust]struct{}
+
+// postingFigures are a posting's figures unpacked, with the one it keeps
+// for a repeated message: pending is the sender's pending figure right
+// after the posting, so that a repeat gets the available figure of the
+// first reply. The sender is from, except for an adjustment, whose sender
+// is the node.
+type postingFigures struct {
+	amount, fromBalance, toBalance, pending fixed
+}
+
+// figures returns the figures of posting i. The pending figure is kept in
+// l.replyPending, and only where it is not the zero fixed: most senders
+// hold nothing, and a posting has no room to spare.
+func (l *Ledger) figures(i uint32) postingFigures {
+	p := l.postings.get(i)
+	return postingFigures{
+		amount:      l.unpack(p.amount),
+		fromBalance: l.unpack(p.fromBalance),
+		toBalance:   l.unpack(p.toBalance),
+		pending:     l.replyPending[i],
+	}
 }
 
 // parties are the two accounts of a message that moves credits, looked up
@@ -109,24 +141,28 @@ type move struct {
 	settle uint32
 }
 
-// book makes the posting for m, and returns its index, or the status and
-// reason of a refusal. It checks everything a posting needs except the
+// book makes the posting for m, and returns its index and figures, or the
+// status and reason of a refusal. It checks everything a posting needs except the
 // sender's funds and rights, which are the message's rules, and it changes
 // nothing unless it succeeds: all new figures are computed first.
-func (l *Ledger) book(e *Event, m move) (uint32, protocol.Status, string) {
+func (l *Ledger) book(e *Event, m move) (uint32, postingFigures, protocol.Status, string) {
 	if m.from == m.to || m.amount.sign() <= 0 {
 		panic("ledger: book: a posting needs two accounts and a positive amount")
 	}
-	if l.postings.len() >= postingsMax || l.accounts.len()+2 > accountsMax {
-		return 0, protocol.StatusTooLarge, "the ledger holds the most postings or accounts it can"
+	if l.postings.len() >= postingsMax || l.accounts.len()+2 > accountsMax || l.bigFigures.len()+3 > bigFiguresMax {
+		return 0, postingFigures{}, protocol.StatusTooLarge, "the ledger holds the most postings or accounts it can"
 	}
-	// A side without an account yet has zero figures.
-	var from, to account
+	// A side without an account yet has zero figures. Only the figures
+	// are copied, not the rows: the rows are written only once all the
+	// new figures are known to be valid.
+	var from, to struct{ balance, spent, earned, pending fixed }
 	if m.fromOK {
-		from = *l.accounts.get(m.fromID)
+		a := l.accounts.get(m.fromID)
+		from.balance, from.spent, from.pending = a.balance, a.spent, a.pending
 	}
 	if m.toOK {
-		to = *l.accounts.get(m.toID)
+		a := l.accounts.get(m.toID)
+		to.balance, to.earned = a.balance, a.earned
 	}
 	var ok [5]bool
 	from.balance, ok[0] = addMoney(l.ctx, from.balance, m.amount, true)
@@ -138,7 +174,7 @@ func (l *Ledger) book(e *Event, m move) (uint32, protocol.Status, string) {
 		from.pending, ok[4] = addMoney(l.ctx, from.pending, l.holds.get(m.settle-1).amount, true)
 	}
 	if ok != [5]bool{true, true, true, true, true} {
-		return 0, protocol.StatusBadRequest, tooManyDigits
+		return 0, postingFigures{}, protocol.StatusBadRequest, tooManyDigits
 	}
 
 	// Commit: nothing below can fail.
@@ -159,20 +195,27 @@ func (l *Ledger) book(e *Event, m move) (uint32, protocol.Status, string) {
 
 	i, p := l.postings.add()
 	*p = posting{
-		seq: e.Seq, time: unixNano(e.Time), eventID: l.strs.put(e.EventID), txID: m.txRef,
-		from: m.fromID, to: m.toID, kind: m.kind,
-		amount: m.amount, fromBalance: fa.balance, toBalance: ta.balance, pending: fa.pending,
+		seq: e.Seq, time: unixNano(e.Time), event: l.putEvent(e.EventID),
+		from: m.fromID, to: m.toID,
+		amount: l.pack(m.amount), fromBalance: l.pack(fa.balance), toBalance: l.pack(ta.balance),
 	}
 	switch {
 	case m.kind == kindReward:
-		p.txID = p.eventID
-	case p.txID == 0:
-		p.txID = l.strs.put(m.txID)
+		p.tx = l.strs.put(e.EventID)
+	case m.txRef != 0:
+		p.tx = m.txRef
+	default:
+		p.tx = l.strs.put(m.txID)
 	}
+	p.tx |= strRef(m.kind) << strRefSpareShift
+	f := postingFigures{amount: m.amount, fromBalance: fa.balance, toBalance: ta.balance, pending: fa.pending}
 	if m.kind == kindAdjust {
-		p.pending = l.accounts.get(issuance).pending
+		f.pending = l.accounts.get(issuance).pending
+	}
+	if f.pending != (fixed{}) {
+		l.replyPending[i] = f.pending
 	}
 	l.addEntry(fa, i)
 	l.addEntry(ta, i)
-	return i, 0, ""
+	return i, f, 0, ""
 }

@@ -51,19 +51,20 @@ type snapshotPosting struct {
 	TransactionID string `json:"transaction_id"`
 }
 
-func (l *Ledger) snapshotPosting(p *posting) snapshotPosting {
+func (l *Ledger) snapshotPosting(i uint32) snapshotPosting {
+	p, f := l.postings.get(i), l.figures(i)
 	return snapshotPosting{
-		Amount:        p.amount.text(),
-		EventID:       l.strs.get(p.eventID),
+		Amount:        f.amount.text(),
+		EventID:       l.eventID(p.event),
 		From:          l.uri(p.from),
-		FromBalance:   p.fromBalance.text(),
-		Kind:          p.kind.String(),
-		ReplyPending:  p.pending.text(),
+		FromBalance:   f.fromBalance.text(),
+		Kind:          p.kind().String(),
+		ReplyPending:  f.pending.text(),
 		Seq:           p.seq,
 		Time:          timeOf(p.time).Format(time.RFC3339Nano),
 		To:            l.uri(p.to),
-		ToBalance:     p.toBalance.text(),
-		TransactionID: l.strs.get(p.txID),
+		ToBalance:     f.toBalance.text(),
+		TransactionID: l.strs.get(p.txID()),
 	}
 }
 
@@ -88,8 +89,7 @@ func (l *Ledger) snapshot() snapshotDoc {
 	}
 	slices.SortFunc(d.Accounts, func(a, b AccountView) int { return strings.Compare(a.URI, b.URI) })
 	for i := range l.postings.len() {
-		p := l.postings.get(uint32(i))
-		d.Postings = append(d.Postings, l.snapshotPosting(p))
+		d.Postings = append(d.Postings, l.snapshotPosting(uint32(i)))
 	}
 	for i := range l.holds.rows.len() {
 		d.Holds = append(d.Holds, l.holdView(l.holds.get(uint32(i))))
@@ -101,17 +101,19 @@ func (l *Ledger) snapshot() snapshotDoc {
 	d.AdjustKeys = l.keyRefs(&l.adjusts, postingSeq)
 	d.RewardKeys = l.keyRefs(&l.rewards, postingSeq)
 	d.TaskKeys = l.keyRefs(&l.holds.tasks, holdSeq)
-	for i := range l.txs.len() {
-		r := l.txs.recs.get(uint32(i))
-		v := txView{ID: l.strs.get(r.key)}
-		if r.a != 0 {
-			v.PostingSeq = postingSeq(r.a)
-		}
-		if r.b != 0 {
-			v.HoldSeq = holdSeq(r.b)
+	l.txs.each(func(i uint32, hold bool) {
+		var v txView
+		if hold {
+			h := l.holds.get(i - 1)
+			v = txView{ID: l.strs.get(h.txID), HoldSeq: h.seq}
+			if h.paid != 0 {
+				v.PostingSeq = postingSeq(h.paid)
+			}
+		} else {
+			v = txView{ID: l.strs.get(l.postings.get(i - 1).txID()), PostingSeq: postingSeq(i)}
 		}
 		d.Transactions = append(d.Transactions, v)
-	}
+	})
 	slices.SortFunc(d.Transactions, func(a, b txView) int { return strings.Compare(a.ID, b.ID) })
 	return d
 }
