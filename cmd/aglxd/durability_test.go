@@ -10,7 +10,6 @@ import (
 
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -111,15 +110,7 @@ func (p *gateProxy) stop() {
 // have it, and the agent has no reply. Once the server answers again, the
 // reply comes, and the event it names is in the log.
 func TestNoReplyBeforeDurable(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := startExternalNATS(t)
 	proxy := startGateProxy(t, ns.Addr().String())
 
 	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.NATSURL = "nats://" + proxy.ln.Addr().String() })
