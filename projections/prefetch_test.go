@@ -1,0 +1,122 @@
+package projections
+
+import (
+	"context"
+	"crypto"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
+)
+
+// TestReplayWithPrefetcherEqualsWithout: a log of signed registry updates
+// several prefetch stretches long, with keys bound and rotated in
+// different stretches and forgeries among them, folds into the same
+// registry whether the replay checks signatures ahead of the fold (one
+// stretch ahead, on every core) or the fold checks each itself.
+func TestReplayWithPrefetcherEqualsWithout(t *testing.T) {
+	s, err := events.StartServer(events.ServerConfig{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := s.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := events.Open(ctx, nc, events.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+
+	h := newHarness(t)
+	at := func(i int) time.Time { return regT0.Add(time.Duration(i) * time.Second) }
+	const agents, n = 8, 3*prefetchChunk + 100
+	keys := make([][]crypto.Signer, agents) // each agent's keys, oldest first
+	var envs []*events.Envelope
+	add := func(k crypto.Signer, f *protocol.Frame) {
+		e := h.event(signed(t, k, f), at(len(envs)))
+		e.Envelope.Seq = 0
+		envs = append(envs, e.Envelope)
+	}
+	uri := func(a int) string { return fmt.Sprintf("agent://a%d.local", a) }
+	for i := 0; len(envs) < n; i++ {
+		a := i % agents
+		switch {
+		case len(keys[a]) == 0 && i >= a*prefetchChunk/3: // bound in different stretches
+			k := newEd25519(t)
+			keys[a] = append(keys[a], k)
+			add(k, frame(uri(a), testNode, protocol.TypeAuthRequest,
+				fmt.Sprintf(`{"agent_id":"a%d","public_key":%q,"timestamp":%q}`, a, pubText(t, k), ts(at(len(envs))))))
+		case len(keys[a]) == 1 && i == 2*prefetchChunk+a: // rotated later
+			k := newEd25519(t)
+			add(keys[a][0], frame(uri(a), testNode, protocol.TypeKeyRotate, fmt.Sprintf(
+				`{"old_key_id":"k1","new_key_id":"k2","public_key":%q,"timestamp":%q}`, pubText(t, k), ts(at(len(envs))))))
+			keys[a] = append(keys[a], k)
+		default:
+			k := newEd25519(t) // a forgery, or an agent without a key yet
+			switch {
+			case len(keys[a]) == 2 && i%17 == 0:
+				k = keys[a][0] // the retired key: refused, though it verifies
+			case len(keys[a]) > 0 && i%13 != 0:
+				k = keys[a][len(keys[a])-1]
+			}
+			add(k, frame(uri(a), testNode, protocol.TypeRegistryUpdate,
+				fmt.Sprintf(`{"agent_name":"A%d","status":"S%d","timestamp":%q}`, a, i, ts(at(len(envs))))))
+		}
+	}
+	appendAll(t, l, envs)
+	// Acknowledged means in the write-ahead stream; the replays read the
+	// event stream, which gets the events a moment later.
+	if err := l.WaitPublished(ctx, uint64(len(envs))); err != nil {
+		t.Fatal(err)
+	}
+
+	replay := func(prefetch bool) []byte {
+		t.Helper()
+		ro, err := events.Attach(ctx, nc, events.StreamNameDefault)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := h.cfg
+		var cache *VerdictCache
+		if prefetch {
+			cache = NewVerdictCache()
+			cfg.Verdicts = cache
+		}
+		reg := NewRegistry(cfg)
+		r := NewRunner(ro, nil, reg)
+		if prefetch {
+			r.Prefetcher = &IngestVerifier{Registry: reg, Cache: cache}
+		}
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go r.Run(rctx)
+		select {
+		case <-r.Ready():
+		case <-ctx.Done():
+			t.Fatal("replay never became ready")
+		}
+		var b []byte
+		r.View(func(uint64) { b, err = reg.Snapshot() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	with, without := replay(true), replay(false)
+	if string(with) != string(without) {
+		i := 0
+		for i < len(with) && i < len(without) && with[i] == without[i] {
+			i++
+		}
+		lo := max(i-300, 0)
+		t.Fatalf("replay with the prefetcher differs from replay without, at byte %d:\nwith    ...%.500s\nwithout ...%.500s", i, with[lo:], without[lo:])
+	}
+}
