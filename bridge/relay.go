@@ -188,6 +188,9 @@ type relayRun struct {
 func (st *relayRun) follow(ctx context.Context) error {
 	end := st.end()
 	for taken := 0; st.next <= end && taken < relayStretchMax; taken++ {
+		if st.retries.len() >= relayPendingMax {
+			return nil // full: Run waits for a retry to settle
+		}
 		e, ok := st.r.Log.Recent(st.next)
 		if !ok {
 			break
@@ -195,7 +198,7 @@ func (st *relayRun) follow(ctx context.Context) error {
 		st.consider(e)
 		st.next++
 	}
-	if st.next > end {
+	if st.next > end || st.retries.len() >= relayPendingMax {
 		return nil
 	}
 	if _, ok := st.r.Log.Recent(st.next); ok {
