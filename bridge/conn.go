@@ -57,7 +57,8 @@ type item struct {
 	peer       string
 	receivedAt time.Time
 
-	// Set by validate; validated is closed when it is done.
+	// Set by validate; validated is closed when it is done (validateAsync
+	// sets it: alreadyValidated for the frames validated on the reader).
 	validated chan struct{}
 	env       *events.Envelope // the event to append, if the frame is valid
 	accepted  protocol.Status  // 200 or 202, for a valid frame
@@ -230,7 +231,6 @@ func (s *Server) prepare(f *protocol.Frame, decodeErr *protocol.Error, transport
 	it := &item{
 		inReplyTo: id, id: id, frame: f, decodeErr: decodeErr,
 		transport: transport, peer: peer, receivedAt: time.Now().UTC(),
-		validated: make(chan struct{}),
 	}
 	if f != nil {
 		if v := f.ID(); v != "" {

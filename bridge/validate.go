@@ -6,6 +6,14 @@ import "runtime"
 // all connections. A reader that finds it full waits: back-pressure again.
 const validateQueueMax = 4096 // frames
 
+// alreadyValidated is the closed channel of every frame validated on its
+// reader, which then needs no channel of its own.
+var alreadyValidated = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 // validateAsync validates it on the calling goroutine (the connection's
 // reader) and hands it to the validation workers only if its signature is
 // to be checked: that check, tens of microseconds, is the one step worth a
@@ -15,9 +23,10 @@ const validateQueueMax = 4096 // frames
 // arrival order.
 func (s *Server) validateAsync(it *item) {
 	if !s.validate(it) {
-		close(it.validated)
+		it.validated = alreadyValidated
 		return
 	}
+	it.validated = make(chan struct{})
 	s.workOnce.Do(func() {
 		s.work = make(chan *item, validateQueueMax)
 		for range runtime.GOMAXPROCS(0) {
