@@ -99,16 +99,11 @@ func (r *Registry) mentorReport(e *Event, p *protocol.MentorReport) {
 	r.ack(e, ackBody{})
 }
 
-// MentorView is one mentor as queries show it.
+// MentorView is one mentor as queries show it: its URI, then the entry's
+// own fields, copied so that the caller may keep it.
 type MentorView struct {
-	AgentURI     string        `json:"agent_uri"`
-	Name         string        `json:"name"`
-	Expertise    []string      `json:"expertise"`
-	Available    bool          `json:"available"`
-	Rating       *float64      `json:"rating,omitempty"`
-	RegisteredAt time.Time     `json:"registered_at"`
-	UpdatedAt    time.Time     `json:"updated_at"`
-	Report       *MentorReport `json:"report,omitempty"`
+	AgentURI string `json:"agent_uri"`
+	mentor
 }
 
 // Mentors lists the directory, sorted by URI. Call it under Runner.View.
@@ -121,8 +116,8 @@ func (r *Registry) Mentors() []MentorView {
 }
 
 func (r *Registry) mentorView(uri string, m *mentor) MentorView {
-	v := MentorView{AgentURI: uri, Name: m.Name, Expertise: slices.Clone(m.Expertise), Available: m.Available,
-		RegisteredAt: m.RegisteredAt, UpdatedAt: m.UpdatedAt}
+	v := MentorView{AgentURI: uri, mentor: *m}
+	v.Expertise = slices.Clone(m.Expertise)
 	if m.Rating != nil {
 		rating := *m.Rating
 		v.Rating = &rating
