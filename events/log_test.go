@@ -15,16 +15,7 @@ import (
 // production configuration (sync always) and opens the log on it.
 func openTestLog(t *testing.T, dir string) (*Log, *nats.Conn) {
 	t.Helper()
-	s, err := StartServer(ServerConfig{DataDir: dir, Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Shutdown)
-	nc, err := s.Connect("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := connectTestServer(t, ServerConfig{DataDir: dir, Listen: "127.0.0.1:0"})
 	l, err := Open(context.Background(), nc, Config{}, nil)
 	if err != nil {
 		t.Fatal(err)

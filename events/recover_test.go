@@ -12,7 +12,14 @@ import (
 // connectTest starts an embedded server on dir and connects as the node.
 func connectTest(t *testing.T, dir string) *nats.Conn {
 	t.Helper()
-	s, err := StartServer(ServerConfig{DataDir: dir})
+	return connectTestServer(t, ServerConfig{DataDir: dir})
+}
+
+// connectTestServer starts an embedded server as cfg says and connects as
+// the node; both end with the test.
+func connectTestServer(t *testing.T, cfg ServerConfig) *nats.Conn {
+	t.Helper()
+	s, err := StartServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

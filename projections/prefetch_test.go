@@ -17,23 +17,9 @@ import (
 // registry whether the replay checks signatures ahead of the fold (one
 // stretch ahead, on every core) or the fold checks each itself.
 func TestReplayWithPrefetcherEqualsWithout(t *testing.T) {
-	s, err := events.StartServer(events.ServerConfig{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Shutdown)
-	nc, err := s.Connect("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	l, nc := openLogConn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	l, err := events.Open(ctx, nc, events.Config{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close(context.Background()) })
 
 	h := newHarness(t)
 	at := func(i int) time.Time { return regT0.Add(time.Duration(i) * time.Second) }

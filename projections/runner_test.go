@@ -9,9 +9,18 @@ import (
 
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
+	"github.com/nats-io/nats.go"
 )
 
 func openLog(t *testing.T) *events.Log {
+	t.Helper()
+	l, _ := openLogConn(t)
+	return l
+}
+
+// openLogConn starts an embedded server, opens the log on it, and returns
+// the connection too, for readers of the same log; all end with the test.
+func openLogConn(t *testing.T) (*events.Log, *nats.Conn) {
 	t.Helper()
 	s, err := events.StartServer(events.ServerConfig{DataDir: t.TempDir()})
 	if err != nil {
@@ -28,7 +37,7 @@ func openLog(t *testing.T) *events.Log {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close(context.Background()) })
-	return l
+	return l, nc
 }
 
 var (
