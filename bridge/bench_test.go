@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/events"
+	"github.com/nats-io/nats.go"
 )
 
 // The benchmarks below run on the same embedded server configuration as
@@ -44,16 +45,7 @@ func BenchmarkJetStreamRaw(b *testing.B) {
 		sync time.Duration
 	}{{"fsync=2m", 2 * time.Minute}, {"fsync=always", 0}} {
 		b.Run(c.name, func(b *testing.B) {
-			s, err := events.StartServer(events.ServerConfig{DataDir: b.TempDir(), SyncInterval: c.sync})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Shutdown()
-			nc, err := s.Connect("bench")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer nc.Close()
+			nc := benchServer(b, c.sync)
 			b.SetBytes(int64(storedSize))
 			b.ResetTimer()
 			r, err := events.ProbeRaw(context.Background(), nc, b.N, storedSize, 4096)
@@ -66,20 +58,28 @@ func BenchmarkJetStreamRaw(b *testing.B) {
 	}
 }
 
-// BenchmarkIngestTCP is the node's edge end to end, durable (fsync
-// always): frames over loopback TCP on benchConns connections, each
-// pipelining, until every ack has been read.
-func BenchmarkIngestTCP(b *testing.B) {
-	s, err := events.StartServer(events.ServerConfig{DataDir: b.TempDir()})
+// benchServer starts an embedded server (fsync every sync, or on every
+// write if 0) and connects to it; both end with the benchmark.
+func benchServer(b *testing.B, sync time.Duration) *nats.Conn {
+	b.Helper()
+	s, err := events.StartServer(events.ServerConfig{DataDir: b.TempDir(), SyncInterval: sync})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Shutdown()
+	b.Cleanup(s.Shutdown)
 	nc, err := s.Connect("bench")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer nc.Close()
+	b.Cleanup(nc.Close)
+	return nc
+}
+
+// BenchmarkIngestTCP is the node's edge end to end, durable (fsync
+// always): frames over loopback TCP on benchConns connections, each
+// pipelining, until every ack has been read.
+func BenchmarkIngestTCP(b *testing.B) {
+	nc := benchServer(b, 0)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	l, err := events.Open(context.Background(), nc, events.Config{}, quiet)
 	if err != nil {
