@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,11 +24,8 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	natsURL := fs.String("nats", "nats://127.0.0.1:4222", "the node's NATS address")
 	api := fs.String("http", "http://127.0.0.1:2595", "the node's HTTP API")
 	keyPath := fs.String("key", "aglx-data/keys/node.key", "the node's key file (the registry fold needs it)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return exitCode(2)
+	if stop, err := parseFlags(fs, args); stop {
+		return err
 	}
 	key, err := loadKey(*keyPath)
 	if err != nil {

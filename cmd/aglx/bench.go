@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -80,11 +79,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	only := fs.String("only", "", "run only this part: raw, ingest (peak), latency (peak, then paced) or signed")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each timed load run to this file, suffixed with the run's name (and the allocations so far, suffixed .allocs)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return exitCode(2)
+	if stop, err := parseFlags(fs, args); stop {
+		return err
 	}
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "aglx-bench")

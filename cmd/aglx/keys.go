@@ -19,11 +19,8 @@ func runKeygen(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("aglx keygen", flag.ContinueOnError)
 	out := fs.String("out", "agent.key", "where to write the private key (PEM, mode 0600)")
 	alg := fs.String("type", protocol.KeyEd25519, "ed25519 or rsa (RSA-2048)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return exitCode(2)
+	if stop, err := parseFlags(fs, args); stop {
+		return err
 	}
 	if _, err := os.Stat(*out); err == nil {
 		return fmt.Errorf("%s exists; not overwriting a key", *out)
@@ -88,11 +85,8 @@ func signFrames(key crypto.Signer, inputs [][]byte) ([][]byte, error) {
 func runSign(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("aglx sign", flag.ContinueOnError)
 	keyPath := fs.String("key", "", "private key file (from aglx keygen)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return exitCode(2)
+	if stop, err := parseFlags(fs, args); stop {
+		return err
 	}
 	if *keyPath == "" {
 		return errors.New("--key is required")

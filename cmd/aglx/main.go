@@ -7,6 +7,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -79,6 +81,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "aglx:", err)
 		os.Exit(1)
 	}
+}
+
+// parseFlags parses a subcommand's flags and says whether the command must
+// stop there, and with what: nil after -h (the usage is printed), exit
+// status 2 for a bad flag (the flag package has said what is wrong).
+func parseFlags(fs *flag.FlagSet, args []string) (stop bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, nil
+		}
+		return true, exitCode(2)
+	}
+	return false, nil
 }
 
 // exitCode ends the program with a status and no message: the output has

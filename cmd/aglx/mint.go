@@ -25,11 +25,8 @@ func runMint(args []string, stdout io.Writer) error {
 	keyPath := fs.String("key", "aglx-data/keys/node.key", "the node's key file")
 	addr := fs.String("addr", "127.0.0.1:2594", "the node's AGLX TCP address")
 	api := fs.String("http", "http://127.0.0.1:2595", "the node's HTTP API")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return exitCode(2)
+	if stop, err := parseFlags(fs, args); stop {
+		return err
 	}
 	if *to == "" || *amount == "" {
 		return errors.New("--to and --amount are required")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -55,12 +54,14 @@ func queryFlags(name string) (*flag.FlagSet, *string, *bool) {
 	return fs, api, asJSON
 }
 
+// parseQuery parses a query's flags and checks its argument count. Its
+// callers go on when it returns nil, so after -h it returns exit status 0.
 func parseQuery(fs *flag.FlagSet, args []string, want int) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	if stop, err := parseFlags(fs, args); stop {
+		if err == nil {
 			return exitCode(0)
 		}
-		return exitCode(2)
+		return err
 	}
 	if fs.NArg() != want {
 		return fmt.Errorf("%s: want %d argument(s), got %d", fs.Name(), want, fs.NArg())

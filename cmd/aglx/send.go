@@ -32,11 +32,8 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 		fmt.Fprintln(fs.Output(), "usage: aglx send [flags] [FILE...]   (no FILE: read stdin)")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return exitCode(2)
+	if stop, err := parseFlags(fs, args); stop {
+		return err
 	}
 	if *addr == "" {
 		*addr = "127.0.0.1:2594"

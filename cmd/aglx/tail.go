@@ -34,11 +34,8 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 	agent := fs.String("agent", "", "only messages from or to this agent URI")
 	asJSON := fs.Bool("json", false, "print one JSON object per line instead of frames")
 	noFollow := fs.Bool("no-follow", false, "stop at the end of the log instead of waiting for more")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return exitCode(2)
+	if stop, err := parseFlags(fs, args); stop {
+		return err
 	}
 	opts := events.ReadOptions{StartSeq: *seq, Follow: !*noFollow}
 	if *since != "" {
