@@ -45,8 +45,7 @@ type MentorReport struct {
 // mentorRegister adds or updates the sender in the directory. Availability
 // not stated counts as available: registering says one is.
 func (r *Registry) mentorRegister(e *Event, p *protocol.MentorRegister) {
-	if v := r.last.v; v.Auth == AuthInvalid {
-		r.refuse(e, protocol.StatusUnauthorized, v.Reason)
+	if r.refuseInauthentic(e) {
 		return
 	}
 	m := r.mentors[e.From]
@@ -71,8 +70,7 @@ func (r *Registry) mentorRegister(e *Event, p *protocol.MentorRegister) {
 
 // mentorReport keeps a registered mentor's latest figures.
 func (r *Registry) mentorReport(e *Event, p *protocol.MentorReport) {
-	if v := r.last.v; v.Auth == AuthInvalid {
-		r.refuse(e, protocol.StatusUnauthorized, v.Reason)
+	if r.refuseInauthentic(e) {
 		return
 	}
 	m := r.mentors[e.From]

@@ -249,6 +249,16 @@ func (r *Registry) refuse(e *Event, status protocol.Status, reason string) {
 	r.reply(e, protocol.TypeError, status, errorBody{int(status), reason})
 }
 
+// refuseInauthentic answers e with 401 if its signature check failed
+// (r.last, made by Apply for e) and reports whether it did.
+func (r *Registry) refuseInauthentic(e *Event) bool {
+	if v := r.last.v; v.Auth == AuthInvalid {
+		r.refuse(e, protocol.StatusUnauthorized, v.Reason)
+		return true
+	}
+	return false
+}
+
 // ackBody is the body of an ack, as the bridge writes its own, so that one
 // client reads both.
 type ackBody struct {

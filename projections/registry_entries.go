@@ -152,8 +152,7 @@ type registryAckBody struct {
 // second-hand entry; fields it leaves out keep their values; its agent_id,
 // once given (here or by a peer registry), stays.
 func (r *Registry) update(e *Event, p *protocol.RegistryUpdate) {
-	if v := r.last.v; v.Auth == AuthInvalid {
-		r.refuse(e, protocol.StatusUnauthorized, v.Reason)
+	if r.refuseInauthentic(e) {
 		return
 	}
 	a := r.agents[e.From]

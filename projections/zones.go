@@ -284,8 +284,7 @@ func (r *Registry) admit(e *Event, p *protocol.ZoneJoin, z *zoneState) protocol.
 // zoneLeave ends a membership. Leaving a zone one is not in is answered
 // with ack all the same: the outcome the agent wants holds.
 func (r *Registry) zoneLeave(e *Event, p *protocol.ZoneLeave) {
-	if v := r.last.v; v.Auth == AuthInvalid {
-		r.refuse(e, protocol.StatusUnauthorized, v.Reason)
+	if r.refuseInauthentic(e) {
 		return
 	}
 	z := r.zones[p.ZoneID]
