@@ -231,6 +231,16 @@ type lfSession struct {
 
 func lfNewSession(t *testing.T, m *Main) *lfSession { return &lfSession{m: m, c: dialTLS(t, m)} }
 
+// boundPair makes two parties, the first with an Ed25519 key and the second
+// with an RSA key, so a flow covers both, and binds their keys.
+func (s *lfSession) boundPair(t *testing.T, uriA, uriB string) (lfParty, lfParty) {
+	t.Helper()
+	a, b := lfNewParty(t, uriA, protocol.KeyEd25519), lfNewParty(t, uriB, protocol.KeyRSA)
+	s.bind(t, a)
+	s.bind(t, b)
+	return a, b
+}
+
 func (s *lfSession) send(t *testing.T, f *protocol.Frame) lfAnswer {
 	t.Helper()
 	a := lfSendAndRead(t, s.c, f)
@@ -469,10 +479,7 @@ func TestLedgerRefusalsChangeNothing(t *testing.T) {
 	m := startNode(t, t.TempDir())
 	s := lfNewSession(t, m)
 	node := lfParty{uri: m.cfg.Name, key: m.key}
-	owner := lfNewParty(t, "agent://owner.local", protocol.KeyEd25519)
-	worker := lfNewParty(t, "agent://worker.local", protocol.KeyRSA)
-	s.bind(t, owner)
-	s.bind(t, worker)
+	owner, worker := s.boundPair(t, "agent://owner.local", "agent://worker.local")
 	lfExpect(t, s.transfer(t, node, owner.uri, "100", "mint-1"), "ack", 200)
 	lfExpect(t, s.transfer(t, owner, worker.uri, "10", "base-1"), "ack", 200, "balance", "90")
 
@@ -553,10 +560,7 @@ func TestLedgerExactMoney(t *testing.T) {
 	m := startNode(t, t.TempDir())
 	s := lfNewSession(t, m)
 	node := lfParty{uri: m.cfg.Name, key: m.key}
-	a := lfNewParty(t, "agent://alice.local", protocol.KeyEd25519)
-	b := lfNewParty(t, "agent://bob.local", protocol.KeyRSA)
-	s.bind(t, a)
-	s.bind(t, b)
+	a, b := s.boundPair(t, "agent://alice.local", "agent://bob.local")
 
 	t.Run("0.1 + 0.2 is 0.3", func(t *testing.T) {
 		lfExpect(t, s.transfer(t, node, a.uri, "1", "mint-a"), "ack", 200)
@@ -612,10 +616,7 @@ func TestLedgerReplayIsByteIdentical(t *testing.T) {
 	m := startNode(t, dir)
 	s := lfNewSession(t, m)
 	node := lfParty{uri: m.cfg.Name, key: m.key}
-	owner := lfNewParty(t, "agent://owner.local", protocol.KeyEd25519)
-	worker := lfNewParty(t, "agent://worker.local", protocol.KeyRSA)
-	s.bind(t, owner)
-	s.bind(t, worker)
+	owner, worker := s.boundPair(t, "agent://owner.local", "agent://worker.local")
 	lfExpect(t, s.transfer(t, node, owner.uri, "100.50", "mint-1"), "ack", 200)
 	lfExpect(t, s.transfer(t, owner, worker.uri, "0.1", "p-1"), "ack", 200)
 	lfExpect(t, s.transfer(t, owner, worker.uri, "0.2", "p-2"), "ack", 200)
