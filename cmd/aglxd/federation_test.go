@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"testing"
@@ -20,16 +17,7 @@ func startNodeWith(t *testing.T, dir string, edit func(*Config)) *Main {
 	cfg.DataDir = dir
 	cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	edit(&cfg)
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := m.Run(context.Background()); err != nil {
-		m.Close(context.Background())
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(context.Background()) })
-	return m
+	return rfRunNode(t, cfg)
 }
 
 // freeAddr returns a loopback address nobody listens on right now.
