@@ -44,6 +44,9 @@ type Ledger struct {
 
 	requests   requestLog
 	mismatches []Mismatch
+
+	// warmSink keeps what Warm reads, so that the compiler keeps the reads.
+	warmSink uint32
 }
 
 // New returns an empty ledger for the node with URI nodeURI, whose account

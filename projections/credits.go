@@ -25,6 +25,8 @@ type Credits struct {
 	// Observe, if set, sees every outcome; `aglx audit` checks each posting
 	// with it.
 	Observe func(e *Event, out ledger.Outcome)
+
+	warm []ledger.Event // Warm's scratch
 }
 
 // NewCredits returns the ledger projection for the node at nodeURI.
@@ -43,6 +45,24 @@ var AnswersCredits = []string{
 	protocol.TypeCreditTransfer, protocol.TypeCreditReward, protocol.TypeCreditAdjust,
 	protocol.TypeCreditApprove, protocol.TypeCreditBalance, protocol.TypeCreditRequest,
 	protocol.TypeCreditDeny, protocol.TypeCreditReceived, protocol.TypeTaskAssign,
+}
+
+// Warm implements Warmer: the ledger reads the rows the stretch's credit
+// and task messages will touch before the runner applies them.
+func (c *Credits) Warm(evs []*Event) {
+	buf := c.warm[:0]
+	for _, e := range evs {
+		if e.Msg == nil {
+			continue
+		}
+		switch e.Msg.Info.Group {
+		case protocol.GroupCredit, protocol.GroupTask:
+			buf = append(buf, ledger.Event{From: e.From, To: e.To, Payload: e.Msg.Payload})
+		}
+	}
+	c.L.Warm(buf)
+	clear(buf) // keep no payload alive
+	c.warm = buf[:0]
 }
 
 // Apply implements Projection.

@@ -39,6 +39,14 @@ type Prefetcher interface {
 	Prefetch(envs []*events.Envelope)
 }
 
+// Warmer is a projection that can prepare for a stretch of events before
+// it applies them, for example by reading the memory they will touch so
+// that its cache misses overlap (ledger.Ledger.Warm). Warm must not change
+// the projection's state: a fold gives the same state with or without it.
+type Warmer interface {
+	Warm(evs []*Event)
+}
+
 // Runner feeds the log to its projections in order and tracks how far it
 // has got. Readers of projection state go through View, so they never see
 // an event half applied.
@@ -58,6 +66,7 @@ type Runner struct {
 	applied  atomic.Uint64
 	advanced atomic.Pointer[chan struct{}]
 	ready    chan struct{} // closed once the log as it stood at start is applied
+	scratch  []*Event      // decode's result, reused: only the runner's goroutine uses it
 }
 
 // NewRunner returns a runner over log for the given projections.
@@ -232,13 +241,26 @@ func (r *Runner) markReadyAt(end uint64) {
 
 // apply folds a stretch of consecutive events under one hold of the lock
 // and wakes the waiters once.
+//
+// The events are decoded before the lock is taken, and every Warmer sees
+// the stretch before any fold applies it.
 func (r *Runner) apply(readyAt uint64, es ...*events.Envelope) {
+	evs := r.decode(es)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	before := r.applied.Load()
-	for _, e := range es {
-		r.applyLocked(e)
+	for _, p := range r.projs {
+		if w, ok := p.(Warmer); ok && len(evs) > 0 {
+			w.Warm(evs)
+		}
 	}
+	for _, ev := range evs {
+		for _, p := range r.projs {
+			p.Apply(ev)
+		}
+		r.applied.Store(ev.Seq)
+	}
+	clear(evs) // the scratch must not keep the events alive
 	applied := r.applied.Load()
 	if applied == before {
 		return
@@ -257,20 +279,27 @@ func (r *Runner) apply(readyAt uint64, es ...*events.Envelope) {
 	}
 }
 
-func (r *Runner) applyLocked(e *events.Envelope) {
-	if e.Seq <= r.applied.Load() {
-		// The ordered consumer may redeliver after a reset; a fold sees each
-		// event once.
-		return
+// decode returns the events of es that the folds have not seen yet,
+// decoded, in the runner's scratch slice. Only the runner's goroutine
+// calls it and changes applied, so it needs no lock.
+func (r *Runner) decode(es []*events.Envelope) []*Event {
+	evs := r.scratch[:0]
+	applied := r.applied.Load()
+	for _, e := range es {
+		if e.Seq <= applied {
+			// The ordered consumer may redeliver after a reset; a fold sees
+			// each event once.
+			continue
+		}
+		ev, err := NewEvent(e)
+		if err != nil {
+			r.lg.Warn("projections: an event in the log does not decode; skipped by every fold", "seq", e.Seq, "err", err)
+		}
+		evs = append(evs, ev)
+		applied = e.Seq
 	}
-	ev, err := NewEvent(e)
-	if err != nil {
-		r.lg.Warn("projections: an event in the log does not decode; skipped by every fold", "seq", e.Seq, "err", err)
-	}
-	for _, p := range r.projs {
-		p.Apply(ev)
-	}
-	r.applied.Store(e.Seq)
+	r.scratch = evs
+	return evs
 }
 
 // Applied is the sequence of the last event folded into the projections.
