@@ -1,7 +1,11 @@
 package events
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,88 +13,142 @@ import (
 )
 
 // TestEventStreamRepairsAfterFailedPublishes makes the event stream refuse
-// every publish for a while (messages bigger than it allows), appends
-// meanwhile, then lets it take them again. Every acknowledged event must
-// end up in the event stream exactly once, at the sequence its append
-// was promised, and in order.
+// publishes for a while, appends meanwhile, then lets it take them again.
+// Every acknowledged event must end up in the event stream exactly once,
+// at the sequence its append was promised, and in order.
 //
 // The publisher asks for an acknowledgement only at the end of each run of
-// events (publishLoop); the refused events before it are dropped by the
-// server without a word. This test fails if such a silent loss is not
-// noticed and repaired.
+// events (publishLoop); a refused event before it is dropped by the server
+// without a word. The second case refuses one event in the middle of a
+// run: without each event's expected-last-sequence precondition the events
+// after it would be stored one sequence early, and this test fails.
 func TestEventStreamRepairsAfterFailedPublishes(t *testing.T) {
-	l, nc := openTestLog(t, t.TempDir())
-	ctx := context.Background()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var envs []*Envelope
-	for i := range 60 {
-		envs = append(envs, testEnvelope(i, "task.assign", "agent://a.local", "agent://b.local"))
-	}
-	appendAll(t, l, envs[:20]...)
+	for _, tc := range []struct {
+		name    string
+		maxSize int32 // the event stream's MaxMsgSize while it refuses
+		big     int   // index of an event made too big for it, or -1
+	}{
+		{name: "every publish refused", maxSize: 16, big: -1},
+		{name: "one event in a run refused", maxSize: 2048, big: 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			nc := connectTestServer(t, ServerConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+			warned := &warnings{}
+			l, err := Open(ctx, nc, Config{}, slog.New(warned))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close(ctx) })
+			js, err := jetstream.New(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var envs []*Envelope
+			for i := range 60 {
+				e := testEnvelope(i, "task.assign", "agent://a.local", "agent://b.local")
+				if i == tc.big {
+					e.Body = bytes.Repeat([]byte("x"), 4096)
+				}
+				envs = append(envs, e)
+			}
+			appendAll(t, l, envs[:20]...)
 
-	cfg := l.cfg.StreamConfig()
-	refusing := cfg
-	refusing.MaxMsgSize = 16 // bytes: smaller than any event
-	if _, err := js.UpdateStream(ctx, refusing); err != nil {
-		t.Fatal(err)
-	}
-	wal, err := js.Stream(ctx, l.cfg.walStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := wal.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	walBefore := info.State.LastSeq
-	pend := make([]*Pending, 0, 40)
-	for _, e := range envs[20:] {
-		pend = append(pend, l.Append(ctx, e))
-	}
-	// Once the first batch is on the write-ahead stream, its publish has
-	// been refused or is about to be.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := wal.Info(ctx)
-		if err == nil && info.State.LastSeq > walBefore {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no batch reached the write-ahead stream: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := l.Published(); got != 20 {
-		t.Fatalf("while the event stream refuses publishes, Published() = %d, want 20", got)
-	}
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+			cfg := l.cfg.StreamConfig()
+			refusing := cfg
+			refusing.MaxMsgSize = tc.maxSize
+			if _, err := js.UpdateStream(ctx, refusing); err != nil {
+				t.Fatal(err)
+			}
+			wal, err := js.Stream(ctx, l.cfg.walStream())
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := wal.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			walBefore := info.State.LastSeq
+			pend := make([]*Pending, 0, 40)
+			for _, e := range envs[20:] {
+				pend = append(pend, l.Append(ctx, e))
+			}
+			if _, err := pend[len(pend)-1].Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if info, err := wal.Info(ctx); err != nil || info.State.LastSeq <= walBefore {
+				t.Fatalf("no batch reached the write-ahead stream: %v", err)
+			}
+			// The stream is restored only once the publisher has met the
+			// refusal, so that the repair is what this test sees.
+			deadline := time.Now().Add(10 * time.Second)
+			for !warned.saw("publishing to the event stream failed") {
+				if time.Now().After(deadline) {
+					t.Fatal("the publisher never reported the refused publish")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if tc.big < 0 {
+				if got := l.Published(); got != 20 {
+					t.Fatalf("while the event stream refuses every publish, Published() = %d, want 20", got)
+				}
+			}
+			if _, err := js.UpdateStream(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
 
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for i, p := range pend {
-		a, err := p.Wait(wctx)
-		if err != nil {
-			t.Fatalf("append %d: %v", 20+i, err)
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			for i, p := range pend {
+				a, err := p.Wait(wctx)
+				if err != nil {
+					t.Fatalf("append %d: %v", 20+i, err)
+				}
+				if a.Seq != uint64(21+i) {
+					t.Fatalf("append %d got seq %d, want %d", 20+i, a.Seq, 21+i)
+				}
+			}
+			if err := l.WaitPublished(wctx, 60); err != nil {
+				t.Fatal(err)
+			}
+			if last, err := l.LastSeq(ctx); err != nil || last != 60 {
+				t.Fatalf("the event stream ends at %d (%v), want 60", last, err)
+			}
+			for seq := uint64(1); seq <= 60; seq++ {
+				e, err := l.Get(ctx, seq)
+				if err != nil || e.ID != envs[seq-1].ID {
+					t.Fatalf("Get(%d) = %v, %v; want event %s", seq, e, err, envs[seq-1].ID)
+				}
+			}
+		})
+	}
+}
+
+// warnings is a slog.Handler that keeps the messages of the records it is
+// given, for a test to wait for one.
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) Enabled(context.Context, slog.Level) bool { return true }
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler       { return w }
+func (w *warnings) WithGroup(string) slog.Handler            { return w }
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, r.Message)
+	return nil
+}
+
+// saw reports whether a message containing s was logged.
+func (w *warnings) saw(s string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, m := range w.msgs {
+		if strings.Contains(m, s) {
+			return true
 		}
-		if a.Seq != uint64(21+i) {
-			t.Fatalf("append %d got seq %d, want %d", 20+i, a.Seq, 21+i)
-		}
 	}
-	if err := l.WaitPublished(wctx, 60); err != nil {
-		t.Fatal(err)
-	}
-	if last, err := l.LastSeq(ctx); err != nil || last != 60 {
-		t.Fatalf("the event stream ends at %d (%v), want 60", last, err)
-	}
-	for seq := uint64(1); seq <= 60; seq++ {
-		e, err := l.Get(ctx, seq)
-		if err != nil || e.ID != envs[seq-1].ID {
-			t.Fatalf("Get(%d) = %v, %v; want event %s", seq, e, err, envs[seq-1].ID)
-		}
-	}
+	return false
 }
