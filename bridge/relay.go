@@ -151,14 +151,23 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err := r.Open(ctx); err != nil {
 		return err
 	}
-	defer r.closeConns()
-	st := &relayRun{r: r, cur: r.cur, next: r.cur.saved + 1, retries: newRetryQueue()}
-	defer st.save(true)
+	st := &relayRun{r: r, cur: r.cur, next: r.cur.saved + 1, retries: newRetryQueue(),
+		lanes: map[string]*lane{}, inLane: map[uint64]struct{}{}, freed: make(chan struct{}, 1)}
+	defer func() {
+		// Closing the connections ends the deliveries in progress; the
+		// lanes then stop, leaving what they did not settle behind the
+		// cursor, which is written last.
+		r.closeConns()
+		st.wg.Wait()
+		r.closeConns()
+		st.save(true)
+	}()
 	for ctx.Err() == nil {
-		st.retryDue(time.Now())
+		st.retryDue(ctx, time.Now())
 		st.save(false)
-		if st.retries.len() >= relayPendingMax {
-			st.sleep(ctx, st.retries.nextDue())
+		if st.full() || st.blocked {
+			st.blocked = false
+			st.waitFreed(ctx)
 			continue
 		}
 		if st.end() < st.next {
@@ -173,43 +182,65 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
-// relayRun is the state of one Run, owned by its goroutine.
+// relayRun is the state of one Run. next, cur, savedAt and blocked belong
+// to Run's goroutine; the rest is shared with the lanes under mu.
 type relayRun struct {
 	r       *Relay
 	cur     *relayCursor
 	next    uint64 // the first sequence not yet considered
-	retries *retryQueue
 	savedAt time.Time
+	// blocked is set when a message waits for a lane (relayLanesMax).
+	blocked bool
+
+	mu      sync.Mutex
+	retries *retryQueue
+	lanes   map[string]*lane    // by address
+	inLane  map[uint64]struct{} // sequences handed to a lane, not yet settled
+	wg      sync.WaitGroup      // the lanes' goroutines
+	freed   chan struct{}       // a lane settled a message (relay_lane.go)
 }
 
 // follow considers the published events from next on: from the log's
 // memory while they are there, else read back from the stream, filtered
-// to the relayable subjects.
+// to the relayable subjects. It stops early when the pending messages or
+// the lanes are at their bound.
 func (st *relayRun) follow(ctx context.Context) error {
 	end := st.end()
 	for taken := 0; st.next <= end && taken < relayStretchMax; taken++ {
-		if st.retries.len() >= relayPendingMax {
-			return nil // full: Run waits for a retry to settle
+		if st.full() {
+			return nil // Run waits for a message to settle
 		}
 		e, ok := st.r.Log.Recent(st.next)
 		if !ok {
 			break
 		}
-		st.consider(e)
+		if !st.consider(ctx, e) {
+			st.blocked = true
+			return nil
+		}
 		st.next++
 	}
-	if st.next > end || st.retries.len() >= relayPendingMax {
+	if st.next > end || st.full() {
 		return nil
 	}
 	if _, ok := st.r.Log.Recent(st.next); ok {
 		return nil // stopped at the stretch bound; more on the next turn
 	}
+	// stopped says the read ended before end, with next set where it
+	// did: the lanes settle messages meanwhile, so whether the relay was
+	// full cannot be asked again afterwards.
+	stopped := false
 	err := st.r.Log.Read(ctx, events.ReadOptions{StartSeq: st.next, Subjects: relaySubjects()}, func(e *events.Envelope) error {
 		if e.Seq > end {
 			return events.ErrStop
 		}
-		st.consider(e)
-		if st.retries.len() >= relayPendingMax {
+		if !st.consider(ctx, e) {
+			st.blocked, stopped = true, true
+			st.next = e.Seq
+			return events.ErrStop
+		}
+		if st.full() {
+			stopped = true
 			st.next = e.Seq + 1
 			return events.ErrStop
 		}
@@ -218,38 +249,41 @@ func (st *relayRun) follow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if st.retries.len() < relayPendingMax {
+	if !stopped {
 		st.next = end + 1
 	}
 	return nil
 }
 
-// consider delivers e if it is an agent-to-agent message whose addressee
-// can be reached, and queues it for another attempt if that fails.
-func (st *relayRun) consider(e *events.Envelope) {
+// consider hands e to its address's lane if it is an agent-to-agent
+// message whose addressee can be reached. It reports false, having done
+// nothing, when that needs a lane and none is free: e must be considered
+// again.
+func (st *relayRun) consider(ctx context.Context, e *events.Envelope) bool {
 	r := st.r
 	if !relayable(e.Type) || e.To == "" || e.To == r.NodeURI || e.Header(HeaderRelayedBy) != "" {
-		return // not the relay's, or relayed once already
+		return true // not the relay's, or relayed once already
 	}
 	addr, ok := r.contact(e.To)
 	if !ok {
 		r.undeliverable.Add(1)
 		r.Lg.Debug("relay: addressee has no live registration with an address; the message stays in the log", "seq", e.Seq, "to", e.To)
-		return
+		return true
 	}
 	if !r.allowed(addr) {
 		r.undeliverable.Add(1)
 		r.Lg.Info("relay: the addressee's address is outside the relay networks; the message stays in the log", "seq", e.Seq, "to", e.To, "addr", addr)
-		return
+		return true
 	}
-	st.attempt(&retryItem{env: e, attempts: 0}, addr)
+	return st.dispatch(ctx, &retryItem{env: e, attempts: 0}, addr)
 }
 
-// attempt makes one delivery of it to addr and settles it or queues it.
-func (st *relayRun) attempt(it *retryItem, addr string) {
+// attempt makes one delivery of it to addr and settles it or queues it
+// for a retry. Lanes call it.
+func (st *relayRun) attempt(ctx context.Context, it *retryItem, addr string) {
 	r := st.r
 	it.attempts++
-	err := r.deliver(addr, it.env)
+	err := r.deliver(ctx, addr, it.env)
 	if err == nil {
 		r.delivered.Add(1)
 		return
@@ -261,32 +295,72 @@ func (st *relayRun) attempt(it *retryItem, addr string) {
 		return
 	}
 	it.due = time.Now().Add(relayBackOff[min(it.attempts, len(relayBackOff))-1])
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	st.retries.push(it)
 	r.waiting.Store(int64(st.retries.len()))
 }
 
-// retryDue makes another attempt at every queued message that is due. The
+// retryDue hands every queued message that is due to its lane. The
 // addressee's address is looked up again: it may have moved or gone.
-func (st *relayRun) retryDue(now time.Time) {
+func (st *relayRun) retryDue(ctx context.Context, now time.Time) {
 	r := st.r
-	for st.retries.len() > 0 && !st.retries.peek().due.After(now) {
+	for {
+		st.mu.Lock()
+		if st.retries.len() == 0 || st.retries.peek().due.After(now) {
+			st.mu.Unlock()
+			return
+		}
 		it := st.retries.pop()
+		r.waiting.Store(int64(st.retries.len()))
+		st.mu.Unlock()
 		addr, ok := r.contact(it.env.To)
 		if !ok || !r.allowed(addr) {
 			r.undeliverable.Add(1)
 			r.Lg.Info("relay: the addressee can no longer be reached; the message stays in the log", "seq", it.env.Seq, "to", it.env.To)
 			continue
 		}
-		st.attempt(it, addr)
+		if !st.dispatch(ctx, it, addr) {
+			// No lane free: back in the queue, due now, until one is.
+			st.mu.Lock()
+			st.retries.push(it)
+			r.waiting.Store(int64(st.retries.len()))
+			st.mu.Unlock()
+			st.blocked = true
+			return
+		}
 	}
-	r.waiting.Store(int64(st.retries.len()))
 }
 
-// settled is the sequence up to which every message is settled.
+// full reports whether the messages waiting in lanes or for a retry are
+// at relayPendingMax: then the relay takes no new one.
+func (st *relayRun) full() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.retries.len()+len(st.inLane) >= relayPendingMax
+}
+
+// nextDue is when the first queued retry falls due, if there is one.
+func (st *relayRun) nextDue() (time.Time, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.retries.len() == 0 {
+		return time.Time{}, false
+	}
+	return st.retries.nextDue(), true
+}
+
+// settled is the sequence up to which every message is settled: before
+// next, and before anything still in a lane or waiting for a retry.
 func (st *relayRun) settled() uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	s := st.next - 1
 	if st.retries.len() > 0 {
 		s = min(s, st.retries.minSeq()-1)
+	}
+	for seq := range st.inLane {
+		s = min(s, seq-1)
 	}
 	return s
 }
@@ -316,8 +390,8 @@ func (st *relayRun) end() uint64 {
 // cursor write is due.
 func (st *relayRun) waitApplied(ctx context.Context) {
 	until := time.Now().Add(relayCursorSaveInterval)
-	if st.retries.len() > 0 && st.retries.nextDue().Before(until) {
-		until = st.retries.nextDue()
+	if due, ok := st.nextDue(); ok && due.Before(until) {
+		until = due
 	}
 	wctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
@@ -356,8 +430,10 @@ func (r *Relay) allowed(addr string) bool {
 }
 
 // deliver sends env's frame to addr and waits for the addressee's reply.
-func (r *Relay) deliver(addr string, env *events.Envelope) error {
-	c, err := r.conn(addr)
+// Only addr's lane calls it, so a connection is never used by two
+// deliveries at once.
+func (r *Relay) deliver(ctx context.Context, addr string, env *events.Envelope) error {
+	c, err := r.conn(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -381,14 +457,14 @@ func (r *Relay) deliver(addr string, env *events.Envelope) error {
 	return nil
 }
 
-func (r *Relay) conn(addr string) (*Client, error) {
+func (r *Relay) conn(ctx context.Context, addr string) (*Client, error) {
 	r.mu.Lock()
 	c := r.conns[addr]
 	r.mu.Unlock()
 	if c != nil {
 		return c, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), relayTimeout)
+	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
 	defer cancel()
 	c, err := Dial(ctx, addr)
 	if err != nil {

@@ -202,3 +202,102 @@ func TestRelayResumesAfterRestart(t *testing.T) {
 		t.Fatalf("delivered %s, want %s", f.Body, last)
 	}
 }
+
+// tarpit is an agent that takes connections and frames and never answers:
+// a delivery to it lasts until the relay's timeout.
+func tarpit(t *testing.T) (addr string, got <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan struct{}, 16)
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go func() {
+				dec := protocol.NewDecoder(c, protocol.DecoderOptions{})
+				for {
+					if _, err := dec.Decode(); err != nil {
+						return
+					}
+					ch <- struct{}{}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), ch
+}
+
+// registerAt records agent uri at addr in m's registry.
+func registerAt(t *testing.T, m *Main, uri, addr string) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	c := dial(t, m.TCPAddr())
+	c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: %s\nTO: %s\nTYPE: registry.update\n\n{\"agent_name\": \"A\", \"address\": %q, \"port\": %d, \"status\": \"READY\", \"ttl\": 3600}\n", uri, m.cfg.Name, host, p))
+	c.Flush()
+	if f, _ := readReply(t, c); f.Type() != "registry.ack" {
+		t.Fatalf("registry.update of %s: %s %s", uri, f.Type(), f.Body)
+	}
+}
+
+// TestRelayIsNotHeldUpBySlowAddressee: an addressee that takes the frame
+// and never answers holds its own deliveries until the relay's timeout,
+// and no one else's. The sink's messages, sent after the slow one, arrive
+// while the delivery to the tarpit is still waiting: when the relay
+// delivered on one goroutine they could only arrive after it failed.
+func TestRelayIsNotHeldUpBySlowAddressee(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
+	slowAddr, slowGot := tarpit(t)
+	sink := listenAgent(t, "127.0.0.1:0")
+	registerAt(t, m, "agent://slow.local", slowAddr)
+	registerAt(t, m, "agent://sink.local", sink.ln.Addr().String())
+
+	c := dial(t, m.TCPAddr())
+	for i, to := range []string{"agent://slow.local", "agent://sink.local", "agent://sink.local"} {
+		c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://src.local\nTO: %s\nTYPE: task.cancel\n\n{\"task_id\": \"t%d\", \"reason\": \"r\"}\n", to, i))
+	}
+	c.Flush()
+	for range 3 {
+		if f, _ := readReply(t, c); f.Value(protocol.HeaderStatus) != "202 Accepted" {
+			t.Fatalf("task.cancel: %s %s", f.Value(protocol.HeaderStatus), f.Body)
+		}
+	}
+	select {
+	case <-slowGot:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the tarpit never received its message")
+	}
+	for i := 1; i <= 2; i++ {
+		f := sink.next(t, 20*time.Second)
+		if want := fmt.Sprintf(`"t%d"`, i); !bytes.Contains(f.Body, []byte(want)) {
+			t.Fatalf("the sink's message %d is %s, want task %s: order kept per addressee", i, f.Body, want)
+		}
+	}
+	// The relay counts a delivery once the sink's ack is read.
+	for deadline := time.Now().Add(20 * time.Second); m.relay.Counters().Delivered < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sink's deliveries were never counted: %+v", m.relay.Counters())
+		}
+	}
+	if got := m.relay.Counters(); got.Failed != 0 || got.Delivered != 2 {
+		t.Fatalf("when the sink had its messages: %+v; want 2 delivered and the tarpit's delivery still waiting", got)
+	}
+}

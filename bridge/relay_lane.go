@@ -1,0 +1,109 @@
+package bridge
+
+import (
+	"context"
+	"time"
+)
+
+// Lanes: the relay delivers to several addresses at once.
+//
+// One delivery may take up to relayTimeout (connecting, writing, waiting
+// for the addressee's reply). When deliveries ran one after another on the
+// relay's goroutine, a single addressee that accepted a connection and
+// never answered held every other agent's messages for that long, and one
+// that was down cost a connect timeout at each of its retries. Now each
+// address has a lane: a goroutine that delivers its messages in the order
+// the relay took them, on the one connection to that address. A slow or
+// dead addressee holds only its own lane.
+//
+// The relay's goroutine still takes the log's messages in order, looks up
+// the addressee's address and hands each message to that address's lane;
+// it also keeps the retry queue and the cursor. A lane settles what it
+// delivers (or queues it for a retry) under the run's lock, so the cursor
+// never passes a message that is still in a lane.
+
+// relayLanesMax bounds the addresses delivered to at once: goroutines and
+// connections. When it is reached, the relay takes no message for a new
+// address until a lane is idle again.
+const relayLanesMax = 64 // lanes
+
+// lane delivers the messages for one address, in order.
+type lane struct {
+	addr string
+	ch   chan *retryItem // buffered relayPendingMax: sends never block
+	// outstanding counts the messages sent to ch and not yet settled. The
+	// lane ends when it reaches 0; both change under relayRun.mu.
+	outstanding int
+}
+
+// dispatch hands it to the lane of addr, starting one if needed, and
+// reports false, changing nothing, if that needs a lane beyond
+// relayLanesMax. The caller must not hold st.mu.
+func (st *relayRun) dispatch(ctx context.Context, it *retryItem, addr string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	ln := st.lanes[addr]
+	if ln == nil {
+		if len(st.lanes) >= relayLanesMax {
+			return false
+		}
+		ln = &lane{addr: addr, ch: make(chan *retryItem, relayPendingMax)}
+		st.lanes[addr] = ln
+		st.wg.Add(1)
+		go st.runLane(ctx, ln)
+	}
+	ln.outstanding++
+	st.inLane[it.env.Seq] = struct{}{}
+	ln.ch <- it
+	return true
+}
+
+// runLane delivers the lane's messages until it has none left. After ctx
+// ends it delivers nothing more: what is left stays unsettled, so the
+// cursor stays behind it and a restart delivers it.
+func (st *relayRun) runLane(ctx context.Context, ln *lane) {
+	defer st.wg.Done()
+	for it := range ln.ch {
+		if ctx.Err() != nil {
+			return
+		}
+		st.attempt(ctx, it, ln.addr)
+		st.mu.Lock()
+		delete(st.inLane, it.env.Seq)
+		ln.outstanding--
+		done := ln.outstanding == 0
+		if done {
+			delete(st.lanes, ln.addr)
+		}
+		st.mu.Unlock()
+		st.wake()
+		if done {
+			return
+		}
+	}
+}
+
+// wake tells the relay's goroutine that a lane settled a message, so that
+// one waiting for room (pending messages or lanes) looks again.
+func (st *relayRun) wake() {
+	select {
+	case st.freed <- struct{}{}:
+	default:
+	}
+}
+
+// waitFreed waits until a lane settles a message, a retry falls due, the
+// cursor is due to be written, or ctx ends.
+func (st *relayRun) waitFreed(ctx context.Context) {
+	until := time.Now().Add(relayCursorSaveInterval)
+	if due, ok := st.nextDue(); ok && due.Before(until) {
+		until = due
+	}
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-st.freed:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
