@@ -45,6 +45,7 @@ func openRelayCursor(ctx context.Context, log *events.Log, lg *slog.Logger) (*re
 		Bucket:      RelayCursorBucket,
 		Description: "AGLX relay: the sequence of the event stream up to which every message is settled",
 		History:     1,
+		Replicas:    log.Replicas(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("relay: cursor bucket: %w", err)

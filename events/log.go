@@ -215,6 +215,10 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	return l, nil
 }
 
+// Replicas is how many servers keep a copy of each of the log's streams;
+// the node's other state in JetStream (the relay's cursor) uses the same.
+func (l *Log) Replicas() int { return l.cfg.Replicas }
+
 // Attach opens an existing log read-only, for readers such as `aglx tail`
 // that must neither reconfigure nor write the node's streams.
 func Attach(ctx context.Context, nc *nats.Conn, stream string) (*Log, error) {

@@ -26,7 +26,10 @@ type Config struct {
 	HTTP                   string // HTTP API; "" disables
 	NATSListen             string // embedded server's client port; "" = in-process only
 	NATSURL                string // use this NATS server instead of the embedded one
-	DataDir                string
+	// Replicas is how many servers of a NATS cluster (--nats-url) keep
+	// each of the node's streams; the embedded server is one server.
+	Replicas int
+	DataDir  string
 	// NodeKey is the node's signing key file; "" = DATA/keys/node.key.
 	NodeKey string
 	// Zones is the zone file (JSON); "" = no zones.
@@ -66,8 +69,12 @@ func DefaultConfig() Config {
 		RelayNetworks:  "127.0.0.0/8,::1/128",
 		LogLevel:       "info",
 		LogFormat:      "text",
+		Replicas:       1,
 	}
 }
+
+// replicasMax is the most copies JetStream keeps of a stream.
+const replicasMax = 5 // servers
 
 func parseFlags(args []string) (Config, error) {
 	c := DefaultConfig()
@@ -82,6 +89,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.StringVar(&c.HTTP, "http", c.HTTP, "HTTP API and /healthz: address to listen on (empty: off)")
 	fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "embedded NATS server: client address for other NATS clients (empty: in-process only)")
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "use this NATS server (with JetStream) instead of the embedded one")
+	fs.IntVar(&c.Replicas, "replicas", c.Replicas, "servers of the --nats-url cluster that keep a copy of each stream (1, 3 or 5; the embedded server: 1)")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream store, keys)")
 	fs.Func("sync-to", "push registry changes to this peer registry, registry://NAME@HOST:PORT (repeatable)", func(v string) error {
 		c.SyncTo = append(c.SyncTo, v)
@@ -145,6 +153,12 @@ func (c Config) Validate() error {
 	}
 	if c.PipelineMax < 1 || c.PipelineMax > 1<<16 {
 		return fmt.Errorf("--max-pipeline %d: must be between 1 and %d", c.PipelineMax, 1<<16)
+	}
+	switch {
+	case c.Replicas < 1 || c.Replicas > replicasMax:
+		return fmt.Errorf("--replicas %d: must be between 1 and %d", c.Replicas, replicasMax)
+	case c.Replicas > 1 && c.NATSURL == "":
+		return fmt.Errorf("--replicas %d: the embedded server is one server; replicas need a NATS cluster (--nats-url)", c.Replicas)
 	}
 	if c.DataDir == "" && c.NATSURL == "" {
 		return fmt.Errorf("--data: must not be empty")

@@ -1,10 +1,20 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/aglx/ledger/bridge"
+	"github.com/aglx/ledger/events"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestExternalNATS runs the node against a separate NATS server
@@ -39,4 +49,132 @@ func startExternalNATS(t *testing.T) *server.Server {
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	return ns
+}
+
+// startNATSCluster starts n clustered NATS servers with JetStream on
+// random loopback ports and waits until JetStream has a leader.
+func startNATSCluster(t *testing.T, n int) []*server.Server {
+	t.Helper()
+	clusterAddrs := make([]string, n)
+	routes := make([]*url.URL, n)
+	for i := range clusterAddrs {
+		clusterAddrs[i] = freeAddr(t)
+		routes[i] = &url.URL{Scheme: "nats-route", Host: clusterAddrs[i]}
+	}
+	servers := make([]*server.Server, n)
+	for i := range servers {
+		_, port, _ := net.SplitHostPort(clusterAddrs[i])
+		p, _ := strconv.Atoi(port)
+		ns, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: server.RANDOM_PORT,
+			JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, NoSigs: true,
+			Cluster: server.ClusterOpts{Name: "aglx-test", Host: "127.0.0.1", Port: p},
+			Routes:  routes,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go ns.Start()
+		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+		servers[i] = ns
+	}
+	for _, ns := range servers {
+		if !ns.ReadyForConnections(30 * time.Second) {
+			t.Fatal("nats-server did not start")
+		}
+	}
+	nc, err := nats.Connect(servers[0].ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			return servers
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster's JetStream never got ready: %v", err)
+		}
+	}
+}
+
+// TestReplicatedStreams runs the node against a three-server NATS cluster
+// with --replicas 3: every stream it keeps (the event stream, the
+// write-ahead stream, the relay's cursor) has three copies, and a frame is
+// acknowledged and stored as usual.
+func TestReplicatedStreams(t *testing.T) {
+	cluster := startNATSCluster(t, 3)
+	m := startNodeWith(t, t.TempDir(), func(c *Config) {
+		c.NATSURL = cluster[0].ClientURL()
+		c.Replicas = 3
+		c.Relay = true
+	})
+	c := dial(t, m.TCPAddr())
+	c.Write(referenceFiles(t)[3]) // task.result
+	c.Flush()
+	_, a := readAck(t, c)
+	if ev := getEvent(t, m, openLogAt(t, cluster[1].ClientURL()), a.Seq); ev.Type != "task.result" || ev.ID != a.EventID {
+		t.Fatalf("stored %+v", ev)
+	}
+
+	nc, err := nats.Connect(cluster[2].ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, name := range []string{events.StreamNameDefault, events.StreamNameDefault + "_WAL", "KV_" + bridge.RelayCursorBucket} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+			t.Fatalf("stream %s: %d replicas configured, cluster %+v; want 3 copies", name, info.Config.Replicas, info.Cluster)
+		}
+	}
+}
+
+// TestConfigValidate: settings that cannot work fail at start, with the
+// flag's name in the error.
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string // "" for valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"replicas on a cluster", func(c *Config) { c.NATSURL, c.Replicas = "nats://127.0.0.1:4222", 3 }, ""},
+		{"replicas on the embedded server", func(c *Config) { c.Replicas = 3 }, "--replicas 3: the embedded server is one server"},
+		{"no replicas", func(c *Config) { c.Replicas = 0 }, "--replicas 0: must be between 1 and 5"},
+		{"too many replicas", func(c *Config) { c.NATSURL, c.Replicas = "nats://127.0.0.1:4222", 7 }, "--replicas 7: must be between 1 and 5"},
+		{"body too small", func(c *Config) { c.BodySizeMax = 10 }, "--body-max 10"},
+		{"bad fsync", func(c *Config) { c.Fsync = "sometimes" }, "--fsync"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.edit(&c)
+			err := c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Validate() = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
 }
