@@ -54,6 +54,9 @@ func (st *relayRun) dispatch(ctx context.Context, it *retryItem, addr string) bo
 	}
 	ln.outstanding++
 	st.inLane[it.env.Seq] = struct{}{}
+	// Never blocks, though it holds mu: the relay takes no message while
+	// relayPendingMax are in lanes or waiting for a retry, and that is
+	// the channel's capacity.
 	ln.ch <- it
 	return true
 }
