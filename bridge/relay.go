@@ -103,7 +103,7 @@ type Relay struct {
 	Networks []netip.Prefix
 
 	delivered, undeliverable, failed atomic.Int64
-	cursorSeq, waiting               atomic.Int64
+	cursorSeq, waiting, lanes        atomic.Int64
 
 	cur *relayCursor // set by Open
 
@@ -121,12 +121,15 @@ type RelayCounters struct {
 	Cursor int64 `json:"cursor"`
 	// Retrying counts the messages waiting for another attempt.
 	Retrying int64 `json:"retrying"`
+	// Lanes counts the addresses being delivered to (relay_lane.go). At
+	// relayLanesMax, messages for other addresses wait.
+	Lanes int64 `json:"lanes"`
 }
 
 // Counters returns the relay's running totals.
 func (r *Relay) Counters() RelayCounters {
 	return RelayCounters{Delivered: r.delivered.Load(), Undeliverable: r.undeliverable.Load(), Failed: r.failed.Load(),
-		Cursor: r.cursorSeq.Load(), Retrying: r.waiting.Load()}
+		Cursor: r.cursorSeq.Load(), Retrying: r.waiting.Load(), Lanes: r.lanes.Load()}
 }
 
 // Open reads the relay's saved position, or, the first time, takes the

@@ -49,6 +49,7 @@ func (st *relayRun) dispatch(ctx context.Context, it *retryItem, addr string) bo
 		}
 		ln = &lane{addr: addr, ch: make(chan *retryItem, relayPendingMax)}
 		st.lanes[addr] = ln
+		st.r.lanes.Store(int64(len(st.lanes)))
 		st.wg.Add(1)
 		go st.runLane(ctx, ln)
 	}
@@ -77,6 +78,7 @@ func (st *relayRun) runLane(ctx context.Context, ln *lane) {
 		done := ln.outstanding == 0
 		if done {
 			delete(st.lanes, ln.addr)
+			st.r.lanes.Store(int64(len(st.lanes)))
 		}
 		st.mu.Unlock()
 		st.wake()

@@ -300,4 +300,10 @@ func TestRelayIsNotHeldUpBySlowAddressee(t *testing.T) {
 	if got := m.relay.Counters(); got.Failed != 0 || got.Delivered != 2 {
 		t.Fatalf("when the sink had its messages: %+v; want 2 delivered and the tarpit's delivery still waiting", got)
 	}
+	// The sink's lane ends once it is idle; the tarpit's is still busy.
+	for deadline := time.Now().Add(20 * time.Second); m.relay.Counters().Lanes != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("lanes: %+v, want the tarpit's alone", m.relay.Counters())
+		}
+	}
 }
