@@ -155,7 +155,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	st := &relayRun{r: r, cur: r.cur, next: r.cur.saved + 1, retries: newRetryQueue(),
-		lanes: map[string]*lane{}, inLane: map[uint64]struct{}{}, freed: make(chan struct{}, 1)}
+		lanes: map[string]*lane{}, inLane: map[uint64]int{}, freed: make(chan struct{}, 1)}
 	defer func() {
 		// Closing the connections ends the deliveries in progress; the
 		// lanes then stop, leaving what they did not settle behind the
@@ -163,14 +163,21 @@ func (r *Relay) Run(ctx context.Context) error {
 		r.closeConns()
 		st.wg.Wait()
 		r.closeConns()
+		r.lanes.Store(0)
 		st.save(true)
 	}()
 	for ctx.Err() == nil {
 		st.retryDue(ctx, time.Now())
 		st.save(false)
-		if st.full() || st.blocked {
+		if st.blocked {
+			// A message waits for a lane: only a lane that ends can help,
+			// not a retry falling due (which would need a lane too).
 			st.blocked = false
-			st.waitFreed(ctx)
+			st.waitFreed(ctx, false)
+			continue
+		}
+		if st.full() {
+			st.waitFreed(ctx, true)
 			continue
 		}
 		if st.end() < st.next {
@@ -197,10 +204,13 @@ type relayRun struct {
 
 	mu      sync.Mutex
 	retries *retryQueue
-	lanes   map[string]*lane    // by address
-	inLane  map[uint64]struct{} // sequences handed to a lane, not yet settled
-	wg      sync.WaitGroup      // the lanes' goroutines
-	freed   chan struct{}       // a lane settled a message (relay_lane.go)
+	lanes   map[string]*lane // by address
+	// inLane counts, by sequence, the messages handed to a lane and not
+	// yet settled (a count, so that the bookkeeping stays right even if a
+	// sequence were ever handed out twice).
+	inLane map[uint64]int
+	wg     sync.WaitGroup // the lanes' goroutines
+	freed  chan struct{}  // a lane settled a message (relay_lane.go)
 }
 
 // follow considers the published events from next on: from the log's
@@ -231,7 +241,9 @@ func (st *relayRun) follow(ctx context.Context) error {
 	}
 	// stopped says the read ended before end, with next set where it
 	// did: the lanes settle messages meanwhile, so whether the relay was
-	// full cannot be asked again afterwards.
+	// full cannot be asked again afterwards. next follows every event
+	// considered, so a read that fails part way leaves nothing to be
+	// handed to a lane twice.
 	stopped := false
 	err := st.r.Log.Read(ctx, events.ReadOptions{StartSeq: st.next, Subjects: relaySubjects()}, func(e *events.Envelope) error {
 		if e.Seq > end {
@@ -239,12 +251,13 @@ func (st *relayRun) follow(ctx context.Context) error {
 		}
 		if !st.consider(ctx, e) {
 			st.blocked, stopped = true, true
-			st.next = e.Seq
 			return events.ErrStop
 		}
+		// Moved at once, so that a read that fails after this leaves the
+		// event behind it: it is in a lane already.
+		st.next = e.Seq + 1
 		if st.full() {
 			stopped = true
-			st.next = e.Seq + 1
 			return events.ErrStop
 		}
 		return nil
@@ -281,27 +294,32 @@ func (st *relayRun) consider(ctx context.Context, e *events.Envelope) bool {
 	return st.dispatch(ctx, &retryItem{env: e, attempts: 0}, addr)
 }
 
-// attempt makes one delivery of it to addr and settles it or queues it
-// for a retry. Lanes call it.
-func (st *relayRun) attempt(ctx context.Context, it *retryItem, addr string) {
+// attempt makes one delivery of it to addr. It returns it if it is to be
+// tried again; the lane queues it, under the same lock as it settles the
+// delivery, so that the cursor never sees it in neither place. Lanes call
+// it.
+func (st *relayRun) attempt(ctx context.Context, it *retryItem, addr string) *retryItem {
 	r := st.r
 	it.attempts++
 	err := r.deliver(ctx, addr, it.env)
-	if err == nil {
+	switch {
+	case err == nil:
 		r.delivered.Add(1)
-		return
+		return nil
+	case ctx.Err() != nil:
+		// Cut short by shutdown: not the addressee's failure. It stays
+		// unsettled, so the next start delivers it.
+		it.attempts--
+		return it
 	}
 	r.failed.Add(1)
 	r.Lg.Info("relay: delivery failed; will retry", "seq", it.env.Seq, "to", it.env.To, "addr", addr, "attempt", it.attempts, "err", err)
 	if it.attempts >= RelayAttemptsMax {
 		r.Lg.Warn("relay: giving up; the message stays in the log", "seq", it.env.Seq, "to", it.env.To)
-		return
+		return nil
 	}
 	it.due = time.Now().Add(relayBackOff[min(it.attempts, len(relayBackOff))-1])
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.retries.push(it)
-	r.waiting.Store(int64(st.retries.len()))
+	return it
 }
 
 // retryDue hands every queued message that is due to its lane. The
@@ -440,6 +458,9 @@ func (r *Relay) deliver(ctx context.Context, addr string, env *events.Envelope) 
 	if err != nil {
 		return err
 	}
+	// Shutdown cuts a delivery short instead of waiting out its timeout.
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
 	c.Conn().SetDeadline(time.Now().Add(relayTimeout))
 	f := env.Frame()
 	if f.Transport == "" {

@@ -53,12 +53,18 @@ func (st *relayRun) dispatch(ctx context.Context, it *retryItem, addr string) bo
 		st.wg.Add(1)
 		go st.runLane(ctx, ln)
 	}
+	// The relay takes no message while relayPendingMax are in lanes or
+	// waiting for a retry, and that is the channel's capacity, so it is
+	// never full (a new lane's is empty); if it were, blocking here while
+	// holding mu would stop the lane for good, so a full lane counts as no
+	// lane free.
+	select {
+	case ln.ch <- it:
+	default:
+		return false
+	}
 	ln.outstanding++
-	st.inLane[it.env.Seq] = struct{}{}
-	// Never blocks, though it holds mu: the relay takes no message while
-	// relayPendingMax are in lanes or waiting for a retry, and that is
-	// the channel's capacity.
-	ln.ch <- it
+	st.inLane[it.env.Seq]++
 	return true
 }
 
@@ -71,9 +77,15 @@ func (st *relayRun) runLane(ctx context.Context, ln *lane) {
 		if ctx.Err() != nil {
 			return
 		}
-		st.attempt(ctx, it, ln.addr)
+		again := st.attempt(ctx, it, ln.addr)
 		st.mu.Lock()
-		delete(st.inLane, it.env.Seq)
+		if again != nil {
+			st.retries.push(again)
+			st.r.waiting.Store(int64(st.retries.len()))
+		}
+		if st.inLane[it.env.Seq]--; st.inLane[it.env.Seq] <= 0 {
+			delete(st.inLane, it.env.Seq)
+		}
 		ln.outstanding--
 		done := ln.outstanding == 0
 		if done {
@@ -97,11 +109,11 @@ func (st *relayRun) wake() {
 	}
 }
 
-// waitFreed waits until a lane settles a message, a retry falls due, the
-// cursor is due to be written, or ctx ends.
-func (st *relayRun) waitFreed(ctx context.Context) {
+// waitFreed waits until a lane settles a message, the cursor is due to be
+// written, ctx ends, or, if untilDue, a retry falls due.
+func (st *relayRun) waitFreed(ctx context.Context, untilDue bool) {
 	until := time.Now().Add(relayCursorSaveInterval)
-	if due, ok := st.nextDue(); ok && due.Before(until) {
+	if due, ok := st.nextDue(); untilDue && ok && due.Before(until) {
 		until = due
 	}
 	t := time.NewTimer(time.Until(until))

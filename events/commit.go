@@ -262,7 +262,13 @@ func (l *Log) reap(fifo []inflightPub, inflight, n int) ([]inflightPub, int) {
 	for i := 0; i < n && len(fifo) > 0; i++ {
 		f := fifo[0]
 		select {
-		case <-f.fut.Ok():
+		case ack := <-f.fut.Ok():
+			if last := f.envs[len(f.envs)-1].Seq; ack.Sequence != last {
+				// The preconditions make this impossible; if it ever
+				// happens, the stream is not what the acks promised.
+				l.lg.Error("the event stream stored a run's last event at another sequence; repairing", "want", last, "got", ack.Sequence)
+				return l.repair(fifo[1:]), 0
+			}
 			for _, e := range f.envs {
 				l.ring.put(e)
 			}

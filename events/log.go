@@ -184,6 +184,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	if err != nil {
 		return nil, fmt.Errorf("events: jetstream: %w", err)
 	}
+	if err := checkReplicas(ctx, js, cfg); err != nil {
+		return nil, err
+	}
 	st, err := js.CreateOrUpdateStream(ctx, cfg.StreamConfig())
 	if err != nil {
 		return nil, fmt.Errorf("events: create stream %s: %w", cfg.Stream, err)
@@ -213,6 +216,28 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	go l.commitLoop()
 	go l.publishLoop()
 	return l, nil
+}
+
+// checkReplicas refuses to open an existing log with a replica count that
+// its streams cannot be updated to in place. A single-copy event stream
+// uses asynchronous persistence, a replicated one cannot, and JetStream
+// never changes a stream's persistence mode; the update would fail with
+// the server's terse "can not change persist mode". Between 3 and 5 copies
+// the update is allowed and left to the server.
+func checkReplicas(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	s, err := js.Stream(ctx, cfg.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("events: stream %s: %w", cfg.Stream, err)
+	}
+	have := s.CachedInfo().Config.Replicas
+	if have == cfg.Replicas || (have > 1 && cfg.Replicas > 1) {
+		return nil
+	}
+	return fmt.Errorf("events: stream %s has replicas=%d and cannot be changed to replicas=%d in place (a single copy is persisted asynchronously, a replicated stream cannot be); run with --replicas %d, or copy the streams into new ones (docs/OPERATIONS.md)",
+		cfg.Stream, have, cfg.Replicas, have)
 }
 
 // Replicas is how many servers keep a copy of each of the log's streams;

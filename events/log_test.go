@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,5 +180,34 @@ func TestLogSurvivesRestart(t *testing.T) {
 	l, _ := openTestLog(t, dir)
 	if last, err := l.LastSeq(context.Background()); err != nil || last != 1 {
 		t.Fatalf("after restart LastSeq = %d, %v; want 1", last, err)
+	}
+}
+
+// TestOpenRefusesAReplicaChange: a log made with one copy cannot be
+// reopened with three in place (JetStream cannot change the event stream's
+// persistence mode); Open says so and what to do, instead of passing on
+// the server's terse refusal, and leaves the streams as they were.
+func TestOpenRefusesAReplicaChange(t *testing.T) {
+	dir := t.TempDir()
+	nc := connectTest(t, dir)
+	ctx := context.Background()
+	l, err := Open(ctx, nc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, nc, Config{Replicas: 3}, nil); err == nil || !strings.Contains(err.Error(), "has replicas=1 and cannot be changed to replicas=3 in place") {
+		t.Fatalf("Open with 3 replicas over a 1-replica log: %v", err)
+	}
+	l, err = Open(ctx, nc, Config{Replicas: 1}, nil)
+	if err != nil {
+		t.Fatalf("reopening as it was: %v", err)
+	}
+	defer l.Close(ctx)
+	if last, _ := l.LastSeq(ctx); last != 1 {
+		t.Fatalf("the log ends at %d, want 1", last)
 	}
 }

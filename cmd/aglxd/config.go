@@ -155,8 +155,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--max-pipeline %d: must be between 1 and %d", c.PipelineMax, 1<<16)
 	}
 	switch {
-	case c.Replicas < 1 || c.Replicas > replicasMax:
-		return fmt.Errorf("--replicas %d: must be between 1 and %d", c.Replicas, replicasMax)
+	case c.Replicas < 1 || c.Replicas > replicasMax || c.Replicas%2 == 0:
+		// An even count survives no more lost servers than the odd one
+		// below it, and costs a copy more.
+		return fmt.Errorf("--replicas %d: must be 1, 3 or 5", c.Replicas)
 	case c.Replicas > 1 && c.NATSURL == "":
 		return fmt.Errorf("--replicas %d: the embedded server is one server; replicas need a NATS cluster (--nats-url)", c.Replicas)
 	}

@@ -160,8 +160,9 @@ func TestConfigValidate(t *testing.T) {
 		{"defaults", func(*Config) {}, ""},
 		{"replicas on a cluster", func(c *Config) { c.NATSURL, c.Replicas = "nats://127.0.0.1:4222", 3 }, ""},
 		{"replicas on the embedded server", func(c *Config) { c.Replicas = 3 }, "--replicas 3: the embedded server is one server"},
-		{"no replicas", func(c *Config) { c.Replicas = 0 }, "--replicas 0: must be between 1 and 5"},
-		{"too many replicas", func(c *Config) { c.NATSURL, c.Replicas = "nats://127.0.0.1:4222", 7 }, "--replicas 7: must be between 1 and 5"},
+		{"no replicas", func(c *Config) { c.Replicas = 0 }, "--replicas 0: must be 1, 3 or 5"},
+		{"too many replicas", func(c *Config) { c.NATSURL, c.Replicas = "nats://127.0.0.1:4222", 7 }, "--replicas 7: must be 1, 3 or 5"},
+		{"even replicas", func(c *Config) { c.NATSURL, c.Replicas = "nats://127.0.0.1:4222", 2 }, "--replicas 2: must be 1, 3 or 5"},
 		{"body too small", func(c *Config) { c.BodySizeMax = 10 }, "--body-max 10"},
 		{"bad fsync", func(c *Config) { c.Fsync = "sometimes" }, "--fsync"},
 	} {
