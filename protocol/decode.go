@@ -81,6 +81,9 @@ func (d *Decoder) Decode() (*Frame, error) {
 	return f, err
 }
 
+// frameHeadersUsual is the room a decoded frame starts with for headers.
+const frameHeadersUsual = 8 // headers
+
 func (d *Decoder) decode() (*Frame, error) {
 	if err := d.skipBlank(); err != nil {
 		return nil, err
@@ -89,9 +92,11 @@ func (d *Decoder) decode() (*Frame, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Room for the usual headers (FROM, TO, TYPE, CONTENT-TYPE, ID,
-	// CONTENT-LENGTH and one more) in one allocation instead of four.
-	f := &Frame{Headers: make([]Header, 0, 7)}
+	// Room for the usual headers in one allocation instead of four: FROM,
+	// TO, TYPE, CONTENT-TYPE, ID and CONTENT-LENGTH, and in a reply
+	// IN-REPLY-TO and STATUS. With seven, every reply the node sends had
+	// its headers copied into a new slice at the eighth.
+	f := &Frame{Headers: make([]Header, 0, frameHeadersUsual)}
 	deferred := d.parseStartLine(f, line)
 	if deferred != nil && deferred.Fatal {
 		return nil, deferred
