@@ -155,7 +155,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	st := &relayRun{r: r, cur: r.cur, next: r.cur.saved + 1, retries: newRetryQueue(),
-		lanes: map[string]*lane{}, inLane: map[uint64]int{}, freed: make(chan struct{}, 1)}
+		lanes: map[string]*lane{}, inLane: map[uint64]int{}, down: map[string]time.Time{}, retryCount: map[string]int{},
+		freed: make(chan struct{}, 1), laneEnded: make(chan struct{}, 1)}
 	defer func() {
 		// Closing the connections ends the deliveries in progress; the
 		// lanes then stop, leaving what they did not settle behind the
@@ -173,11 +174,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			// A message waits for a lane: only a lane that ends can help,
 			// not a retry falling due (which would need a lane too).
 			st.blocked = false
-			st.waitFreed(ctx, false)
+			st.waitFor(ctx, st.laneEnded, false)
 			continue
 		}
 		if st.full() {
-			st.waitFreed(ctx, true)
+			st.waitFor(ctx, st.freed, true)
 			continue
 		}
 		if st.end() < st.next {
@@ -209,8 +210,14 @@ type relayRun struct {
 	// yet settled (a count, so that the bookkeeping stays right even if a
 	// sequence were ever handed out twice).
 	inLane map[uint64]int
-	wg     sync.WaitGroup // the lanes' goroutines
-	freed  chan struct{}  // a lane settled a message (relay_lane.go)
+	// down holds the addresses whose last delivery failed, until when
+	// their next attempt is due; retryCount the messages waiting for a
+	// retry, by the address they failed at (relay_breaker.go).
+	down       map[string]time.Time
+	retryCount map[string]int
+	wg         sync.WaitGroup // the lanes' goroutines
+	freed      chan struct{}  // a lane settled a message (relay_lane.go)
+	laneEnded  chan struct{}  // a lane ended
 }
 
 // follow considers the published events from next on: from the log's
@@ -244,9 +251,13 @@ func (st *relayRun) follow(ctx context.Context) error {
 	// full cannot be asked again afterwards. next follows every event
 	// considered, so a read that fails part way leaves nothing to be
 	// handed to a lane twice.
-	stopped := false
+	stopped, taken := false, 0
 	err := st.r.Log.Read(ctx, events.ReadOptions{StartSeq: st.next, Subjects: relaySubjects()}, func(e *events.Envelope) error {
 		if e.Seq > end {
+			return events.ErrStop
+		}
+		if taken++; taken > relayStretchMax {
+			stopped = true // more on the next turn, after due retries
 			return events.ErrStop
 		}
 		if !st.consider(ctx, e) {
@@ -294,32 +305,41 @@ func (st *relayRun) consider(ctx context.Context, e *events.Envelope) bool {
 	return st.dispatch(ctx, &retryItem{env: e, attempts: 0}, addr)
 }
 
-// attempt makes one delivery of it to addr. It returns it if it is to be
-// tried again; the lane queues it, under the same lock as it settles the
-// delivery, so that the cursor never sees it in neither place. Lanes call
+// attemptResult is what became of one delivery attempt.
+type attemptResult int
+
+const (
+	attemptDelivered attemptResult = iota
+	attemptRetry                   // failed; due again at it.due
+	attemptGaveUp                  // failed for the last time
+	attemptCut                     // cut short by shutdown
+)
+
+// attempt makes one delivery of it to addr and says what became of it;
+// the lane queues a retry under the same lock as it settles the delivery,
+// so that the cursor never sees the message in neither place. Lanes call
 // it.
-func (st *relayRun) attempt(ctx context.Context, it *retryItem, addr string) *retryItem {
+func (st *relayRun) attempt(ctx context.Context, it *retryItem, addr string) attemptResult {
 	r := st.r
-	it.attempts++
 	err := r.deliver(ctx, addr, it.env)
 	switch {
 	case err == nil:
 		r.delivered.Add(1)
-		return nil
+		return attemptDelivered
 	case ctx.Err() != nil:
-		// Cut short by shutdown: not the addressee's failure. It stays
-		// unsettled, so the next start delivers it.
-		it.attempts--
-		return it
+		// Not the addressee's failure. It stays unsettled, so the next
+		// start delivers it.
+		return attemptCut
 	}
+	it.attempts++
 	r.failed.Add(1)
-	r.Lg.Info("relay: delivery failed; will retry", "seq", it.env.Seq, "to", it.env.To, "addr", addr, "attempt", it.attempts, "err", err)
 	if it.attempts >= RelayAttemptsMax {
-		r.Lg.Warn("relay: giving up; the message stays in the log", "seq", it.env.Seq, "to", it.env.To)
-		return nil
+		r.Lg.Warn("relay: delivery failed for the last time; giving up, the message stays in the log", "seq", it.env.Seq, "to", it.env.To, "addr", addr, "attempts", it.attempts, "err", err)
+		return attemptGaveUp
 	}
+	r.Lg.Info("relay: delivery failed; will retry", "seq", it.env.Seq, "to", it.env.To, "addr", addr, "attempt", it.attempts, "err", err)
 	it.due = time.Now().Add(relayBackOff[min(it.attempts, len(relayBackOff))-1])
-	return it
+	return attemptRetry
 }
 
 // retryDue hands every queued message that is due to its lane. The
@@ -332,8 +352,7 @@ func (st *relayRun) retryDue(ctx context.Context, now time.Time) {
 			st.mu.Unlock()
 			return
 		}
-		it := st.retries.pop()
-		r.waiting.Store(int64(st.retries.len()))
+		it := st.popRetry()
 		st.mu.Unlock()
 		addr, ok := r.contact(it.env.To)
 		if !ok || !r.allowed(addr) {
@@ -344,8 +363,7 @@ func (st *relayRun) retryDue(ctx context.Context, now time.Time) {
 		if !st.dispatch(ctx, it, addr) {
 			// No lane free: back in the queue, due now, until one is.
 			st.mu.Lock()
-			st.retries.push(it)
-			r.waiting.Store(int64(st.retries.len()))
+			st.requeue(it)
 			st.mu.Unlock()
 			st.blocked = true
 			return

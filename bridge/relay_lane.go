@@ -42,6 +42,9 @@ type lane struct {
 func (st *relayRun) dispatch(ctx context.Context, it *retryItem, addr string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.isDown(addr, it) {
+		return true
+	}
 	ln := st.lanes[addr]
 	if ln == nil {
 		if len(st.lanes) >= relayLanesMax {
@@ -77,41 +80,53 @@ func (st *relayRun) runLane(ctx context.Context, ln *lane) {
 		if ctx.Err() != nil {
 			return
 		}
-		again := st.attempt(ctx, it, ln.addr)
+		res := st.attempt(ctx, it, ln.addr)
 		st.mu.Lock()
-		if again != nil {
-			st.retries.push(again)
-			st.r.waiting.Store(int64(st.retries.len()))
+		switch res {
+		case attemptDelivered:
+			delete(st.down, ln.addr)
+		case attemptCut:
+			st.requeue(it)
+		case attemptRetry:
+			st.queueRetry(it, ln.addr)
+			st.breakLane(ln, it)
 		}
-		if st.inLane[it.env.Seq]--; st.inLane[it.env.Seq] <= 0 {
-			delete(st.inLane, it.env.Seq)
-		}
-		ln.outstanding--
+		st.leaveLane(ln, it)
 		done := ln.outstanding == 0
 		if done {
 			delete(st.lanes, ln.addr)
 			st.r.lanes.Store(int64(len(st.lanes)))
 		}
 		st.mu.Unlock()
-		st.wake()
+		st.wake(st.freed)
 		if done {
+			st.wake(st.laneEnded)
 			return
 		}
 	}
 }
 
-// wake tells the relay's goroutine that a lane settled a message, so that
-// one waiting for room (pending messages or lanes) looks again.
-func (st *relayRun) wake() {
+// leaveLane settles the lane's bookkeeping for it, whatever became of it.
+// The caller holds mu.
+func (st *relayRun) leaveLane(ln *lane, it *retryItem) {
+	if st.inLane[it.env.Seq]--; st.inLane[it.env.Seq] <= 0 {
+		delete(st.inLane, it.env.Seq)
+	}
+	ln.outstanding--
+}
+
+// wake signals ch (st.freed: a lane settled a message; st.laneEnded: a
+// lane ended) to the relay's goroutine, if it waits for it.
+func (st *relayRun) wake(ch chan struct{}) {
 	select {
-	case st.freed <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
 
-// waitFreed waits until a lane settles a message, the cursor is due to be
-// written, ctx ends, or, if untilDue, a retry falls due.
-func (st *relayRun) waitFreed(ctx context.Context, untilDue bool) {
+// waitFor waits until ch is signalled, the cursor is due to be written,
+// ctx ends, or, if untilDue, a retry falls due.
+func (st *relayRun) waitFor(ctx context.Context, ch chan struct{}, untilDue bool) {
 	until := time.Now().Add(relayCursorSaveInterval)
 	if due, ok := st.nextDue(); untilDue && ok && due.Before(until) {
 		until = due
@@ -119,7 +134,7 @@ func (st *relayRun) waitFreed(ctx context.Context, untilDue bool) {
 	t := time.NewTimer(time.Until(until))
 	defer t.Stop()
 	select {
-	case <-st.freed:
+	case <-ch:
 	case <-t.C:
 	case <-ctx.Done():
 	}

@@ -12,6 +12,9 @@ type retryItem struct {
 	env      *events.Envelope
 	attempts int
 	due      time.Time
+	// addr is the address the last attempt failed at, "" if none did;
+	// the relay bounds the retries queued per address.
+	addr string
 }
 
 // retryQueue orders the messages waiting for another attempt by when it

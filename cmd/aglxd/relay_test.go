@@ -181,6 +181,13 @@ func TestRelayResumesAfterRestart(t *testing.T) {
 	if f := sink.next(t, 20*time.Second); string(f.Body) != first {
 		t.Fatalf("delivered %s", f.Body)
 	}
+	// Delivered once the relay has read the sink's ack: stopping the sink
+	// before that would fail the delivery, and a failed one is retried.
+	for deadline := time.Now().Add(20 * time.Second); m.relay.Counters().Delivered != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first delivery was never counted: %+v", m.relay.Counters())
+		}
+	}
 	sink.stop()
 	waiting := `{"task_id": "t2", "reason": "recorded while the addressee was down"}`
 	send(m, waiting)
@@ -318,5 +325,42 @@ func TestRelayIsNotHeldUpBySlowAddressee(t *testing.T) {
 	m.Close(context.Background())
 	if got := m.relay.Counters(); got.Cursor >= int64(slowSeq) || got.Failed != 0 {
 		t.Fatalf("after stopping: %+v; want the cursor before seq %d and no failed attempt", got, slowSeq)
+	}
+}
+
+// TestRelayBoundsRetriesPerAddress: an address that refuses connections
+// gets at most relayRetryPerAddressMax (64) messages waiting for a retry;
+// the rest are given up at once and stay in the log, so one dead address
+// cannot fill the relay's bound for everyone. A live agent's message sent
+// after them is delivered.
+func TestRelayBoundsRetriesPerAddress(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
+	registerAt(t, m, "agent://dead.local", freeAddr(t)) // nobody listens there
+	sink := listenAgent(t, "127.0.0.1:0")
+	registerAt(t, m, "agent://sink.local", sink.ln.Addr().String())
+
+	const n = 100
+	c := dial(t, m.TCPAddr())
+	for i := range n {
+		c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://dead.local\nTYPE: task.cancel\n\n{\"task_id\": \"d%d\", \"reason\": \"r\"}\n", i))
+	}
+	c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://sink.local\nTYPE: task.cancel\n\n{\"task_id\": \"live\", \"reason\": \"r\"}\n"))
+	c.Flush()
+	for range n + 1 {
+		if f, _ := readReply(t, c); f.Value(protocol.HeaderStatus) != "202 Accepted" {
+			t.Fatalf("task.cancel: %s %s", f.Value(protocol.HeaderStatus), f.Body)
+		}
+	}
+	if f := sink.next(t, 20*time.Second); !bytes.Contains(f.Body, []byte(`"live"`)) {
+		t.Fatalf("the sink got %s", f.Body)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got := m.relay.Counters()
+		if got.Undeliverable == n-64 && got.Retrying == 64 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counters %+v; want 64 waiting for a retry and %d given up", got, n-64)
+		}
 	}
 }

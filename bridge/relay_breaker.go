@@ -1,0 +1,101 @@
+package bridge
+
+import "time"
+
+// An address that fails is treated as down until its next attempt is due.
+//
+// Without this, a lane went on to try every message queued behind one
+// that had just failed, each waiting out its own timeout (10 s for an
+// address that drops packets), and one dead address with many messages
+// filled the relay's bound of messages waiting for a retry
+// (relayPendingMax) for half an hour, while no other agent got anything.
+// Now:
+//   - when a delivery to an address fails, the messages queued behind it
+//     in the lane go back to the retry queue untried, due with it, and
+//     counted as having failed with it (so a dead address's messages are
+//     given up together, after the back-off, not one after another);
+//   - a new message for an address that is down goes to the retry queue
+//     without an attempt;
+//   - at most relayRetryPerAddressMax messages wait for a retry per
+//     address; beyond that a message that fails is given up at once (it
+//     stays in the log, like any undelivered message), so one address
+//     cannot hold the relay's whole bound.
+
+// relayRetryPerAddressMax bounds the messages waiting for a retry to one
+// address: a sixteenth of relayPendingMax, so that it takes sixteen dead
+// addresses to fill it.
+const relayRetryPerAddressMax = relayPendingMax / 16 // messages
+
+// isDown reports whether addr is down, and if so queues it for the
+// address's next attempt instead. The caller holds mu.
+func (st *relayRun) isDown(addr string, it *retryItem) bool {
+	until, ok := st.down[addr]
+	if !ok {
+		return false
+	}
+	if !time.Now().Before(until) {
+		delete(st.down, addr) // due again: the next attempt decides
+		return false
+	}
+	if it.due.Before(until) {
+		it.due = until
+	}
+	st.queueRetry(it, addr)
+	return true
+}
+
+// breakLane marks the lane's address down after failed, and sends the
+// messages queued behind failed in the lane back to the retry queue, due
+// with it, counted as having failed with it. The caller holds mu, and
+// failed is still counted in the lane.
+func (st *relayRun) breakLane(ln *lane, failed *retryItem) {
+	st.down[ln.addr] = failed.due
+	for ln.outstanding > 1 {
+		it := <-ln.ch // there: outstanding counts it
+		st.leaveLane(ln, it)
+		it.attempts = max(it.attempts, failed.attempts)
+		it.due = failed.due
+		st.queueRetry(it, ln.addr)
+	}
+}
+
+// queueRetry puts it in the retry queue as having failed at addr, or gives
+// it up if addr has relayRetryPerAddressMax waiting already. The caller
+// holds mu.
+func (st *relayRun) queueRetry(it *retryItem, addr string) {
+	if st.retryCount[addr] >= relayRetryPerAddressMax {
+		st.r.undeliverable.Add(1)
+		st.r.Lg.Warn("relay: too many messages wait for a retry to this address; giving this one up, it stays in the log",
+			"seq", it.env.Seq, "to", it.env.To, "addr", addr, "waiting", st.retryCount[addr])
+		return
+	}
+	it.addr = addr
+	st.retryCount[addr]++
+	st.retries.push(it)
+	st.r.waiting.Store(int64(st.retries.len()))
+}
+
+// requeue puts it back in the retry queue outside the per-address bound:
+// a message taken from the queue that found no lane, or cut short by
+// shutdown, was counted before and must stay unsettled. The caller holds
+// mu.
+func (st *relayRun) requeue(it *retryItem) {
+	if it.addr != "" {
+		st.retryCount[it.addr]++
+	}
+	st.retries.push(it)
+	st.r.waiting.Store(int64(st.retries.len()))
+}
+
+// popRetry takes the first message from the retry queue. The caller holds
+// mu.
+func (st *relayRun) popRetry() *retryItem {
+	it := st.retries.pop()
+	if it.addr != "" {
+		if st.retryCount[it.addr]--; st.retryCount[it.addr] <= 0 {
+			delete(st.retryCount, it.addr)
+		}
+	}
+	st.r.waiting.Store(int64(st.retries.len()))
+	return it
+}
