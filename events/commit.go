@@ -114,7 +114,7 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 				p.fail(err)
 			}
 			l.lg.Error("group commit failed", "first_seq", b.firstSeq, "events", len(b.events), "err", err)
-			l.unhealthy.Store(fmt.Errorf("events: the write-ahead stream failed: %w", err))
+			l.setHealth(fmt.Errorf("events: the write-ahead stream failed: %w", err))
 			l.resync()
 			return buf
 		}
@@ -171,7 +171,7 @@ func (l *Log) resync() bool {
 		}
 		b, err := decodeBatch(m.Data)
 		if err != nil || b.firstSeq != l.nextSeq {
-			l.unhealthy.Store(fmt.Errorf("events: write-ahead batch %d does not follow sequence %d: %v", seq, l.nextSeq-1, err))
+			l.setHealth(fmt.Errorf("events: write-ahead batch %d does not follow sequence %d: %v", seq, l.nextSeq-1, err))
 			return false
 		}
 		b.walSeq = seq
@@ -184,7 +184,7 @@ func (l *Log) resync() bool {
 		l.nextSeq = b.firstSeq + uint64(len(b.events))
 		l.toPublish <- b
 	}
-	l.unhealthy.Store(error(nil))
+	l.setHealth(nil)
 	return true
 }
 

@@ -163,7 +163,11 @@ type Log struct {
 	pubMu     sync.Mutex
 	published uint64        // last sequence confirmed in the event stream
 	pubCh     chan struct{} // closed and replaced when published grows
-	unhealthy atomic.Value  // error: why the log refuses appends, if it does
+	// unhealthy is why the log refuses appends, nil while it takes them.
+	// Not an atomic.Value: that panics on storing nil, and on storing an
+	// error of another concrete type than the first, and either happened
+	// at the first recovery from a failed commit.
+	unhealthy atomic.Pointer[error]
 	ring      recent        // the newest published events
 	stats     commitStats
 
@@ -362,12 +366,20 @@ func unavailable(err error) error {
 
 // health is nil while the log takes appends.
 func (l *Log) health() error {
-	if v := l.unhealthy.Load(); v != nil {
-		if err, ok := v.(error); ok && err != nil {
-			return err
-		}
+	if p := l.unhealthy.Load(); p != nil {
+		return *p
 	}
 	return nil
+}
+
+// setHealth records why the log refuses appends, or with nil that it
+// takes them again.
+func (l *Log) setHealth(err error) {
+	if err == nil {
+		l.unhealthy.Store(nil)
+		return
+	}
+	l.unhealthy.Store(&err)
 }
 
 // Healthy reports why the log refuses appends, or nil.

@@ -152,3 +152,74 @@ func (w *warnings) saw(s string) bool {
 	}
 	return false
 }
+
+// TestFailedCommitIsRefusedAndTheLogGoesOn makes the write-ahead stream
+// refuse batches for a while. The appends meanwhile fail (their callers
+// get an error, never an ack), take no sequence, and reach neither stream;
+// once the stream takes batches again, appends go on at the next
+// sequence, with no gap in the event stream.
+func TestFailedCommitIsRefusedAndTheLogGoesOn(t *testing.T) {
+	l, nc := openTestLog(t, t.TempDir())
+	ctx := context.Background()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var envs []*Envelope
+	for i := range 11 {
+		envs = append(envs, testEnvelope(i, "task.assign", "agent://a.local", "agent://b.local"))
+	}
+	appendAll(t, l, envs[:5]...)
+
+	walCfg := l.cfg.WALConfig()
+	refusing := walCfg
+	refusing.MaxMsgSize = 16 // bytes: smaller than any batch
+	if _, err := js.UpdateStream(ctx, refusing); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range envs[5:8] {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		a, err := l.Append(wctx, e).Wait(wctx)
+		cancel()
+		if err == nil {
+			t.Fatalf("append %d while the write-ahead stream refuses batches: acknowledged as %+v", 5+i, a)
+		}
+	}
+	if _, err := js.UpdateStream(ctx, walCfg); err != nil {
+		t.Fatal(err)
+	}
+
+	// The first append after may still be refused while the stream's
+	// update settles (the log asks the stream where it ends before it
+	// takes appends again); a refused append takes no sequence, so the
+	// caller resends it, as a client would.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		a, err := l.Append(wctx, envs[8]).Wait(wctx)
+		cancel()
+		if err == nil {
+			if a.Seq != 6 {
+				t.Fatalf("the first append after the refusals got seq %d, want 6", a.Seq)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("appends are still refused after the write-ahead stream took batches again: %v", err)
+		}
+	}
+	got := appendAll(t, l, envs[9:]...)
+	for i, a := range got {
+		if a.Seq != uint64(7+i) {
+			t.Fatalf("append %d after the refusals got seq %d, want %d", 9+i, a.Seq, 7+i)
+		}
+	}
+	if last, err := l.LastSeq(ctx); err != nil || last != 8 {
+		t.Fatalf("the event stream ends at %d (%v), want 8", last, err)
+	}
+	for seq, want := range map[uint64]*Envelope{5: envs[4], 6: envs[8], 8: envs[10]} {
+		e, err := l.Get(ctx, seq)
+		if err != nil || e.ID != want.ID {
+			t.Fatalf("Get(%d) = %v, %v; want event %s", seq, e, err, want.ID)
+		}
+	}
+}
