@@ -168,7 +168,7 @@ type Log struct {
 	// error of another concrete type than the first, and either happened
 	// at the first recovery from a failed commit.
 	unhealthy atomic.Pointer[error]
-	ring      recent        // the newest published events
+	ring      recent // the newest published events
 	stats     commitStats
 
 	stopOnce sync.Once
