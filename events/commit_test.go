@@ -1,0 +1,158 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestFailedCommitIsRefusedAndTheLogGoesOn makes the write-ahead stream
+// refuse batches for a while. The appends meanwhile fail (their callers
+// get an error, never an ack), take no sequence, and reach neither stream;
+// once the stream takes batches again, appends go on at the next
+// sequence, with no gap in the event stream.
+func TestFailedCommitIsRefusedAndTheLogGoesOn(t *testing.T) {
+	l, nc := openTestLog(t, t.TempDir())
+	ctx := context.Background()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var envs []*Envelope
+	for i := range 11 {
+		envs = append(envs, testEnvelope(i, "task.assign", "agent://a.local", "agent://b.local"))
+	}
+	appendAll(t, l, envs[:5]...)
+
+	walCfg := l.cfg.WALConfig()
+	refusing := walCfg
+	refusing.MaxMsgSize = 16 // bytes: smaller than any batch
+	if _, err := js.UpdateStream(ctx, refusing); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range envs[5:8] {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		a, err := l.Append(wctx, e).Wait(wctx)
+		cancel()
+		if err == nil {
+			t.Fatalf("append %d while the write-ahead stream refuses batches: acknowledged as %+v", 5+i, a)
+		}
+	}
+	if _, err := js.UpdateStream(ctx, walCfg); err != nil {
+		t.Fatal(err)
+	}
+
+	// The first append after may still be refused while the stream's
+	// update settles (the log asks the stream where it ends before it
+	// takes appends again); a refused append takes no sequence, so the
+	// caller resends it, as a client would.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		a, err := l.Append(wctx, envs[8]).Wait(wctx)
+		cancel()
+		if err == nil {
+			if a.Seq != 6 {
+				t.Fatalf("the first append after the refusals got seq %d, want 6", a.Seq)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("appends are still refused after the write-ahead stream took batches again: %v", err)
+		}
+	}
+	got := appendAll(t, l, envs[9:]...)
+	for i, a := range got {
+		if a.Seq != uint64(7+i) {
+			t.Fatalf("append %d after the refusals got seq %d, want %d", 9+i, a.Seq, 7+i)
+		}
+	}
+	if last, err := l.LastSeq(ctx); err != nil || last != 8 {
+		t.Fatalf("the event stream ends at %d (%v), want 8", last, err)
+	}
+	for seq, want := range map[uint64]*Envelope{5: envs[4], 6: envs[8], 8: envs[10]} {
+		e, err := l.Get(ctx, seq)
+		if err != nil || e.ID != want.ID {
+			t.Fatalf("Get(%d) = %v, %v; want event %s", seq, e, err, want.ID)
+		}
+	}
+}
+
+// TestResyncTakesUpABatchWhoseAckWasLost stores a batch in the write-ahead
+// stream behind the log's back, as a commit whose acknowledgement was lost
+// leaves it: the log still thinks the stream ends before it. The next
+// commit fails its expected-last-sequence check and is refused; the log
+// then takes the batch up (its events reach the event stream at their
+// sequences, and their IDs count as duplicates from then on) and goes on
+// after it.
+func TestResyncTakesUpABatchWhoseAckWasLost(t *testing.T) {
+	l, nc := openTestLog(t, t.TempDir())
+	ctx := context.Background()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var envs []*Envelope
+	for i := range 10 {
+		envs = append(envs, testEnvelope(i, "task.assign", "agent://a.local", "agent://b.local"))
+	}
+	appendAll(t, l, envs[:5]...)
+
+	// The lost batch: events 6 and 7, the log's next sequences.
+	wal, err := js.Stream(ctx, l.cfg.walStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := wal.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := &batch{firstSeq: 6}
+	for j, e := range envs[5:7] {
+		e.MsgID = fmt.Sprintf("id:agent://a.local:lost-%d", j) // a client's ID header
+		c := *e
+		c.Seq = 6 + uint64(j)
+		lost.events = append(lost.events, &c)
+	}
+	msg := &nats.Msg{Subject: l.cfg.walSubject(), Data: encodeBatch(nil, lost), Header: nats.Header{
+		HdrFirstSeq: []string{"6"}, HdrCount: []string{"2"},
+	}}
+	if _, err := js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(info.State.LastSeq)); err != nil {
+		t.Fatal(err)
+	}
+
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if a, err := l.Append(wctx, envs[7]).Wait(wctx); err == nil {
+		t.Fatalf("the commit after the lost batch was acknowledged as %+v; it must fail its expected-last-sequence check", a)
+	}
+	// While the log takes the batch up it refuses appends at once (503);
+	// a client resends.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		a, err := l.Append(wctx, envs[8]).Wait(wctx)
+		if err == nil {
+			if a.Seq != 8 {
+				t.Fatalf("the append after the lost batch got seq %d, want 8", a.Seq)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("appends are still refused after the lost batch: %v", err)
+		}
+	}
+	if dup, err := l.Append(wctx, envs[5]).Wait(wctx); err != nil || !dup.Duplicate || dup.Seq != 6 {
+		t.Fatalf("resending an event of the lost batch = %+v, %v; want a duplicate of seq 6", dup, err)
+	}
+	if err := l.WaitPublished(wctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	for seq, want := range map[uint64]*Envelope{6: envs[5], 7: envs[6], 8: envs[8]} {
+		e, err := l.Get(ctx, seq)
+		if err != nil || e.ID != want.ID {
+			t.Fatalf("Get(%d) = %v, %v; want event %s", seq, e, err, want.ID)
+		}
+	}
+}
