@@ -34,37 +34,57 @@ func (l *Log) commitLoop() {
 	defer l.wg.Done()
 	defer close(l.toPublish)
 	buf := make([]byte, 0, BatchBytesMax+envelopeOverhead)
+	// carry is an append taken from the queue that did not fit the batch
+	// before: it starts the next one.
+	var carry *Pending
 	for {
-		select {
-		case p := <-l.queue:
-			buf = l.commit(l.collect(p), buf)
-		case <-l.stop:
-			for { // commit what was queued before the stop
-				select {
-				case p := <-l.queue:
-					buf = l.commit(l.collect(p), buf)
-				default:
-					return
+		p := carry
+		if p == nil {
+			select {
+			case p = <-l.queue:
+			case <-l.stop:
+				for { // commit what was queued before the stop
+					if carry == nil {
+						select {
+						case carry = <-l.queue:
+						default:
+							return
+						}
+					}
+					var pend []*Pending
+					pend, carry = l.collect(carry)
+					buf = l.commit(pend, buf)
 				}
 			}
 		}
+		var pend []*Pending
+		pend, carry = l.collect(p)
+		buf = l.commit(pend, buf)
 	}
 }
 
-// collect gathers the appends waiting now, up to the batch bounds.
-func (l *Log) collect(first *Pending) []*Pending {
-	pend := []*Pending{first}
+// collect gathers the appends waiting now, first among them, up to the
+// batch bounds. An append that would take the batch past BatchBytesMax is
+// returned as next, to start the next batch: the write-ahead stream's
+// message size limit is set from BatchBytesMax (WALConfig), and a batch
+// past it would be refused whole.
+func (l *Log) collect(first *Pending) (pend []*Pending, next *Pending) {
+	pend = []*Pending{first}
 	size := encodedSize(first.env)
-	for len(pend) < BatchEventsMax && size < BatchBytesMax {
+	for len(pend) < BatchEventsMax {
 		select {
 		case p := <-l.queue:
+			n := encodedSize(p.env)
+			if size+n > BatchBytesMax {
+				return pend, p
+			}
 			pend = append(pend, p)
-			size += encodedSize(p.env)
+			size += n
 		default:
-			return pend
+			return pend, nil
 		}
 	}
-	return pend
+	return pend, nil
 }
 
 // dupOf is an append answered by an earlier event with the same client ID.

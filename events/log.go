@@ -106,7 +106,7 @@ func (c Config) StreamConfig() jetstream.StreamConfig {
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardNew,
 		MaxBytes:    c.BytesMax,
-		MaxMsgSize:  int32(c.BodySizeMax + envelopeOverhead),
+		MaxMsgSize:  int32(c.eventSizeMax()),
 		Duplicates:  c.DuplicateWindow,
 		Replicas:    c.Replicas,
 		DenyDelete:  true,
@@ -117,6 +117,11 @@ func (c Config) StreamConfig() jetstream.StreamConfig {
 	}
 	return sc
 }
+
+// eventSizeMax is the event stream's message size limit: the largest body
+// with room for its envelope. Append refuses an event that would not fit
+// (size.go).
+func (c Config) eventSizeMax() int { return c.BodySizeMax + envelopeOverhead }
 
 // WALConfig is the write-ahead stream: one message per group commit, synced
 // to disk before any event in it is acknowledged. It keeps its newest
@@ -314,6 +319,10 @@ func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
 		return p
 	}
 	if err := l.health(); err != nil {
+		p.fail(err)
+		return p
+	}
+	if err := checkSize(env, l.cfg.eventSizeMax()); err != nil {
 		p.fail(err)
 		return p
 	}

@@ -1,0 +1,98 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+	"pgregory.net/rapid"
+)
+
+// TestAppendRefusesAnEventTooBigForTheStream: a frame whose headers pass
+// the decoder's bounds but come, escaped into the envelope, to more than
+// the event stream takes is refused with 413 before anything is stored.
+// Accepted, it would be acknowledged from the write-ahead stream and then
+// refused by the event stream forever, stalling every later event.
+func TestAppendRefusesAnEventTooBigForTheStream(t *testing.T) {
+	l, _ := openTestLog(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	big := testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local")
+	for range protocol.HeaderCountMax - len(big.Headers) {
+		// Control characters: six bytes each once escaped.
+		big.Headers = append(big.Headers, protocol.Header{Name: "X-Pad", Value: strings.Repeat("\x01", protocol.HeaderLineSizeMax-16)})
+	}
+	_, err := l.Append(ctx, big).Wait(ctx)
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Status != protocol.StatusTooLarge {
+		t.Fatalf("Append of an event too big for the stream = %v, want 413", err)
+	}
+	if last, err := l.LastSeq(ctx); err != nil || last != 0 {
+		t.Fatalf("the event stream ends at %d (%v), want nothing stored", last, err)
+	}
+	a := appendAll(t, l, testEnvelope(2, "task.assign", "agent://a.local", "agent://b.local"))[0]
+	if a.Seq != 1 {
+		t.Fatalf("the next append got seq %d, want 1", a.Seq)
+	}
+}
+
+// TestStoredSizeBound: the quick bound is never below the measured size,
+// whatever bytes the envelope's strings hold, so checkSize never lets
+// through an event it would have refused by measuring.
+func TestStoredSizeBound(t *testing.T) {
+	anyBytes := rapid.Custom(func(t *rapid.T) string {
+		return string(rapid.SliceOfN(rapid.Byte(), 0, 200).Draw(t, "bytes"))
+	})
+	rapid.Check(t, func(t *rapid.T) {
+		e := &Envelope{
+			ID: anyBytes.Draw(t, "id"), MsgID: anyBytes.Draw(t, "msgid"), Type: anyBytes.Draw(t, "type"),
+			From: anyBytes.Draw(t, "from"), To: anyBytes.Draw(t, "to"), Transport: anyBytes.Draw(t, "transport"),
+			Declared: anyBytes.Draw(t, "declared"), Peer: anyBytes.Draw(t, "peer"),
+			ReceivedAt: time.Unix(0, rapid.Int64().Draw(t, "at")),
+			Body:       []byte(anyBytes.Draw(t, "body")),
+		}
+		for range rapid.IntRange(0, 10).Draw(t, "headers") {
+			e.Headers = append(e.Headers, protocol.Header{Name: anyBytes.Draw(t, "name"), Value: anyBytes.Draw(t, "value")})
+		}
+		m := toMsg(e, 1<<63)
+		if got, bound, measured := headerSize(m.Header)+len(m.Data), storedSizeBound(e), storedSize(e); bound < measured || measured < got {
+			t.Fatalf("bound %d, measured %d, message %d: want bound >= measured >= message", bound, measured, got)
+		}
+	})
+}
+
+// TestCollectKeepsBatchesUnderTheirBound: an append that would take a
+// batch past BatchBytesMax starts the next one, so the write-ahead stream,
+// whose message limit is set from it, never refuses a batch for its size.
+func TestCollectKeepsBatchesUnderTheirBound(t *testing.T) {
+	l := &Log{queue: make(chan *Pending, 16)}
+	body := []byte(strings.Repeat("a", 900<<10))
+	pending := func(i int) *Pending {
+		e := testEnvelope(i, "task.assign", "agent://a.local", "agent://b.local")
+		e.Body = body
+		return &Pending{env: e, done: make(chan struct{})}
+	}
+	for i := 1; i < 10; i++ {
+		l.queue <- pending(i)
+	}
+	p := pending(0)
+	total := 0
+	for batches := 0; p != nil; batches++ {
+		pend, next := l.collect(p)
+		size := 0
+		for _, q := range pend {
+			size += encodedSize(q.env)
+		}
+		if size > BatchBytesMax {
+			t.Fatalf("batch %d of %d appends is %d bytes, more than %d", batches, len(pend), size, BatchBytesMax)
+		}
+		total += len(pend)
+		p = next
+	}
+	if total != 10 {
+		t.Fatalf("the batches held %d appends, want all 10", total)
+	}
+}
