@@ -136,13 +136,23 @@ func (c *conn) readLoop() {
 	defer close(c.queue)
 	dec := protocol.NewDecoder(c.nc, protocol.DecoderOptions{BodySizeMax: c.s.cfg.BodySizeMax, DeferJSONCheck: true})
 	for !c.isStopped() {
+		// The next frame must be complete by then. Set before the stop
+		// check below, so that a stop that came in between, whose own
+		// deadline this one replaced, is still seen.
+		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		if c.isStopped() {
+			return
+		}
 		f, err := dec.Decode()
 		if errors.Is(err, io.EOF) {
 			return
 		}
 		var pe *protocol.Error
 		if err != nil && !errors.As(err, &pe) {
-			if !c.isStopped() {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() && !c.isStopped() {
+				c.s.n.idleClosed.Add(1)
+				c.s.lg.Debug("connection closed: no complete frame within the idle timeout", "peer", c.peer, "timeout", c.s.cfg.IdleTimeout)
+			} else if !c.isStopped() {
 				c.s.lg.Debug("connection read ended", "peer", c.peer, "err", err)
 			}
 			return

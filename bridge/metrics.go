@@ -16,6 +16,7 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 	put("aglx_connections_open", "gauge", "Open AGLX TCP and TLS connections.", c.ConnectionsOpen)
 	put("aglx_connections_total", "counter", "AGLX connections accepted.", c.ConnectionsTotal)
 	put("aglx_connections_refused_total", "counter", "Connections refused at the connection limit.", c.ConnectionsShed)
+	put("aglx_connections_idle_closed_total", "counter", "Connections closed for sending no complete frame within the idle timeout.", c.ConnectionsIdle)
 	put("aglx_frames_appended_total", "counter", "Frames appended to the log and acknowledged.", c.FramesAppended)
 	put("aglx_frames_refused_total", "counter", "Frames refused, at the edge or by a fold.", c.FramesRefused)
 	put("aglx_udp_appended_total", "counter", "Announce datagrams appended.", c.UDPAppended)

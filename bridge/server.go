@@ -29,6 +29,13 @@ const (
 	// WriteTimeout bounds how long a reply may wait for a peer that does not
 	// read. The connection is closed after it.
 	WriteTimeout = 30 * time.Second // per reply write
+	// IdleTimeoutDefault bounds the wait for a connection's next frame,
+	// from the moment the node is ready to read it until its last byte. A
+	// connection that sends nothing, or a frame a byte at a time, for this
+	// long is closed: without it, idle or trickling connections could
+	// hold every one of ConnectionsMax slots (and a TLS connection that
+	// never finishes its handshake is one of them).
+	IdleTimeoutDefault = 5 * time.Minute // per frame
 	// UDPPendingMax bounds announce datagrams waiting for their append.
 	// Beyond it the node stops reading the socket until one is stored.
 	UDPPendingMax = 1024 // datagrams
@@ -42,6 +49,9 @@ type Config struct {
 	BodySizeMax    int
 	ConnectionsMax int
 	PipelineMax    int
+	// IdleTimeout is the most a connection may take to send its next
+	// frame; 0 means IdleTimeoutDefault.
+	IdleTimeout time.Duration
 	// TLSAddr is where the node serves AGLX over TLS, named in the refusal
 	// of a security message that came in the clear; "" if it does not.
 	TLSAddr string
@@ -92,6 +102,9 @@ func (c Config) withDefaults() Config {
 	if c.PipelineMax <= 0 {
 		c.PipelineMax = PipelineMaxDefault
 	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = IdleTimeoutDefault
+	}
 	return c
 }
 
@@ -100,7 +113,10 @@ type Counters struct {
 	ConnectionsOpen  int64 `json:"connections_open"`
 	ConnectionsTotal int64 `json:"connections_total"`
 	ConnectionsShed  int64 `json:"connections_refused"`
-	FramesAppended   int64 `json:"frames_appended"`
+	// ConnectionsIdle counts connections closed for sending no complete
+	// frame within the idle timeout.
+	ConnectionsIdle int64 `json:"connections_idle_closed"`
+	FramesAppended  int64 `json:"frames_appended"`
 	// FramesRefused counts every refused frame, UDP ones included.
 	FramesRefused int64 `json:"frames_refused"`
 	UDPAppended   int64 `json:"udp_appended"`
@@ -109,6 +125,7 @@ type Counters struct {
 
 type counters struct {
 	connsOpen, connsTotal, connsShed atomic.Int64
+	idleClosed                       atomic.Int64
 	appended, refused                atomic.Int64
 	udpAppended, udpRefused          atomic.Int64
 	// ack is the time from reading a frame to handing its reply to the
@@ -154,6 +171,7 @@ func (s *Server) Counters() Counters {
 		ConnectionsOpen:  s.n.connsOpen.Load(),
 		ConnectionsTotal: s.n.connsTotal.Load(),
 		ConnectionsShed:  s.n.connsShed.Load(),
+		ConnectionsIdle:  s.n.idleClosed.Load(),
 		FramesAppended:   s.n.appended.Load(),
 		FramesRefused:    s.n.refused.Load(),
 		UDPAppended:      s.n.udpAppended.Load(),

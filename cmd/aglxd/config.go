@@ -47,6 +47,7 @@ type Config struct {
 	BodySizeMax    int
 	ConnectionsMax int
 	PipelineMax    int
+	IdleTimeout    time.Duration
 	LogLevel       string
 	LogFormat      string
 }
@@ -65,6 +66,7 @@ func DefaultConfig() Config {
 		BodySizeMax:    protocol.BodySizeMaxDefault,
 		ConnectionsMax: 1024,
 		PipelineMax:    256,
+		IdleTimeout:    bridge.IdleTimeoutDefault,
 		Relay:          true,
 		RelayNetworks:  "127.0.0.0/8,::1/128",
 		LogLevel:       "info",
@@ -104,6 +106,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.IntVar(&c.BodySizeMax, "body-max", c.BodySizeMax, "largest accepted frame body, bytes")
 	fs.IntVar(&c.ConnectionsMax, "max-connections", c.ConnectionsMax, "most concurrent TCP connections")
 	fs.IntVar(&c.PipelineMax, "max-pipeline", c.PipelineMax, "most unanswered frames per connection before the node stops reading it")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "close a TCP or TLS connection that completes no frame for this long")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -153,6 +156,9 @@ func (c Config) Validate() error {
 	}
 	if c.PipelineMax < 1 || c.PipelineMax > 1<<16 {
 		return fmt.Errorf("--max-pipeline %d: must be between 1 and %d", c.PipelineMax, 1<<16)
+	}
+	if c.IdleTimeout < time.Second || c.IdleTimeout > 24*time.Hour {
+		return fmt.Errorf("--idle-timeout %v: must be between 1s and 24h", c.IdleTimeout)
 	}
 	switch {
 	case c.Replicas < 1 || c.Replicas > replicasMax || c.Replicas%2 == 0:

@@ -165,6 +165,7 @@ func TestConfigValidate(t *testing.T) {
 		{"even replicas", func(c *Config) { c.NATSURL, c.Replicas = "nats://127.0.0.1:4222", 2 }, "--replicas 2: must be 1, 3 or 5"},
 		{"body too small", func(c *Config) { c.BodySizeMax = 10 }, "--body-max 10"},
 		{"bad fsync", func(c *Config) { c.Fsync = "sometimes" }, "--fsync"},
+		{"idle timeout too short", func(c *Config) { c.IdleTimeout = time.Millisecond }, "--idle-timeout 1ms: must be between 1s and 24h"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()
