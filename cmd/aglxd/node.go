@@ -181,7 +181,9 @@ func (m *Main) Run(ctx context.Context) error {
 			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Edge: m.bridge, Relay: m.relay,
 			Node: bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr(), TLSPin: m.tlsPin},
 		}
-		m.http = &http.Server{Handler: bridge.HTTPHandler(api), ReadHeaderTimeout: 10 * time.Second}
+		// Every wait a client controls is bounded: the request's headers,
+		// and a kept-alive connection between requests.
+		m.http = &http.Server{Handler: bridge.HTTPHandler(api), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		m.serve("http", func() error { return m.http.Serve(m.httpLn) })
 	}
 	if m.relay != nil {
