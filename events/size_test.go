@@ -17,25 +17,51 @@ import (
 // Accepted, it would be acknowledged from the write-ahead stream and then
 // refused by the event stream forever, stalling every later event.
 func TestAppendRefusesAnEventTooBigForTheStream(t *testing.T) {
+	for i, tc := range []struct {
+		name    string
+		headers int    // extra headers, each HeaderLineSizeMax long
+		fill    string // what each is made of
+		body    int    // body bytes
+	}{
+		// Control characters: six bytes each once escaped, past the
+		// stream's message size with a full body.
+		{"escaped headers and a full body", protocol.HeaderCountMax - 4, "\x01", protocol.BodySizeMaxDefault - 64},
+		// Plain ASCII, small body: past JetStream's 64 KiB header bound.
+		{"headers past 64 KiB", 9, "a", 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := openTestLog(t, t.TempDir())
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			big := testEnvelope(100+i, "task.assign", "agent://a.local", "agent://b.local")
+			for range tc.headers {
+				big.Headers = append(big.Headers, protocol.Header{Name: "X-Pad", Value: strings.Repeat(tc.fill, protocol.HeaderLineSizeMax-16)})
+			}
+			big.Body = []byte(`{"x":"` + strings.Repeat("a", tc.body) + `"}`)
+			_, err := l.Append(ctx, big).Wait(ctx)
+			var pe *protocol.Error
+			if !errors.As(err, &pe) || pe.Status != protocol.StatusTooLarge {
+				t.Fatalf("Append of an event too big for the stream = %v, want 413", err)
+			}
+			if last, err := l.LastSeq(ctx); err != nil || last != 0 {
+				t.Fatalf("the event stream ends at %d (%v), want nothing stored", last, err)
+			}
+			a := appendAll(t, l, testEnvelope(2, "task.assign", "agent://a.local", "agent://b.local"))[0]
+			if a.Seq != 1 {
+				t.Fatalf("the next append got seq %d, want 1", a.Seq)
+			}
+		})
+	}
+}
+
+// TestAppendTakesTheLargestEventThatFits: the limits refuse only what the
+// stream would: the biggest body with the usual headers is stored.
+func TestAppendTakesTheLargestEventThatFits(t *testing.T) {
 	l, _ := openTestLog(t, t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	big := testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local")
-	for range protocol.HeaderCountMax - len(big.Headers) {
-		// Control characters: six bytes each once escaped.
-		big.Headers = append(big.Headers, protocol.Header{Name: "X-Pad", Value: strings.Repeat("\x01", protocol.HeaderLineSizeMax-16)})
-	}
-	_, err := l.Append(ctx, big).Wait(ctx)
-	var pe *protocol.Error
-	if !errors.As(err, &pe) || pe.Status != protocol.StatusTooLarge {
-		t.Fatalf("Append of an event too big for the stream = %v, want 413", err)
-	}
-	if last, err := l.LastSeq(ctx); err != nil || last != 0 {
-		t.Fatalf("the event stream ends at %d (%v), want nothing stored", last, err)
-	}
-	a := appendAll(t, l, testEnvelope(2, "task.assign", "agent://a.local", "agent://b.local"))[0]
-	if a.Seq != 1 {
-		t.Fatalf("the next append got seq %d, want 1", a.Seq)
+	e := testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local")
+	e.Body = []byte(`{"x":"` + strings.Repeat("a", protocol.BodySizeMaxDefault-16) + `"}`)
+	if a := appendAll(t, l, e)[0]; a.Seq != 1 {
+		t.Fatalf("append got seq %d, want 1", a.Seq)
 	}
 }
 
@@ -58,8 +84,8 @@ func TestStoredSizeBound(t *testing.T) {
 			e.Headers = append(e.Headers, protocol.Header{Name: anyBytes.Draw(t, "name"), Value: anyBytes.Draw(t, "value")})
 		}
 		m := toMsg(e, 1<<63)
-		if got, bound, measured := headerSize(m.Header)+len(m.Data), storedSizeBound(e), storedSize(e); bound < measured || measured < got {
-			t.Fatalf("bound %d, measured %d, message %d: want bound >= measured >= message", bound, measured, got)
+		if got, bound, measured := headerSize(m.Header), storedHeaderBound(e), storedHeaderSize(e); bound < measured || measured < got {
+			t.Fatalf("header bound %d, measured %d, message's %d: want bound >= measured >= message's", bound, measured, got)
 		}
 	})
 }
