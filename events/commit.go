@@ -64,10 +64,11 @@ func (l *Log) commitLoop() {
 }
 
 // collect gathers the appends waiting now, first among them, up to the
-// batch bounds. An append that would take the batch past BatchBytesMax is
-// returned as next, to start the next batch: the write-ahead stream's
-// message size limit is set from BatchBytesMax (WALConfig), and a batch
-// past it would be refused whole.
+// batch bounds. An append that would take the batch past l.batchBytesMax
+// (BatchBytesMax, or less if the server's max_payload is smaller) is
+// returned as next, to start the next batch: a batch past the write-ahead
+// stream's size limit or the connection's max_payload would be refused
+// whole.
 func (l *Log) collect(first *Pending) (pend []*Pending, next *Pending) {
 	pend = []*Pending{first}
 	size := encodedSize(first.env)
@@ -75,7 +76,7 @@ func (l *Log) collect(first *Pending) (pend []*Pending, next *Pending) {
 		select {
 		case p := <-l.queue:
 			n := encodedSize(p.env)
-			if size+n > BatchBytesMax {
+			if size+n > l.batchBytesMax {
 				return pend, p
 			}
 			pend = append(pend, p)

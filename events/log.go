@@ -118,6 +118,27 @@ func (c Config) StreamConfig() jetstream.StreamConfig {
 	return sc
 }
 
+// walMsgSlack is room in a write-ahead message for its NATS headers (the
+// batch's first sequence and count, and the expected stream and last
+// sequence).
+const walMsgSlack = 1 << 10 // bytes
+
+// walMessageMax is the largest write-ahead batch the connections can
+// carry: the server's max_payload, less room for the headers. It refuses
+// a server whose max_payload is below the largest event, which could then
+// never be stored.
+func walMessageMax(nc *nats.Conn, cfg Config) (int, error) {
+	mp := nc.MaxPayload()
+	if cfg.CommitConn != nil {
+		mp = min(mp, cfg.CommitConn.MaxPayload())
+	}
+	if need := int64(cfg.eventSizeMax()) + walMsgSlack; mp < need {
+		return 0, fmt.Errorf("events: the NATS server takes messages of at most %d bytes (max_payload); the node needs %d (the body limit, %d, plus %d for headers): raise max_payload or lower --body-max",
+			mp, need, cfg.BodySizeMax, need-int64(cfg.BodySizeMax))
+	}
+	return int(mp - walMsgSlack), nil
+}
+
 // eventSizeMax is the event stream's message size limit: the largest body
 // with room for its envelope. Append refuses an event that would not fit
 // (size.go).
@@ -175,6 +196,9 @@ type Log struct {
 	unhealthy atomic.Pointer[error]
 	ring      recent // the newest published events
 	stats     commitStats
+	// walMsgMax is the largest write-ahead message the server takes, and
+	// batchBytesMax the batch bound collect keeps to (walMessageMax).
+	walMsgMax, batchBytesMax int
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -204,6 +228,10 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	if err != nil {
 		return nil, fmt.Errorf("events: create stream %s: %w", cfg.walStream(), err)
 	}
+	walMsgMax, err := walMessageMax(nc, cfg)
+	if err != nil {
+		return nil, err
+	}
 	walJS := js
 	if cfg.CommitConn != nil {
 		if walJS, err = jetstream.New(cfg.CommitConn); err != nil {
@@ -212,6 +240,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	}
 	l := &Log{
 		nc: nc, js: js, walJS: walJS, stream: st, wal: wal, cfg: cfg, lg: lg,
+		walMsgMax: walMsgMax, batchBytesMax: min(BatchBytesMax, walMsgMax),
 		queue:     make(chan *Pending, InFlightMax),
 		toPublish: make(chan *batch, InFlightMax/BatchEventsMax+1),
 		ids:       newIDIndex(cfg.DuplicateWindow, DedupEntriesMax),
@@ -324,6 +353,11 @@ func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
 	}
 	if err := checkSize(env, l.cfg.eventSizeMax()); err != nil {
 		p.fail(err)
+		return p
+	}
+	if n := encodedSize(env); n > l.walMsgMax {
+		p.fail(&protocol.Error{Status: protocol.StatusTooLarge, Reason: fmt.Sprintf(
+			"the message would take %d bytes in a write-ahead batch; the NATS server takes at most %d (max_payload)", n, l.walMsgMax)})
 		return p
 	}
 	select {

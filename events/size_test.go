@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/protocol"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"pgregory.net/rapid"
 )
 
@@ -94,7 +96,7 @@ func TestStoredSizeBound(t *testing.T) {
 // batch past BatchBytesMax starts the next one, so the write-ahead stream,
 // whose message limit is set from it, never refuses a batch for its size.
 func TestCollectKeepsBatchesUnderTheirBound(t *testing.T) {
-	l := &Log{queue: make(chan *Pending, 16)}
+	l := &Log{queue: make(chan *Pending, 16), batchBytesMax: BatchBytesMax}
 	body := []byte(strings.Repeat("a", 900<<10))
 	pending := func(i int) *Pending {
 		e := testEnvelope(i, "task.assign", "agent://a.local", "agent://b.local")
@@ -112,13 +114,69 @@ func TestCollectKeepsBatchesUnderTheirBound(t *testing.T) {
 		for _, q := range pend {
 			size += encodedSize(q.env)
 		}
-		if size > BatchBytesMax {
-			t.Fatalf("batch %d of %d appends is %d bytes, more than %d", batches, len(pend), size, BatchBytesMax)
+		if size > l.batchBytesMax {
+			t.Fatalf("batch %d of %d appends is %d bytes, more than %d", batches, len(pend), size, l.batchBytesMax)
 		}
 		total += len(pend)
 		p = next
 	}
 	if total != 10 {
 		t.Fatalf("the batches held %d appends, want all 10", total)
+	}
+}
+
+// startSmallPayloadServer starts a NATS server with JetStream whose
+// max_payload is n bytes, as an operator's own server may have.
+func startSmallPayloadServer(t *testing.T, n int32) *nats.Conn {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
+		StoreDir: t.TempDir(), SyncAlways: true, NoSigs: true, MaxPayload: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// TestBatchesFitTheServersMaxPayload: on a server whose max_payload is
+// just what the largest event needs (as OPERATIONS.md asks of an
+// operator's server), batches of several large events are cut to fit it
+// instead of being refused whole.
+func TestBatchesFitTheServersMaxPayload(t *testing.T) {
+	nc := startSmallPayloadServer(t, int32(Config{}.withDefaults().eventSizeMax()+walMsgSlack))
+	l, err := Open(context.Background(), nc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	var envs []*Envelope
+	for i := range 8 {
+		e := testEnvelope(i, "task.assign", "agent://a.local", "agent://b.local")
+		e.Body = []byte(`{"x":"` + strings.Repeat("a", 300<<10) + `"}`)
+		envs = append(envs, e)
+	}
+	got := appendAll(t, l, envs...)
+	if got[7].Seq != 8 {
+		t.Fatalf("the last append got seq %d, want 8", got[7].Seq)
+	}
+}
+
+// TestOpenRefusesASmallMaxPayload: a server that could not carry the
+// largest event is refused at start, with what to change, rather than
+// failing appends one by one later.
+func TestOpenRefusesASmallMaxPayload(t *testing.T) {
+	nc := startSmallPayloadServer(t, 512<<10)
+	_, err := Open(context.Background(), nc, Config{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "raise max_payload or lower --body-max") {
+		t.Fatalf("Open on a server with a 512 KiB max_payload = %v, want a refusal naming max_payload", err)
 	}
 }
