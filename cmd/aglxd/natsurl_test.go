@@ -34,12 +34,19 @@ func TestExternalNATS(t *testing.T) {
 	}
 }
 
+// operatorMaxPayload is the max_payload OPERATIONS.md asks of an
+// operator's NATS server for full-size batches: 4 MiB + 129 KiB, rounded
+// up. NATS's own default, 1 MiB, is below what the largest event needs,
+// and the node refuses it.
+const operatorMaxPayload = 5 << 20 // bytes
+
 // startExternalNATS starts a NATS server with JetStream on a random
 // loopback port, apart from any node, and stops it when the test ends
 // (after the cleanups registered later, such as the node's).
 func startExternalNATS(t *testing.T) *server.Server {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, NoSigs: true})
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, NoSigs: true,
+		MaxPayload: operatorMaxPayload})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +74,7 @@ func startNATSCluster(t *testing.T, n int) []*server.Server {
 		p, _ := strconv.Atoi(port)
 		ns, err := server.NewServer(&server.Options{
 			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: server.RANDOM_PORT,
-			JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, NoSigs: true,
+			JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, NoSigs: true, MaxPayload: operatorMaxPayload,
 			Cluster: server.ClusterOpts{Name: "aglx-test", Host: "127.0.0.1", Port: p},
 			Routes:  routes,
 		})
