@@ -2,7 +2,9 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -407,6 +409,9 @@ func (st *relayRun) settled() uint64 {
 // save writes the cursor if it moved and the last write is old enough, or
 // at once when final.
 func (st *relayRun) save(final bool) {
+	st.mu.Lock()
+	st.pruneDown(time.Now())
+	st.mu.Unlock()
 	s := st.settled()
 	st.r.cursorSeq.Store(int64(s))
 	if s == st.cur.saved || (!final && time.Since(st.savedAt) < relayCursorSaveInterval) {
@@ -471,46 +476,66 @@ func (r *Relay) allowed(addr string) bool {
 // deliver sends env's frame to addr and waits for the addressee's reply.
 // Only addr's lane calls it, so a connection is never used by two
 // deliveries at once.
+//
+// A kept connection may have been closed by the addressee while it was
+// idle (an aglxd closes connections idle for --idle-timeout): if a
+// delivery on one fails at once, other than by timing out, it is made
+// again on a new connection before it counts as failed, so that a quiet
+// spell does not mark a live address down (relay_breaker.go).
 func (r *Relay) deliver(ctx context.Context, addr string, env *events.Envelope) error {
-	c, err := r.conn(ctx, addr)
-	if err != nil {
-		return err
-	}
-	// Shutdown cuts a delivery short instead of waiting out its timeout.
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
-	c.Conn().SetDeadline(time.Now().Add(relayTimeout))
 	f := env.Frame()
 	if f.Transport == "" {
 		f.Transport = protocol.TransportTCP
 	}
 	// A copy of the headers: the envelope may be shared with the folds.
 	f.Headers = append(append([]protocol.Header(nil), f.Headers...), protocol.Header{Name: HeaderRelayedBy, Value: r.NodeURI})
-	if err := c.WriteFrame(f); err == nil {
+	for {
+		c, kept, err := r.conn(ctx, addr)
+		if err != nil {
+			return err
+		}
+		err = r.send(ctx, c, f)
+		if err == nil {
+			return nil
+		}
+		r.drop(addr)
+		var ne net.Error
+		if !kept || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
+			return err
+		}
+	}
+}
+
+// send writes f on c and reads the addressee's reply, within relayTimeout.
+func (r *Relay) send(ctx context.Context, c *Client, f *protocol.Frame) error {
+	// Shutdown cuts a delivery short instead of waiting out its timeout.
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	c.Conn().SetDeadline(time.Now().Add(relayTimeout))
+	err := c.WriteFrame(f)
+	if err == nil {
 		err = c.Flush()
 	}
 	if err == nil {
 		_, err = c.ReadReply()
 	}
-	if err != nil {
-		r.drop(addr)
-		return err
-	}
-	return nil
+	return err
 }
 
-func (r *Relay) conn(ctx context.Context, addr string) (*Client, error) {
+// conn returns the connection to addr, and whether it was kept from an
+// earlier delivery rather than dialled now.
+func (r *Relay) conn(ctx context.Context, addr string) (*Client, bool, error) {
 	r.mu.Lock()
 	c := r.conns[addr]
 	r.mu.Unlock()
 	if c != nil {
-		return c, nil
+		return c, true, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
 	defer cancel()
 	c, err := Dial(ctx, addr)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	r.mu.Lock()
 	if r.conns == nil {
@@ -518,7 +543,7 @@ func (r *Relay) conn(ctx context.Context, addr string) (*Client, error) {
 	}
 	r.conns[addr] = c
 	r.mu.Unlock()
-	return c, nil
+	return c, false, nil
 }
 
 func (r *Relay) drop(addr string) {

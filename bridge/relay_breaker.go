@@ -22,9 +22,12 @@ import "time"
 //     cannot hold the relay's whole bound.
 
 // relayRetryPerAddressMax bounds the messages waiting for a retry to one
-// address: a sixteenth of relayPendingMax, so that it takes sixteen dead
-// addresses to fill it.
-const relayRetryPerAddressMax = relayPendingMax / 16 // messages
+// address: a quarter of relayPendingMax, so that one dead address cannot
+// fill it, and an address down for a moment during a burst keeps a few
+// hundred messages for later. Beyond it, messages for a failing address
+// are given up untried (they stay in the log): keeping them would hold the
+// relay's bound, and with it every other agent's messages.
+const relayRetryPerAddressMax = relayPendingMax / 4 // messages
 
 // isDown reports whether addr is down, and if so queues it for the
 // address's next attempt instead. The caller holds mu.
@@ -44,18 +47,29 @@ func (st *relayRun) isDown(addr string, it *retryItem) bool {
 	return true
 }
 
-// breakLane marks the lane's address down after failed, and sends the
-// messages queued behind failed in the lane back to the retry queue, due
-// with it, counted as having failed with it. The caller holds mu, and
-// failed is still counted in the lane.
-func (st *relayRun) breakLane(ln *lane, failed *retryItem) {
-	st.down[ln.addr] = failed.due
+// breakLane marks the lane's address down until due, after a delivery to
+// it failed, and sends the messages queued behind that one in the lane
+// back to the retry queue, due then, counted as having made attempts
+// attempts (at least). The caller holds mu, and the failed message is
+// still counted in the lane.
+func (st *relayRun) breakLane(ln *lane, due time.Time, attempts int) {
+	st.down[ln.addr] = due
 	for ln.outstanding > 1 {
 		it := <-ln.ch // there: outstanding counts it
 		st.leaveLane(ln, it)
-		it.attempts = max(it.attempts, failed.attempts)
-		it.due = failed.due
+		it.attempts = max(it.attempts, attempts)
+		it.due = due
 		st.queueRetry(it, ln.addr)
+	}
+}
+
+// pruneDown forgets the addresses whose down time has passed, so that
+// addresses never written to again do not pile up. The caller holds mu.
+func (st *relayRun) pruneDown(now time.Time) {
+	for addr, until := range st.down {
+		if !now.Before(until) {
+			delete(st.down, addr)
+		}
 	}
 }
 

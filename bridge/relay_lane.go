@@ -89,7 +89,12 @@ func (st *relayRun) runLane(ctx context.Context, ln *lane) {
 			st.requeue(it)
 		case attemptRetry:
 			st.queueRetry(it, ln.addr)
-			st.breakLane(ln, it)
+			st.breakLane(ln, it.due, it.attempts)
+		case attemptGaveUp:
+			// The address failed all the same: the messages behind this
+			// one wait for the first back-off instead of each waiting out
+			// a timeout now, and keep their own attempt counts.
+			st.breakLane(ln, time.Now().Add(relayBackOff[0]), 0)
 		}
 		st.leaveLane(ln, it)
 		done := ln.outstanding == 0

@@ -329,7 +329,7 @@ func TestRelayIsNotHeldUpBySlowAddressee(t *testing.T) {
 }
 
 // TestRelayBoundsRetriesPerAddress: an address that refuses connections
-// gets at most relayRetryPerAddressMax (64) messages waiting for a retry;
+// gets at most relayRetryPerAddressMax (256) messages waiting for a retry;
 // the rest are given up at once and stay in the log, so one dead address
 // cannot fill the relay's bound for everyone. A live agent's message sent
 // after them is delivered.
@@ -339,7 +339,7 @@ func TestRelayBoundsRetriesPerAddress(t *testing.T) {
 	sink := listenAgent(t, "127.0.0.1:0")
 	registerAt(t, m, "agent://sink.local", sink.ln.Addr().String())
 
-	const n = 100
+	const n, kept = 300, 256
 	c := dial(t, m.TCPAddr())
 	for i := range n {
 		c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://dead.local\nTYPE: task.cancel\n\n{\"task_id\": \"d%d\", \"reason\": \"r\"}\n", i))
@@ -356,11 +356,65 @@ func TestRelayBoundsRetriesPerAddress(t *testing.T) {
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		got := m.relay.Counters()
-		if got.Undeliverable == n-64 && got.Retrying == 64 {
+		if got.Undeliverable == n-kept && got.Retrying == kept {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("counters %+v; want 64 waiting for a retry and %d given up", got, n-64)
+			t.Fatalf("counters %+v; want %d waiting for a retry and %d given up", got, kept, n-kept)
 		}
+	}
+}
+
+// TestRelayRedialsAConnectionTheAddresseeClosed: an addressee that closes
+// each connection after answering (as an aglxd closes idle ones) gets the
+// next message on a new connection, without a failed attempt: a quiet
+// spell must not mark a live address down.
+func TestRelayRedialsAConnectionTheAddresseeClosed(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	got := make(chan *protocol.Frame, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dec := protocol.NewDecoder(c, protocol.DecoderOptions{})
+			f, err := dec.Decode()
+			if err == nil {
+				got <- f
+				ack := &protocol.Frame{Headers: []protocol.Header{{Name: "FROM", Value: f.To()}, {Name: "TO", Value: f.From()}, {Name: "TYPE", Value: "ack"}}, Body: []byte(`{}`)}
+				c.Write(protocol.Encode(ack))
+			}
+			c.Close() // one frame per connection
+		}
+	}()
+	registerAt(t, m, "agent://closer.local", ln.Addr().String())
+
+	c := dial(t, m.TCPAddr())
+	for i := range 2 {
+		c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://closer.local\nTYPE: task.cancel\n\n{\"task_id\": \"c%d\", \"reason\": \"r\"}\n", i))
+		c.Flush()
+		readReply(t, c)
+		select {
+		case f := <-got:
+			if want := fmt.Sprintf(`"c%d"`, i); !bytes.Contains(f.Body, []byte(want)) {
+				t.Fatalf("delivered %s, want task %s", f.Body, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("message %d was not delivered", i)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); m.relay.Counters().Delivered < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("deliveries never counted: %+v", m.relay.Counters())
+		}
+	}
+	if got := m.relay.Counters(); got.Failed != 0 {
+		t.Fatalf("counters %+v: the closed connection counted as a failed attempt", got)
 	}
 }
