@@ -41,6 +41,12 @@ type conn struct {
 	stopOnce  sync.Once
 	stopped   chan struct{}
 	fatal     bool // reading ended on a framing error; set by the reader
+
+	// idleMu guards unanswered, the frames read and not yet answered, and
+	// every change of the read deadline: the idle clock runs only while
+	// the node owes the peer nothing (armRead, answered).
+	idleMu     sync.Mutex
+	unanswered int
 }
 
 // item is one frame on its way from the socket to its reply.
@@ -118,9 +124,47 @@ func (c *conn) serve() {
 // (or at once, if it is waiting for bytes); replies in flight still go out.
 func (c *conn) stopReading() {
 	c.stopOnce.Do(func() {
+		c.idleMu.Lock()
+		defer c.idleMu.Unlock()
 		close(c.stopped)
 		c.nc.SetReadDeadline(time.Now())
 	})
+}
+
+// armRead sets the deadline for the next frame: IdleTimeout from now if the
+// node owes the peer no reply, none while it does (a peer that waits for
+// its replies is not idle; answered arms the clock when the last goes
+// out). It reports false if the connection is stopping.
+func (c *conn) armRead() bool {
+	c.idleMu.Lock()
+	defer c.idleMu.Unlock()
+	if c.isStopped() {
+		return false
+	}
+	if c.unanswered == 0 {
+		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+	} else {
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	return true
+}
+
+// read counts a frame read, which the node now owes a reply (or a silent
+// drop) to.
+func (c *conn) read() {
+	c.idleMu.Lock()
+	c.unanswered++
+	c.idleMu.Unlock()
+}
+
+// answered counts a frame dealt with by the writer, and starts the idle
+// clock when it was the last one owed.
+func (c *conn) answered() {
+	c.idleMu.Lock()
+	defer c.idleMu.Unlock()
+	if c.unanswered--; c.unanswered == 0 && !c.isStopped() {
+		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+	}
 }
 
 func (c *conn) isStopped() bool {
@@ -136,11 +180,7 @@ func (c *conn) readLoop() {
 	defer close(c.queue)
 	dec := protocol.NewDecoder(c.nc, protocol.DecoderOptions{BodySizeMax: c.s.cfg.BodySizeMax, DeferJSONCheck: true})
 	for !c.isStopped() {
-		// The next frame must be complete by then. Set before the stop
-		// check below, so that a stop that came in between, whose own
-		// deadline this one replaced, is still seen.
-		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
-		if c.isStopped() {
+		if !c.armRead() {
 			return
 		}
 		f, err := dec.Decode()
@@ -157,6 +197,7 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
+		c.read()
 		it := c.s.prepare(f, pe, c.transport, c.peer)
 		c.s.validateAsync(it)
 		c.queue <- it
@@ -181,34 +222,45 @@ func (c *conn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, writeBufferSize)
 	var werr error
 	for it := range c.replies {
-		if werr != nil {
-			// The peer is gone: drain without waiting. Appends still
-			// complete; the log resolves them whether or not anyone waits.
-			continue
-		}
-		if it.pending != nil && !it.pending.Poll() && bw.Buffered() > 0 {
-			// About to wait for the log: let the replies already made go.
-			if werr = c.flush(bw); werr != nil {
-				c.stopReading()
-				continue
-			}
-		}
-		reply := c.s.reply(it)
-		if reply == nil {
-			continue
-		}
-		c.s.n.ack.Observe(time.Since(it.receivedAt))
-		if _, werr = bw.Write(reply); werr == nil && len(c.replies) == 0 {
-			werr = c.flush(bw)
-		}
-		if werr != nil {
-			c.s.lg.Debug("connection write failed", "peer", c.peer, "err", werr)
-			c.stopReading()
-		}
+		werr = c.writeReply(bw, it, werr)
+		c.answered()
 	}
 	if werr == nil {
 		c.flush(bw)
 	}
+}
+
+// writeReply writes it's reply, if it has one, and flushes when no other
+// reply is ready. werr is the connection's write error so far, returned
+// updated.
+func (c *conn) writeReply(bw *bufio.Writer, it *item, werr error) error {
+	if werr != nil {
+		// The peer is gone: drain without waiting. Appends still complete;
+		// the log resolves them whether or not anyone waits.
+		return werr
+	}
+	if it.pending != nil && !it.pending.Poll() && bw.Buffered() > 0 {
+		// About to wait for the log: let the replies already made go.
+		if werr = c.flush(bw); werr != nil {
+			c.stopReading()
+			return werr
+		}
+	}
+	if reply := c.s.reply(it); reply != nil {
+		c.s.n.ack.Observe(time.Since(it.receivedAt))
+		_, werr = bw.Write(reply)
+	}
+	// Flushed when no other reply is ready, even if this frame had none
+	// (an ack or error frame from the peer): a reply written before it
+	// would otherwise wait in the buffer for the next frame.
+	if werr == nil && len(c.replies) == 0 && bw.Buffered() > 0 {
+		werr = c.flush(bw)
+	}
+	if werr != nil {
+		c.s.lg.Debug("connection write failed", "peer", c.peer, "err", werr)
+		c.stopReading()
+	}
+	return werr
 }
 
 // lingerClose half-closes and discards what the peer is still sending, for

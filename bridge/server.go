@@ -30,9 +30,10 @@ const (
 	// read. The connection is closed after it.
 	WriteTimeout = 30 * time.Second // per reply write
 	// IdleTimeoutDefault bounds the wait for a connection's next frame,
-	// from the moment the node is ready to read it until its last byte. A
-	// connection that sends nothing, or a frame a byte at a time, for this
-	// long is closed: without it, idle or trickling connections could
+	// counted while the node owes the peer no reply (a peer waiting for
+	// its answers is not idle), until the frame's last byte. A connection
+	// that sends nothing, or a frame a byte at a time, for this long is
+	// closed: without it, idle or trickling connections could
 	// hold every one of ConnectionsMax slots (and a TLS connection that
 	// never finishes its handshake is one of them).
 	IdleTimeoutDefault = 5 * time.Minute // per frame

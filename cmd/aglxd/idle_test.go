@@ -42,3 +42,46 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleClockWaitsForTheReplies: the idle clock runs only while the
+// node owes the peer nothing. A peer waiting longer than --idle-timeout
+// for a reply (here the write-ahead commit is held back) keeps its
+// connection, gets the reply, and can send the next frame on it.
+func TestIdleClockWaitsForTheReplies(t *testing.T) {
+	ns := startExternalNATS(t)
+	proxy := startGateProxy(t, ns.Addr().String())
+	const idle = time.Second
+	m := startNodeWith(t, t.TempDir(), func(c *Config) {
+		c.NATSURL = "nats://" + proxy.ln.Addr().String()
+		c.IdleTimeout = idle
+	})
+	t.Cleanup(proxy.resume)
+	c := dial(t, m.TCPAddr())
+
+	proxy.pause()
+	c.Write(referenceFiles(t)[3])
+	c.Flush()
+	// Longer than the idle timeout with the reply owed: nothing may close.
+	time.Sleep(3 * idle)
+	proxy.resume()
+	readAck(t, c)
+	c.Write(referenceFiles(t)[3])
+	c.Flush()
+	readAck(t, c)
+	if got := m.bridge.Counters().ConnectionsIdle; got != 0 {
+		t.Fatalf("%d connections closed as idle while the node owed them a reply", got)
+	}
+}
+
+// TestReplyIsFlushedBeforeASilentFrame: a frame the node never answers (an
+// ack from the peer) right behind one it does must not keep the first
+// reply in the node's buffer until some later frame comes.
+func TestReplyIsFlushedBeforeASilentFrame(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(*Config) {})
+	c := dial(t, m.TCPAddr())
+	c.Write(referenceFiles(t)[3]) // task.result: answered
+	c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: registry://localhost\nTYPE: ack\n\n{}\n"))
+	c.Flush()
+	c.Conn().SetReadDeadline(time.Now().Add(20 * time.Second)) // the idle timeout is 5 min
+	readAck(t, c)
+}
