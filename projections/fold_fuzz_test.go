@@ -15,8 +15,8 @@ import (
 )
 
 // FuzzFolds feeds arbitrary frames, one after another, through the folds
-// the node runs (registry, ledger, stats) and takes their snapshots. None
-// may panic: the runner does not recover, so a fold that panics on an
+// the node runs (registry, ledger, stats), with and without the ledger's
+// Warm, and compares their snapshots. None may panic: the runner does not recover, so a fold that panics on an
 // event would crash the node at every start, when it replays that event.
 // A frame that does not parse reaches the folds as the log would give it,
 // with no message (anything a NATS client can publish on the log's
@@ -37,43 +37,73 @@ func FuzzFolds(f *testing.F) {
 	}
 	f.Add(all)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		h := newHarness(t)
-		credits := NewCredits(testNode, h.r, h.out)
-		stats := NewStats()
-		dec := protocol.NewDecoder(bytes.NewReader(data), protocol.DecoderOptions{})
-		at := time.Date(2025, 10, 29, 18, 0, 0, 0, time.UTC)
-		for range 64 { // frames
-			fr, err := dec.Decode()
-			var pe *protocol.Error
-			if fr == nil || (err != nil && (!errors.As(err, &pe) || pe.Fatal)) || errors.Is(err, io.EOF) {
-				break
+		evs := fuzzEvents(data)
+		// Twice over: once warming each stretch first, as the runner does,
+		// and once not. Warm must change nothing, and a fold must give the
+		// same state for the same events, so the snapshots must match.
+		a, b := foldAll(t, evs, true), foldAll(t, evs, false)
+		for i := range a {
+			if !bytes.Equal(a[i], b[i]) {
+				t.Fatalf("snapshot %d differs between a fold with Warm and one without:\n%s\n%s", i, a[i], b[i])
 			}
-			msg, perr := protocol.Parse(fr)
-			if perr != nil {
-				msg = nil
-			}
-			h.seq++
-			id := fmt.Sprintf("01JFUZZ%019d", h.seq)
-			env := &events.Envelope{ID: id, MsgID: id, Seq: h.seq, Type: fr.Type(), From: fr.From(), To: fr.To(),
-				Transport: events.TransportTLS, Declared: fr.Transport, Peer: "127.0.0.1:40001", ReceivedAt: at,
-				Headers: fr.Headers, Body: fr.Body}
-			if msg != nil {
-				env.Type, env.From, env.To = msg.Info.Name, msg.From.String(), msg.To.String()
-			}
-			ev := &Event{Envelope: env, Msg: msg}
+		}
+	})
+}
+
+// fuzzEvents decodes up to 64 frames from data into the events the log
+// would hold, parsed or not.
+func fuzzEvents(data []byte) []*Event {
+	var evs []*Event
+	dec := protocol.NewDecoder(bytes.NewReader(data), protocol.DecoderOptions{})
+	at := time.Date(2025, 10, 29, 18, 0, 0, 0, time.UTC)
+	for seq := uint64(1); seq <= 64; seq++ {
+		fr, err := dec.Decode()
+		var pe *protocol.Error
+		if fr == nil || (err != nil && (!errors.As(err, &pe) || pe.Fatal)) || errors.Is(err, io.EOF) {
+			break
+		}
+		msg, perr := protocol.Parse(fr)
+		if perr != nil {
+			msg = nil
+		}
+		id := fmt.Sprintf("01JFUZZ%019d", seq)
+		env := &events.Envelope{ID: id, MsgID: id, Seq: seq, Type: fr.Type(), From: fr.From(), To: fr.To(),
+			Transport: events.TransportTLS, Declared: fr.Transport, Peer: "127.0.0.1:40001", ReceivedAt: at,
+			Headers: fr.Headers, Body: fr.Body}
+		if msg != nil {
+			env.Type, env.From, env.To = msg.Info.Name, msg.From.String(), msg.To.String()
+		}
+		evs = append(evs, &Event{Envelope: env, Msg: msg})
+		at = at.Add(time.Duration(len(fr.Body)%90) * time.Minute)
+	}
+	return evs
+}
+
+// foldAll applies evs to fresh registry, ledger and stats folds, in
+// stretches of up to 8 (warmed first if warm), and returns their
+// snapshots.
+func foldAll(t *testing.T, evs []*Event, warm bool) [][]byte {
+	h := newHarness(t)
+	credits := NewCredits(testNode, h.r, h.out)
+	stats := NewStats()
+	for start := 0; start < len(evs); start += 8 {
+		stretch := evs[start:min(start+8, len(evs))]
+		if warm {
+			credits.Warm(stretch)
+		}
+		for _, ev := range stretch {
 			h.r.Apply(ev)
 			credits.Apply(ev)
 			stats.Apply(ev)
-			at = at.Add(time.Duration(len(fr.Body)%90) * time.Minute)
 		}
-		if _, err := h.r.Snapshot(); err != nil {
-			t.Fatalf("registry snapshot: %v", err)
+	}
+	var snaps [][]byte
+	for _, p := range []Snapshotter{h.r, credits, stats} {
+		b, err := p.Snapshot()
+		if err != nil {
+			t.Fatalf("snapshot: %v", err)
 		}
-		if _, err := credits.Snapshot(); err != nil {
-			t.Fatalf("ledger snapshot: %v", err)
-		}
-		if _, err := stats.Snapshot(); err != nil {
-			t.Fatalf("stats snapshot: %v", err)
-		}
-	})
+		snaps = append(snaps, b)
+	}
+	return snaps
 }
