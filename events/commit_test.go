@@ -18,14 +18,8 @@ import (
 func TestFailedCommitIsRefusedAndTheLogGoesOn(t *testing.T) {
 	l, nc := openTestLog(t, t.TempDir())
 	ctx := context.Background()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var envs []*Envelope
-	for i := range 11 {
-		envs = append(envs, testEnvelope(i, "task.assign", "agent://a.local", "agent://b.local"))
-	}
+	js := testJetStream(t, nc)
+	envs := taskEnvelopes(11)
 	appendAll(t, l, envs[:5]...)
 
 	walCfg := l.cfg.WALConfig()
@@ -91,25 +85,12 @@ func TestFailedCommitIsRefusedAndTheLogGoesOn(t *testing.T) {
 func TestResyncTakesUpABatchWhoseAckWasLost(t *testing.T) {
 	l, nc := openTestLog(t, t.TempDir())
 	ctx := context.Background()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var envs []*Envelope
-	for i := range 10 {
-		envs = append(envs, testEnvelope(i, "task.assign", "agent://a.local", "agent://b.local"))
-	}
+	js := testJetStream(t, nc)
+	envs := taskEnvelopes(10)
 	appendAll(t, l, envs[:5]...)
 
 	// The lost batch: events 6 and 7, the log's next sequences.
-	wal, err := js.Stream(ctx, l.cfg.walStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := wal.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	walLast := walLastSeq(t, js, l)
 	lost := &batch{firstSeq: 6}
 	for j, e := range envs[5:7] {
 		e.MsgID = fmt.Sprintf("id:agent://a.local:lost-%d", j) // a client's ID header
@@ -120,7 +101,7 @@ func TestResyncTakesUpABatchWhoseAckWasLost(t *testing.T) {
 	msg := &nats.Msg{Subject: l.cfg.walSubject(), Data: encodeBatch(nil, lost), Header: nats.Header{
 		HdrFirstSeq: []string{"6"}, HdrCount: []string{"2"},
 	}}
-	if _, err := js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(info.State.LastSeq)); err != nil {
+	if _, err := js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(walLast)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -155,4 +136,40 @@ func TestResyncTakesUpABatchWhoseAckWasLost(t *testing.T) {
 			t.Fatalf("Get(%d) = %v, %v; want event %s", seq, e, err, want.ID)
 		}
 	}
+}
+
+// testJetStream is a JetStream handle on nc, for a test that changes or
+// reads the log's streams behind its back.
+func testJetStream(t *testing.T, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// taskEnvelopes returns n test envelopes of one kind, numbered from 0.
+func taskEnvelopes(n int) []*Envelope {
+	envs := make([]*Envelope, n)
+	for i := range envs {
+		envs[i] = testEnvelope(i, "task.assign", "agent://a.local", "agent://b.local")
+	}
+	return envs
+}
+
+// walLastSeq is the write-ahead stream's last sequence, read from the
+// server.
+func walLastSeq(t *testing.T, js jetstream.JetStream, l *Log) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	wal, err := js.Stream(ctx, l.cfg.walStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := wal.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastSeq
 }

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestEventStreamRepairsAfterFailedPublishes makes the event stream refuse
@@ -40,17 +38,10 @@ func TestEventStreamRepairsAfterFailedPublishes(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { l.Close(ctx) })
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var envs []*Envelope
-			for i := range 60 {
-				e := testEnvelope(i, "task.assign", "agent://a.local", "agent://b.local")
-				if i == tc.big {
-					e.Body = bytes.Repeat([]byte("x"), 4096)
-				}
-				envs = append(envs, e)
+			js := testJetStream(t, nc)
+			envs := taskEnvelopes(60)
+			if tc.big >= 0 {
+				envs[tc.big].Body = bytes.Repeat([]byte("x"), 4096)
 			}
 			appendAll(t, l, envs[:20]...)
 
@@ -60,15 +51,7 @@ func TestEventStreamRepairsAfterFailedPublishes(t *testing.T) {
 			if _, err := js.UpdateStream(ctx, refusing); err != nil {
 				t.Fatal(err)
 			}
-			wal, err := js.Stream(ctx, l.cfg.walStream())
-			if err != nil {
-				t.Fatal(err)
-			}
-			info, err := wal.Info(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			walBefore := info.State.LastSeq
+			walBefore := walLastSeq(t, js, l)
 			pend := make([]*Pending, 0, 40)
 			for _, e := range envs[20:] {
 				pend = append(pend, l.Append(ctx, e))
@@ -76,8 +59,8 @@ func TestEventStreamRepairsAfterFailedPublishes(t *testing.T) {
 			if _, err := pend[len(pend)-1].Wait(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if info, err := wal.Info(ctx); err != nil || info.State.LastSeq <= walBefore {
-				t.Fatalf("no batch reached the write-ahead stream: %v", err)
+			if walLastSeq(t, js, l) <= walBefore {
+				t.Fatal("no batch reached the write-ahead stream")
 			}
 			// The stream is restored only once the publisher has met the
 			// refusal, so that the repair is what this test sees.

@@ -523,15 +523,7 @@ func TestHealthz(t *testing.T) {
 // nor move the relay's cursor.
 func TestNATSReadersCannotWrite(t *testing.T) {
 	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
-	nc, err := nats.Connect(m.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamAt(t, m.NATSURL())
 	// A denied request gets no answer, so each attempt ends at its deadline.
 	try := func(op func(ctx context.Context) error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)

@@ -90,15 +90,7 @@ func startNATSCluster(t *testing.T, n int) []*server.Server {
 			t.Fatal("nats-server did not start")
 		}
 	}
-	nc, err := nats.Connect(servers[0].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamAt(t, servers[0].ClientURL())
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, err := js.AccountInfo(ctx)
@@ -131,15 +123,7 @@ func TestReplicatedStreams(t *testing.T) {
 		t.Fatalf("stored %+v", ev)
 	}
 
-	nc, err := nats.Connect(cluster[2].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamAt(t, cluster[2].ClientURL())
 	ctx := context.Background()
 	for _, name := range []string{events.StreamNameDefault, events.StreamNameDefault + "_WAL", "KV_" + bridge.RelayCursorBucket} {
 		s, err := js.Stream(ctx, name)
@@ -186,4 +170,20 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// jetStreamAt connects to the NATS server at url for the rest of the test
+// and returns a JetStream handle on it.
+func jetStreamAt(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
