@@ -102,7 +102,9 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		{Username: readerUser, Password: reader, Permissions: readerPermissions},
 	}
 	if opts.MaxPayload <= 0 {
-		opts.MaxPayload = protocol.BodySizeMaxLimit + envelopeOverhead
+		// Room for the largest event the node may be configured to take,
+		// in a write-ahead batch of its own (walMessageMax).
+		opts.MaxPayload = protocol.BodySizeMaxLimit + envelopeOverhead + walMsgSlack
 	}
 	if cfg.SyncInterval <= 0 {
 		opts.SyncAlways = true

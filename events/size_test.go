@@ -180,3 +180,20 @@ func TestOpenRefusesASmallMaxPayload(t *testing.T) {
 		t.Fatalf("Open on a server with a 512 KiB max_payload = %v, want a refusal naming max_payload", err)
 	}
 }
+
+// TestEmbeddedServerTakesTheLargestBodyLimit: a node configured with the
+// largest body limit (--body-max 8 MiB) opens its log on the embedded
+// server and stores an event of that size.
+func TestEmbeddedServerTakesTheLargestBodyLimit(t *testing.T) {
+	nc := connectTestServer(t, ServerConfig{DataDir: t.TempDir()})
+	l, err := Open(context.Background(), nc, Config{BodySizeMax: protocol.BodySizeMaxLimit}, nil)
+	if err != nil {
+		t.Fatalf("Open with the largest body limit: %v", err)
+	}
+	defer l.Close(context.Background())
+	e := testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local")
+	e.Body = []byte(`{"x":"` + strings.Repeat("a", protocol.BodySizeMaxLimit-16) + `"}`)
+	if a := appendAll(t, l, e)[0]; a.Seq != 1 {
+		t.Fatalf("append got seq %d, want 1", a.Seq)
+	}
+}
