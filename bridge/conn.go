@@ -219,7 +219,7 @@ func (c *conn) sequenceLoop() {
 }
 
 func (c *conn) writeLoop() {
-	bw := bufio.NewWriterSize(c.nc, writeBufferSize)
+	bw := bufio.NewWriterSize(deadlineWriter{c.nc}, writeBufferSize)
 	var werr error
 	for it := range c.replies {
 		werr = c.writeReply(bw, it, werr)
@@ -239,8 +239,9 @@ func (c *conn) writeReply(bw *bufio.Writer, it *item, werr error) error {
 		// the log resolves them whether or not anyone waits.
 		return werr
 	}
-	if it.pending != nil && !it.pending.Poll() && bw.Buffered() > 0 {
-		// About to wait for the log: let the replies already made go.
+	if bw.Buffered() > 0 && c.s.mayWait(it) {
+		// About to wait for the log or the folds: let the replies already
+		// made go.
 		if werr = c.flush(bw); werr != nil {
 			c.stopReading()
 			return werr
@@ -282,8 +283,20 @@ const (
 )
 
 func (c *conn) flush(bw *bufio.Writer) error {
-	c.nc.SetWriteDeadline(time.Now().Add(WriteTimeout))
 	return bw.Flush()
+}
+
+// deadlineWriter gives every write to the socket its own WriteTimeout.
+// The buffered writer writes to the socket not only when flushed but also
+// whenever a reply overflows its buffer; a deadline set only at flushes
+// could then be long past (a connection quiet for longer than
+// WriteTimeout), and the write would fail at once, losing every reply on
+// the connection.
+type deadlineWriter struct{ nc net.Conn }
+
+func (w deadlineWriter) Write(b []byte) (int, error) {
+	w.nc.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	return w.nc.Write(b)
 }
 
 // prepare records what the reply will need from a decoded frame. It runs

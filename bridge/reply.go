@@ -39,6 +39,23 @@ func (s *Server) reply(it *item) []byte {
 	return s.errorFrame(it.to, it.inReplyTo, it.refusal)
 }
 
+// mayWait reports whether making it's reply may wait: for its append, or
+// for the projections' answer (up to AnswerTimeout), which the writer
+// must not do with other replies still in its buffer.
+func (s *Server) mayWait(it *item) bool {
+	if it.pending == nil {
+		return false
+	}
+	if !it.pending.Poll() {
+		return true
+	}
+	if it.silent || it.env == nil || s.cfg.Answerer == nil || !s.cfg.Answerer.Answers(it.env.Type) {
+		return false
+	}
+	a, err := it.pending.Wait(context.Background()) // resolved: returns at once
+	return err == nil && !a.Duplicate && !s.cfg.Answerer.Ready(a.Seq)
+}
+
 // answer waits for the projections' reply to an appended message, for the
 // TYPEs they answer. A duplicate was answered the first time; it gets the
 // plain ack that names the first event.

@@ -83,6 +83,8 @@ type Answerer interface {
 	// Answer waits until the event at seq is applied and returns the
 	// reply decided for it, if there is one.
 	Answer(ctx context.Context, seq uint64) (projections.Reply, bool, error)
+	// Ready reports, without waiting, whether Answer would return at once.
+	Ready(seq uint64) bool
 }
 
 // AnswerTimeout bounds the wait for the projections to apply an appended

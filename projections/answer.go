@@ -40,6 +40,10 @@ func (a *Answers) Answer(ctx context.Context, seq uint64) (Reply, bool, error) {
 	return r, ok, nil
 }
 
+// Ready reports whether the event at seq is applied, so that Answer
+// would not wait.
+func (a *Answers) Ready(seq uint64) bool { return a.runner.Applied() >= seq }
+
 // AnswersRegistry lists the TYPEs whose reply the registry may decide.
 var AnswersRegistry = []string{
 	protocol.TypeRegistryUpdate, protocol.TypeRegistryFetch, protocol.TypeRegistrySync,
