@@ -3,12 +3,13 @@ package bridge
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/aglx/ledger/events"
@@ -479,7 +480,7 @@ func (r *Relay) allowed(addr string) bool {
 //
 // A kept connection may have been closed by the addressee while it was
 // idle (an aglxd closes connections idle for --idle-timeout): if a
-// delivery on one fails at once, other than by timing out, it is made
+// delivery on one finds it closed (EOF, reset, broken pipe), it is made
 // again on a new connection before it counts as failed, so that a quiet
 // spell does not mark a live address down (relay_breaker.go).
 func (r *Relay) deliver(ctx context.Context, addr string, env *events.Envelope) error {
@@ -495,15 +496,24 @@ func (r *Relay) deliver(ctx context.Context, addr string, env *events.Envelope) 
 			return err
 		}
 		err = r.send(ctx, c, f)
-		if err == nil {
+		var pe *protocol.Error
+		if err == nil || errors.As(err, &pe) {
+			// An answer, even one that does not decode, is the
+			// addressee's receipt: sending again would only duplicate.
 			return nil
 		}
 		r.drop(addr)
-		var ne net.Error
-		if !kept || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
+		if !kept || ctx.Err() != nil || !closedByPeer(err) {
 			return err
 		}
 	}
+}
+
+// closedByPeer reports whether err is what a write or read gets on a
+// connection the other side had closed: the sign of a kept connection gone
+// stale, not of an addressee that failed to answer.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // send writes f on c and reads the addressee's reply, within relayTimeout.
