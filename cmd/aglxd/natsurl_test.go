@@ -59,7 +59,7 @@ func startExternalNATS(t *testing.T) *server.Server {
 }
 
 // startNATSCluster starts n clustered NATS servers with JetStream on
-// random loopback ports and waits until JetStream has a leader.
+// random loopback ports and waits until a stream can have a copy on each.
 func startNATSCluster(t *testing.T, n int) []*server.Server {
 	t.Helper()
 	clusterAddrs := make([]string, n)
@@ -90,10 +90,16 @@ func startNATSCluster(t *testing.T, n int) []*server.Server {
 			t.Fatal("nats-server did not start")
 		}
 	}
+	// Ready when a stream with a copy on every server can be placed: a
+	// leader alone is not enough, the others must be known to it too.
 	js := jetStreamAt(t, servers[0].ClientURL())
+	probe := jetstream.StreamConfig{Name: "CLUSTER_PROBE", Subjects: []string{"cluster.probe"}, Replicas: n}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := js.AccountInfo(ctx)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := js.CreateStream(ctx, probe)
+		if err == nil {
+			err = js.DeleteStream(ctx, probe.Name)
+		}
 		cancel()
 		if err == nil {
 			return servers
