@@ -230,7 +230,7 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// writeReply writes it's reply, if it has one, and flushes when no other
+// writeReply writes the reply to it, if there is one, and flushes when no other
 // reply is ready. werr is the connection's write error so far, returned
 // updated.
 func (c *conn) writeReply(bw *bufio.Writer, it *item, werr error) error {

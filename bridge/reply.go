@@ -39,7 +39,7 @@ func (s *Server) reply(it *item) []byte {
 	return s.errorFrame(it.to, it.inReplyTo, it.refusal)
 }
 
-// mayWait reports whether making it's reply may wait: for its append, or
+// mayWait reports whether making the reply to it may wait: for its append, or
 // for the projections' answer (up to AnswerTimeout), which the writer
 // must not do with other replies still in its buffer.
 func (s *Server) mayWait(it *item) bool {
