@@ -51,13 +51,24 @@ const (
 	readerUser = "reader"
 )
 
+// NodeInboxPrefix starts the reply subjects of the node's own connections.
+// Readers may neither publish nor subscribe there: a reader that answered
+// a write-ahead publish before JetStream did, with a made-up sequence,
+// would have the node expect the wrong end of its write-ahead stream and
+// refuse every later append. On an operator's own NATS server, deny
+// publishing to NodeInboxPrefix.> to everyone but the node (OPERATIONS.md).
+const NodeInboxPrefix = "_AGLX_NODE"
+
 // readerPermissions let an analytics consumer read everything and create
 // its own consumers, but neither publish events (which would bypass the
 // bridge and break the node's sequence promises) nor change, purge, delete
 // or snapshot streams, nor write the node's key-value buckets (the relay's
-// cursor: moving it would skip deliveries or repeat them).
+// cursor: moving it would skip deliveries or repeat them), nor answer or
+// watch the node's own requests (NodeInboxPrefix).
 var readerPermissions = &server.Permissions{
+	Subscribe: &server.SubjectPermission{Deny: []string{NodeInboxPrefix + ".>"}},
 	Publish: &server.SubjectPermission{Deny: []string{
+		NodeInboxPrefix + ".>",
 		"aglx.>", "$KV.>",
 		"$JS.API.STREAM.CREATE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.DELETE.>",
 		"$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.STREAM.SNAPSHOT.>",
@@ -68,7 +79,8 @@ var readerPermissions = &server.Permissions{
 
 // Connect opens an in-process connection as the node's writing user.
 func (s *Server) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
-	opts = append(opts, nats.InProcessServer(s.Server), nats.UserInfo(nodeUser, s.password), nats.Name(name))
+	opts = append(opts, nats.InProcessServer(s.Server), nats.UserInfo(nodeUser, s.password), nats.Name(name),
+		nats.CustomInboxPrefix(NodeInboxPrefix))
 	nc, err := nats.Connect("", opts...)
 	if err != nil {
 		return nil, fmt.Errorf("events: connect to the embedded server: %w", err)

@@ -83,11 +83,11 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.lg.Info("embedded NATS JetStream started", "store", m.cfg.DataDir, "client_url", m.NATSURL(), "fsync", m.cfg.Fsync)
 	} else {
-		m.nc, err = nats.Connect(m.cfg.NATSURL, nats.Name("aglxd"), nats.MaxReconnects(-1))
+		m.nc, err = nats.Connect(m.cfg.NATSURL, nats.Name("aglxd"), nats.MaxReconnects(-1), nats.CustomInboxPrefix(events.NodeInboxPrefix))
 		if err != nil {
 			return fmt.Errorf("connect to %s: %w", m.cfg.NATSURL, err)
 		}
-		m.commitNC, err = nats.Connect(m.cfg.NATSURL, nats.Name("aglxd-commit"), nats.MaxReconnects(-1))
+		m.commitNC, err = nats.Connect(m.cfg.NATSURL, nats.Name("aglxd-commit"), nats.MaxReconnects(-1), nats.CustomInboxPrefix(events.NodeInboxPrefix))
 		if err != nil {
 			return fmt.Errorf("connect to %s: %w", m.cfg.NATSURL, err)
 		}
