@@ -185,6 +185,17 @@ func (l *Log) resync() bool {
 	if err != nil {
 		return false
 	}
+	if info.State.LastSeq < l.walLast {
+		// The log believes the stream holds a batch it does not: the
+		// acknowledgement it took was not JetStream's. The stream's end is
+		// right if its last batch is the last one the log committed.
+		if err := l.checkWALEnd(ctx, info.State.LastSeq); err != nil {
+			l.setHealth(err)
+			return false
+		}
+		l.lg.Warn("the write-ahead stream ends before where the log believed; taking its end", "believed", l.walLast, "last_seq", info.State.LastSeq)
+		l.walLast = info.State.LastSeq
+	}
 	for seq := l.walLast + 1; seq <= info.State.LastSeq; seq++ {
 		m, err := l.wal.GetMsg(ctx, seq)
 		if err != nil {
@@ -207,6 +218,30 @@ func (l *Log) resync() bool {
 	}
 	l.setHealth(nil)
 	return true
+}
+
+// checkWALEnd says whether the write-ahead stream, ending at last, ends
+// with the last batch the log committed (whose events end before
+// l.nextSeq), and if not, why not.
+func (l *Log) checkWALEnd(ctx context.Context, last uint64) error {
+	if last == 0 {
+		if l.nextSeq == 1 {
+			return nil
+		}
+		return fmt.Errorf("events: the write-ahead stream is empty, but the log committed events up to sequence %d", l.nextSeq-1)
+	}
+	m, err := l.wal.GetMsg(ctx, last)
+	if err != nil {
+		return fmt.Errorf("events: write-ahead batch %d: %w", last, err)
+	}
+	b, err := decodeBatch(m.Data)
+	if err != nil {
+		return fmt.Errorf("events: write-ahead batch %d: %w", last, err)
+	}
+	if end := b.firstSeq + uint64(len(b.events)); end != l.nextSeq {
+		return fmt.Errorf("events: the write-ahead stream ends with batch %d, whose events end before sequence %d, but the log committed events up to %d", last, end, l.nextSeq-1)
+	}
+	return nil
 }
 
 // inflightPub tracks one run of publishes to the event stream: the events

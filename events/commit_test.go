@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,4 +173,30 @@ func walLastSeq(t *testing.T, js jetstream.JetStream, l *Log) uint64 {
 		t.Fatal(err)
 	}
 	return info.State.LastSeq
+}
+
+// TestResyncCorrectsAWriteAheadEndTooFar: if the log ever takes a
+// write-ahead sequence beyond the stream's real end (an acknowledgement
+// that was not JetStream's), resync takes the stream's end, once it has
+// checked that the stream's last batch is the last the log committed; a
+// stream that ends elsewhere leaves the log refusing appends, with why.
+func TestResyncCorrectsAWriteAheadEndTooFar(t *testing.T) {
+	nc := connectTest(t, t.TempDir())
+	l, err := Open(context.Background(), nc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, l, taskEnvelopes(3)...)
+	stopWorkers(l) // no committer: the test plays it (and the log stays stopped)
+	real := l.walLast
+
+	l.walLast = 987654
+	if !l.resync() || l.walLast != real || l.health() != nil {
+		t.Fatalf("resync over a forged end: walLast %d (want %d), health %v", l.walLast, real, l.health())
+	}
+
+	l.walLast, l.nextSeq = 987654, l.nextSeq+5 // the log claims events the stream lacks
+	if l.resync() || l.health() == nil || !strings.Contains(l.health().Error(), "but the log committed events up to") {
+		t.Fatalf("resync over an end it cannot explain: health %v, want a refusal", l.health())
+	}
 }
