@@ -129,7 +129,7 @@ type Registry struct {
 	}
 
 	agents map[string]*agentEntry
-	sorted []string // URIs of agents, sorted, for stable pages
+	sorted uriSet // URIs of agents, in order, for stable pages
 	keys   map[string]*keyring
 	// keysMu lets the bridge's validation workers look up keys
 	// (CurrentKey) without the runner's lock, which the fold holds while

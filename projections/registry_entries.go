@@ -135,8 +135,7 @@ func (r *Registry) newEntry(uri, id string) *agentEntry {
 	}
 	a := &agentEntry{AgentID: id, RegisteredAt: r.now, TTL: TTLDefault}
 	r.agents[uri] = a
-	i, _ := slices.BinarySearch(r.sorted, uri)
-	r.sorted = slices.Insert(r.sorted, i, uri)
+	r.sorted.insert(uri)
 	return a
 }
 
@@ -246,22 +245,18 @@ func (r *Registry) fetch(e *Event, p *protocol.RegistryFetch) {
 	}
 	full := p.Mode == FetchModeFull || p.Since.IsZero()
 	body := registryListBody{Entries: []listEntry{}, Timestamp: rfc3339(r.now)}
-	i, found := slices.BinarySearch(r.sorted, after)
-	if found {
-		i++
-	}
-	for ; i < len(r.sorted); i++ {
-		uri := r.sorted[i]
+	r.sorted.after(after, func(uri string) bool {
 		a := r.agents[uri]
 		if a.expired(r.now) || (!full && a.ChangedAt.Before(p.Since.Time)) {
-			continue
+			return true
 		}
 		if len(body.Entries) == RegistryListMax {
 			body.Next = encodeCursor(body.Entries[len(body.Entries)-1].AgentURI)
-			break
+			return false
 		}
 		body.Entries = append(body.Entries, listEntry{a.AgentID, uri, a.Status, rfc3339(a.LastSeen)})
-	}
+		return true
+	})
 	r.reply(e, protocol.TypeRegistryList, protocol.StatusOK, body)
 }
 

@@ -68,25 +68,21 @@ func (r *Registry) Agents(f AgentFilter) []AgentView {
 		limit = AgentsPageMax
 	}
 	out := []AgentView{}
-	i, found := slices.BinarySearch(r.sorted, f.After)
-	if found {
-		i++
-	}
-	for ; i < len(r.sorted) && len(out) < limit; i++ {
-		uri := r.sorted[i]
+	r.sorted.after(f.After, func(uri string) bool {
 		a := r.agents[uri]
 		if f.Status != "" && !strings.EqualFold(a.statusAt(r.now), f.Status) {
-			continue
+			return true
 		}
 		if f.Capability != "" && !slices.Contains(a.Capabilities, f.Capability) {
-			continue
+			return true
 		}
 		zones := r.zonesOf(uri)
 		if f.Zone != "" && !slices.Contains(zones, f.Zone) {
-			continue
+			return true
 		}
 		out = append(out, r.agentView(uri, a, zones))
-	}
+		return len(out) < limit
+	})
 	return out
 }
 
