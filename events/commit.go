@@ -71,16 +71,15 @@ func (l *Log) commitLoop() {
 // whole.
 func (l *Log) collect(first *Pending) (pend []*Pending, next *Pending) {
 	pend = []*Pending{first}
-	size := encodedSize(first.env)
+	size := first.size
 	for len(pend) < BatchEventsMax {
 		select {
 		case p := <-l.queue:
-			n := encodedSize(p.env)
-			if size+n > l.batchBytesMax {
+			if size+p.size > l.batchBytesMax {
 				return pend, p
 			}
 			pend = append(pend, p)
-			size += n
+			size += p.size
 		default:
 			return pend, nil
 		}

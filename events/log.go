@@ -331,7 +331,10 @@ type Appended struct {
 
 // Pending is an append in flight. Its result is known once Poll is true.
 type Pending struct {
-	env  *Envelope
+	env *Envelope
+	// size is encodedSize(env), taken once: Append checks it and the
+	// committer closes batches by it.
+	size int
 	done chan struct{}
 	res  Appended
 	err  error
@@ -342,7 +345,7 @@ type Pending struct {
 // there is room or ctx ends. env.ID and env.MsgID must be set; env must not
 // change afterwards.
 func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
-	p := &Pending{env: env, done: make(chan struct{})}
+	p := newPending(env)
 	if l.wal == nil {
 		p.fail(errors.New("events: the log is open read-only"))
 		return p
@@ -355,9 +358,9 @@ func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
 		p.fail(err)
 		return p
 	}
-	if n := encodedSize(env); n > l.walMsgMax {
+	if p.size > l.walMsgMax {
 		p.fail(&protocol.Error{Status: protocol.StatusTooLarge, Reason: fmt.Sprintf(
-			"the message would take %d bytes in a write-ahead batch; the NATS server takes at most %d (max_payload)", n, l.walMsgMax)})
+			"the message would take %d bytes in a write-ahead batch; the NATS server takes at most %d (max_payload)", p.size, l.walMsgMax)})
 		return p
 	}
 	select {
@@ -368,6 +371,11 @@ func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
 		p.fail(ctx.Err())
 	}
 	return p
+}
+
+// newPending is an append of env, not yet queued.
+func newPending(env *Envelope) *Pending {
+	return &Pending{env: env, size: encodedSize(env), done: make(chan struct{})}
 }
 
 func (p *Pending) resolve(a Appended) { p.res = a; close(p.done) }

@@ -101,7 +101,7 @@ func TestCollectKeepsBatchesUnderTheirBound(t *testing.T) {
 	pending := func(i int) *Pending {
 		e := testEnvelope(i, "task.assign", "agent://a.local", "agent://b.local")
 		e.Body = body
-		return &Pending{env: e, done: make(chan struct{})}
+		return newPending(e)
 	}
 	for i := 1; i < 10; i++ {
 		l.queue <- pending(i)
