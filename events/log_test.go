@@ -188,21 +188,13 @@ func TestLogSurvivesRestart(t *testing.T) {
 // persistence mode); Open says so and what to do, instead of passing on
 // the server's terse refusal, and leaves the streams as they were.
 func TestOpenRefusesAReplicaChange(t *testing.T) {
-	dir := t.TempDir()
-	nc := connectTest(t, dir)
+	nc := connectTest(t, t.TempDir())
 	ctx := context.Background()
-	l, err := Open(ctx, nc, Config{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
-	if err := l.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	appendAndClose(t, nc)
 	if _, err := Open(ctx, nc, Config{Replicas: 3}, nil); err == nil || !strings.Contains(err.Error(), "has replicas=1 and cannot be changed to replicas=3 in place") {
 		t.Fatalf("Open with 3 replicas over a 1-replica log: %v", err)
 	}
-	l, err = Open(ctx, nc, Config{Replicas: 1}, nil)
+	l, err := Open(ctx, nc, Config{Replicas: 1}, nil)
 	if err != nil {
 		t.Fatalf("reopening as it was: %v", err)
 	}

@@ -57,6 +57,21 @@ func writeWALOnly(t *testing.T, l *Log, first, n int) {
 	l.nextSeq += uint64(n)
 }
 
+// appendAndClose opens the log on nc, appends one event all the way to the
+// event stream, and closes the log.
+func appendAndClose(t *testing.T, nc *nats.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := Open(ctx, nc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRecoverCopiesWhatTheEventStreamLacks writes batches to the
 // write-ahead stream that never reach the event stream (what a crash
 // between the two leaves behind) and checks that opening the log again
@@ -68,17 +83,10 @@ func TestRecoverCopiesWhatTheEventStreamLacks(t *testing.T) {
 	ctx := context.Background()
 
 	// A first event goes all the way.
-	l, err := Open(ctx, nc, Config{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
-	if err := l.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	appendAndClose(t, nc)
 
 	// Two more batches reach only the write-ahead stream.
-	l, err = Open(ctx, nc, Config{}, nil)
+	l, err := Open(ctx, nc, Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
