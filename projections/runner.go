@@ -99,18 +99,13 @@ func (r *Runner) Run(ctx context.Context) error {
 		} else {
 			// Chunks for the prefetcher while replaying what was there at
 			// start; one by one once caught up, so nothing waits.
-			chunk := make([]*events.Envelope, 0, prefetchChunk)
+			chunkMax := 1
+			if r.Prefetcher != nil {
+				chunkMax = prefetchChunk
+			}
 			pipe := r.newStretchPipe(end)
 			err = r.log.Read(ctx, events.ReadOptions{StartSeq: from, Follow: true}, func(e *events.Envelope) error {
-				chunk = append(chunk, e)
-				if r.Prefetcher != nil && len(chunk) < prefetchChunk && e.Seq < end {
-					return nil
-				}
-				pipe.push(chunk)
-				if e.Seq >= end {
-					pipe.flush()
-				}
-				chunk = chunk[:0]
+				pipe.add(e, chunkMax, end)
 				return nil
 			})
 		}
@@ -159,27 +154,17 @@ func (r *Runner) feed(ctx context.Context, readyAt uint64) error {
 		// Not in memory: read a stretch from the stream, in chunks that the
 		// prefetcher sees before the folds do.
 		end := r.log.Published()
-		chunk := make([]*events.Envelope, 0, prefetchChunk)
 		pipe := r.newStretchPipe(readyAt)
 		err := r.log.Read(ctx, events.ReadOptions{StartSeq: next}, func(e *events.Envelope) error {
-			chunk = append(chunk, e)
-			if len(chunk) < prefetchChunk && e.Seq < end {
-				return nil
-			}
-			pipe.push(chunk)
-			chunk = chunk[:0]
-			if e.Seq >= end {
-				pipe.flush()
+			if pipe.add(e, prefetchChunk, end) {
 				return events.ErrStop
 			}
 			return nil
 		})
-		if err == nil {
-			pipe.flush() // the read ended: fold what it gave
-		}
 		if err != nil {
 			return err
 		}
+		pipe.finish() // the read ended: fold what it gave
 	}
 }
 
@@ -196,8 +181,36 @@ func (r *Runner) feed(ctx context.Context, readyAt uint64) error {
 type stretchPipe struct {
 	r       *Runner
 	readyAt uint64
+	chunk   []*events.Envelope // gathering (add)
 	prev    []*events.Envelope // read and prefetching, not yet folded
 	done    chan struct{}      // closed when prev's prefetch is over
+}
+
+// add gathers e into the current chunk, which goes to push once it holds
+// chunkMax events or reaches end; from end on, the pipe is flushed at
+// once, so that nothing read waits for more. It reports whether e is at
+// or past end.
+func (p *stretchPipe) add(e *events.Envelope, chunkMax int, end uint64) bool {
+	p.chunk = append(p.chunk, e)
+	atEnd := e.Seq >= end
+	if len(p.chunk) < chunkMax && !atEnd {
+		return false
+	}
+	p.push(p.chunk)
+	p.chunk = p.chunk[:0]
+	if atEnd {
+		p.flush()
+	}
+	return atEnd
+}
+
+// finish folds everything gathered and held.
+func (p *stretchPipe) finish() {
+	if len(p.chunk) > 0 {
+		p.push(p.chunk)
+		p.chunk = p.chunk[:0]
+	}
+	p.flush()
 }
 
 func (r *Runner) newStretchPipe(readyAt uint64) *stretchPipe {
