@@ -15,7 +15,6 @@ import (
 // chunk, and a full chunk splits in two.
 type uriSet struct {
 	chunks [][]string // each sorted and non-empty; all of chunk i before all of chunk i+1
-	n      int
 }
 
 // sortedChunkMax bounds a chunk, and so the copy an insert makes.
@@ -23,7 +22,6 @@ const sortedChunkMax = 512 // keys
 
 // insert adds k, which must be absent.
 func (s *uriSet) insert(k string) {
-	s.n++
 	if len(s.chunks) == 0 {
 		s.chunks = [][]string{{k}}
 		return
@@ -46,8 +44,15 @@ func (s *uriSet) insert(k string) {
 	s.chunks = slices.Insert(s.chunks, ci+1, slices.Clone(c[half:]))
 }
 
-// len returns the number of keys.
-func (s *uriSet) len() int { return s.n }
+// len returns the number of keys. Nothing on a hot path asks, so it is
+// counted rather than kept.
+func (s *uriSet) len() int {
+	n := 0
+	for _, c := range s.chunks {
+		n += len(c)
+	}
+	return n
+}
 
 // after calls f with every key greater than k, in order, until f returns
 // false.
