@@ -49,18 +49,24 @@ func (s *Server) mayWait(it *item) bool {
 	if !it.pending.Poll() {
 		return true
 	}
-	if it.silent || it.env == nil || s.cfg.Answerer == nil || !s.cfg.Answerer.Answers(it.env.Type) {
+	if it.silent || it.env == nil {
 		return false
 	}
 	a, err := it.pending.Wait(context.Background()) // resolved: returns at once
-	return err == nil && !a.Duplicate && !s.cfg.Answerer.Ready(a.Seq)
+	return err == nil && s.answered(it, a) && !s.cfg.Answerer.Ready(a.Seq)
+}
+
+// answered reports whether the reply to it, appended as a, comes from the
+// projections rather than being a plain ack.
+func (s *Server) answered(it *item, a events.Appended) bool {
+	return s.cfg.Answerer != nil && !a.Duplicate && s.cfg.Answerer.Answers(it.env.Type)
 }
 
 // answer waits for the projections' reply to an appended message, for the
 // TYPEs they answer. A duplicate was answered the first time; it gets the
 // plain ack that names the first event.
 func (s *Server) answer(it *item, a events.Appended) (projections.Reply, bool) {
-	if s.cfg.Answerer == nil || a.Duplicate || !s.cfg.Answerer.Answers(it.env.Type) {
+	if !s.answered(it, a) {
 		return projections.Reply{}, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), AnswerTimeout)
