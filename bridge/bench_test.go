@@ -60,7 +60,7 @@ func BenchmarkJetStreamRaw(b *testing.B) {
 
 // benchServer starts an embedded server (fsync every sync, or on every
 // write if 0) and connects to it; both end with the benchmark.
-func benchServer(b *testing.B, sync time.Duration) *nats.Conn {
+func benchServer(b testing.TB, sync time.Duration) *nats.Conn {
 	b.Helper()
 	s, err := events.StartServer(events.ServerConfig{DataDir: b.TempDir(), SyncInterval: sync})
 	if err != nil {

@@ -215,6 +215,8 @@ func (s *Server) ServeTCP(ln net.Listener, transport string) error {
 	}
 }
 
+// track registers a listener or packet conn for Shutdown to close, and
+// reports false once the server is closing.
 func (s *Server) track(ln net.Listener, pc net.PacketConn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -226,6 +228,9 @@ func (s *Server) track(ln net.Listener, pc net.PacketConn) bool {
 	}
 	if pc != nil {
 		s.packets[pc] = struct{}{}
+		// The datagram waiter is counted here, under the lock that Shutdown
+		// takes before it waits: an Add after Wait began would race it.
+		s.wg.Add(1)
 	}
 	return true
 }

@@ -20,8 +20,7 @@ func (s *Server) ServeUDP(pc net.PacketConn) error {
 		return ErrServerClosed
 	}
 	waiting := make(chan *udpItem, UDPPendingMax)
-	s.wg.Add(1)
-	go s.udpWaiter(waiting)
+	go s.udpWaiter(waiting) // track counted it in s.wg
 	defer close(waiting)
 	buf := make([]byte, protocol.DatagramSizeMax+1)
 	for {

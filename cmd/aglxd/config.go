@@ -50,6 +50,11 @@ type Config struct {
 	IdleTimeout    time.Duration
 	LogLevel       string
 	LogFormat      string
+
+	// tcpLn, set only by tests, is a listener already bound to Listen: a
+	// test that must know a port before the node starts holds it open, so
+	// no other process can take it in between.
+	tcpLn net.Listener
 }
 
 // DefaultConfig is what `go run ./cmd/aglxd` runs with.

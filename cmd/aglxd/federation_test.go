@@ -70,11 +70,18 @@ func register(t *testing.T, m *Main, agent string) {
 // while: the first keeps retrying, and both end up with both agents under
 // the same agent ids.
 func TestFederationConverges(t *testing.T) {
-	addrA, addrB := freeAddr(t), freeAddr(t)
+	// The second node's port is held from the start, so that no other
+	// process can take it while the first node fails to reach it.
+	lnB, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrB := lnB.Addr().String()
 	a := startNodeWith(t, t.TempDir(), func(c *Config) {
-		c.Name, c.Listen = "registry://main.local", addrA
+		c.Name = "registry://main.local"
 		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + addrB}, 100*time.Millisecond
 	})
+	addrA := a.TCPAddr()
 	register(t, a, "agent://node42.local")
 	// Wait until the first node has failed to reach the absent peer.
 	for deadline := time.Now().Add(30 * time.Second); a.federations[0].Failures() == 0; time.Sleep(20 * time.Millisecond) {
@@ -85,6 +92,7 @@ func TestFederationConverges(t *testing.T) {
 	b := startNodeWith(t, t.TempDir(), func(c *Config) {
 		c.Name, c.Listen = "registry://backup.local", addrB
 		c.SyncTo, c.SyncInterval = []string{"registry://main.local@" + addrA}, 100*time.Millisecond
+		c.tcpLn = lnB
 	})
 	register(t, b, "agent://node43.local")
 

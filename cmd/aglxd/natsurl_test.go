@@ -62,33 +62,19 @@ func startExternalNATS(t *testing.T) *server.Server {
 // random loopback ports and waits until a stream can have a copy on each.
 func startNATSCluster(t *testing.T, n int) []*server.Server {
 	t.Helper()
-	clusterAddrs := make([]string, n)
-	routes := make([]*url.URL, n)
-	for i := range clusterAddrs {
-		clusterAddrs[i] = freeAddr(t)
-		routes[i] = &url.URL{Scheme: "nats-route", Host: clusterAddrs[i]}
-	}
-	servers := make([]*server.Server, n)
-	for i := range servers {
-		_, port, _ := net.SplitHostPort(clusterAddrs[i])
-		p, _ := strconv.Atoi(port)
-		ns, err := server.NewServer(&server.Options{
-			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: server.RANDOM_PORT,
-			JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, NoSigs: true, MaxPayload: operatorMaxPayload,
-			Cluster: server.ClusterOpts{Name: "aglx-test", Host: "127.0.0.1", Port: p},
-			Routes:  routes,
-		})
-		if err != nil {
+	// Every server must be told the routes before it starts, so the cluster
+	// ports are picked ahead; another process may take one in between, and
+	// then the whole cluster is started again on new ports.
+	var servers []*server.Server
+	for attempt := 1; ; attempt++ {
+		var err error
+		if servers, err = startNATSServers(t, n); err == nil {
+			break
+		}
+		if attempt == 3 {
 			t.Fatal(err)
 		}
-		go ns.Start()
-		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-		servers[i] = ns
-	}
-	for _, ns := range servers {
-		if !ns.ReadyForConnections(30 * time.Second) {
-			t.Fatal("nats-server did not start")
-		}
+		t.Logf("cluster start %d: %v; again on other ports", attempt, err)
 	}
 	// Ready when a stream with a copy on every server can be placed: a
 	// leader alone is not enough, the others must be known to it too.
@@ -108,6 +94,48 @@ func startNATSCluster(t *testing.T, n int) []*server.Server {
 			t.Fatalf("the cluster's JetStream never got ready: %v", err)
 		}
 	}
+}
+
+// startNATSServers starts n servers routed to each other. If one does not
+// come up, it stops them all and says why.
+func startNATSServers(t *testing.T, n int) ([]*server.Server, error) {
+	clusterAddrs := make([]string, n)
+	routes := make([]*url.URL, n)
+	for i := range clusterAddrs {
+		clusterAddrs[i] = freeAddr(t)
+		routes[i] = &url.URL{Scheme: "nats-route", Host: clusterAddrs[i]}
+	}
+	servers := make([]*server.Server, 0, n)
+	stop := func() {
+		for _, ns := range servers {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		}
+	}
+	for i := range n {
+		_, port, _ := net.SplitHostPort(clusterAddrs[i])
+		p, _ := strconv.Atoi(port)
+		ns, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: server.RANDOM_PORT,
+			JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, NoSigs: true, MaxPayload: operatorMaxPayload,
+			Cluster: server.ClusterOpts{Name: "aglx-test", Host: "127.0.0.1", Port: p},
+			Routes:  routes,
+		})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		go ns.Start()
+		servers = append(servers, ns)
+	}
+	for i, ns := range servers {
+		if !ns.ReadyForConnections(10 * time.Second) { // a bound port: a second at most
+			stop()
+			return nil, fmt.Errorf("nats-server n%d (cluster port %s) did not start", i, clusterAddrs[i])
+		}
+	}
+	t.Cleanup(stop)
+	return servers, nil
 }
 
 // TestReplicatedStreams runs the node against a three-server NATS cluster

@@ -138,8 +138,10 @@ func (m *Main) Run(ctx context.Context) error {
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.runner.Run(runCtx) }()
 
-	if m.tcpLn, err = net.Listen("tcp", m.cfg.Listen); err != nil {
-		return fmt.Errorf("--listen: %w", err)
+	if m.tcpLn = m.cfg.tcpLn; m.tcpLn == nil {
+		if m.tcpLn, err = net.Listen("tcp", m.cfg.Listen); err != nil {
+			return fmt.Errorf("--listen: %w", err)
+		}
 	}
 	if m.cfg.TLSListen != "" {
 		host, _, _ := net.SplitHostPort(m.cfg.TLSListen)
