@@ -32,7 +32,7 @@ const (
 	StreamBytesMaxDefault = -1 // bytes; -1 = the server's store limit
 	// WALBytesMaxDefault bounds the write-ahead stream. It must hold every
 	// batch whose events the event stream may not have flushed yet: with
-	// EventSyncInterval at 1s, 1 GiB is minutes of full-speed ingest.
+	// EventSyncInterval at 100 ms, 1 GiB is minutes of full-speed ingest.
 	WALBytesMaxDefault = 1 << 30 // bytes
 	// InFlightMax bounds the appends waiting for a commit. When it is
 	// reached, Append blocks: back-pressure reaches the connections instead

@@ -31,8 +31,11 @@ type ServerConfig struct {
 
 // EventSyncInterval is how often the event stream, which is written only
 // from batches already synced to the write-ahead stream, is flushed to disk.
-// The write-ahead stream must hold far more than this much ingest.
-const EventSyncInterval = time.Second
+// The write-ahead stream must hold far more than this much ingest. It is
+// short because each flush is a burst of writes that the write-ahead
+// stream's fsyncs wait behind: once a second, the burst delayed acks by
+// 20-30 ms (docs/DESIGN.md, "Group commit").
+const EventSyncInterval = 100 * time.Millisecond
 
 // serverReadyTimeout bounds the wait for the embedded server to start.
 const serverReadyTimeout = 30 * time.Second
