@@ -110,7 +110,9 @@ func (ld Load) runConn(ctx context.Context, c, per, conns int, start time.Time) 
 		return nil, 0, err
 	}
 	defer cl.Close()
-	due := make([]time.Time, per)
+	// due[i] is when frame i was due, as an offset from start: a
+	// time.Time holds a pointer, and the collector would scan them all.
+	due := make([]time.Duration, per)
 	var interval time.Duration
 	if ld.Rate > 0 {
 		interval = time.Duration(float64(time.Second) * float64(conns) / ld.Rate)
@@ -119,10 +121,10 @@ func (ld Load) runConn(ctx context.Context, c, per, conns int, start time.Time) 
 	go func() {
 		defer close(sent)
 		for i := 0; i < per; i++ {
-			d := time.Now()
+			d := time.Since(start)
 			if interval > 0 {
-				d = start.Add(time.Duration(i) * interval)
-				if wait := time.Until(d); wait > 0 {
+				d = time.Duration(i) * interval
+				if wait := d - time.Since(start); wait > 0 {
 					cl.Flush()
 					time.Sleep(wait)
 				}
@@ -143,7 +145,7 @@ func (ld Load) runConn(ctx context.Context, c, per, conns int, start time.Time) 
 			return nil, 0, fmt.Errorf("connection %d, reply %d of %d: %w", c, i, per, err)
 		}
 		<-sent
-		lat = append(lat, time.Since(due[i]))
+		lat = append(lat, time.Since(start)-due[i])
 		if f.Type() != "ack" {
 			errors++
 		}

@@ -103,11 +103,11 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	// The frames are built before any timing starts, as they are for the
 	// raw runs and the signed run: building them is the agents' work, not
 	// the node's.
-	built := make([][]byte, *n)
-	for i := range built {
-		built[i] = benchFrame(i)
+	var built frameSet
+	for i := range *n {
+		built.add(benchFrame(i))
 	}
-	frame := func(i int) []byte { return built[i] }
+	frame := built.at
 	if *only == "ingest" || *only == "latency" {
 		report := func(name string, r bridge.LoadResult, ns nodeStats) {
 			cs := ns.commits
@@ -244,6 +244,29 @@ func dashes(n int) string {
 func benchFrame(i int) []byte {
 	return fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://worker%02d.local\nTO: agent://owner01.local\nTYPE: task.result\nCONTENT-TYPE: application/json\n\n"+
 		`{"task_id": "t-%08d", "status": "SUCCESS", "duration": 1.43, "result": {"records_processed": 5200, "summary": "Dataset analyzed successfully"}}`+"\n", i%100, i)
+}
+
+// frameSet holds the frames a load sends, built before the timing starts,
+// in one buffer: a hundred thousand separate slices would be as many heap
+// objects for the node's garbage collector to mark in every cycle, which a
+// real node, whose agents live elsewhere, never carries.
+type frameSet struct {
+	buf  []byte
+	ends []int
+}
+
+func (s *frameSet) add(f []byte) {
+	s.buf = append(s.buf, f...)
+	s.ends = append(s.ends, len(s.buf))
+}
+
+// at is the i-th frame; the load generator only reads it.
+func (s *frameSet) at(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = s.ends[i-1]
+	}
+	return s.buf[start:s.ends[i]:s.ends[i]]
 }
 
 func benchRaw(ctx context.Context, dir string, sync time.Duration, n, size, window int) (events.RawResult, error) {
@@ -432,18 +455,20 @@ func benchSigned(ctx context.Context, dir string, n, conns int) (bridge.LoadResu
 		}
 	}
 	c.Close()
-	frames := make([][]byte, n)
-	for i := range frames {
-		if frames[i], err = signedFrame(keys[i%benchAgents], uri(i), uri(i+1), protocol.TypeCreditTransfer,
-			fmt.Sprintf(`{"amount": 1, "currency": "AGLX", "timestamp": %q, "transaction_id": "tx-%08d"}`, now, i)); err != nil {
+	var frames frameSet
+	for i := range n {
+		f, err := signedFrame(keys[i%benchAgents], uri(i), uri(i+1), protocol.TypeCreditTransfer,
+			fmt.Sprintf(`{"amount": 1, "currency": "AGLX", "timestamp": %q, "transaction_id": "tx-%08d"}`, now, i))
+		if err != nil {
 			return bridge.LoadResult{}, 0, 0, replayResult{}, err
 		}
+		frames.add(f)
 	}
-	ceiling, per, err := verifyCeiling(frames[0], keys[0].Public())
+	ceiling, per, err := verifyCeiling(frames.at(0), keys[0].Public())
 	if err != nil {
 		return bridge.LoadResult{}, 0, 0, replayResult{}, err
 	}
-	res, err := timedLoad(ctx, filepath.Base(dir), bridge.Load{Addr: node.addr, Conns: conns, Frames: n, Frame: func(i int) []byte { return frames[i] }})
+	res, err := timedLoad(ctx, filepath.Base(dir), bridge.Load{Addr: node.addr, Conns: conns, Frames: n, Frame: frames.at})
 	if err != nil {
 		return bridge.LoadResult{}, 0, 0, replayResult{}, err
 	}
