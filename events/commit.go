@@ -164,10 +164,13 @@ func (l *Log) writeBatch(b *batch, data []byte) (uint64, error) {
 		HdrFirstSeq: []string{strconv.FormatUint(b.firstSeq, 10)},
 		HdrCount:    []string{strconv.Itoa(len(b.events))},
 	}}
-	ctx, cancel := context.WithTimeout(context.Background(), AckTimeout)
+	ctx, cancel := context.WithTimeout(l.walDrops.context(), l.cfg.AckTimeout)
 	defer cancel()
 	ack, err := l.walJS.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(l.walLast), jetstream.WithExpectStream(l.cfg.walStream()))
 	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return 0, fmt.Errorf("events: the connection to NATS dropped while the batch was written (resync learns whether it was stored): %w", err)
+		}
 		return 0, err
 	}
 	return ack.Sequence, nil
@@ -178,7 +181,7 @@ func (l *Log) writeBatch(b *batch, data []byte) (uint64, error) {
 // and takes up any batch it finds there. It returns whether the log is
 // healthy again.
 func (l *Log) resync() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), AckTimeout)
+	ctx, cancel := context.WithTimeout(l.drops.context(), l.cfg.AckTimeout)
 	defer cancel()
 	info, err := l.wal.Info(ctx)
 	if err != nil {
@@ -352,7 +355,7 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 		}
 	}
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-		ctx, cancel := context.WithTimeout(context.Background(), AckTimeout)
+		ctx, cancel := context.WithTimeout(l.drops.context(), l.cfg.AckTimeout)
 		last, err := l.replayWAL(ctx)
 		cancel()
 		if err == nil {

@@ -61,6 +61,10 @@ type Config struct {
 	// its own it is stored while those are still being read. Nil uses the
 	// log's connection for both.
 	CommitConn *nats.Conn
+	// AckTimeout bounds each wait for JetStream to answer the log: a
+	// commit, a publish, a look at the write-ahead stream. Zero means
+	// AckTimeout. A wait also ends when its connection drops (dropWatch).
+	AckTimeout time.Duration
 }
 
 // withDefaults fills unset fields.
@@ -82,6 +86,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Replicas <= 0 {
 		c.Replicas = 1
+	}
+	if c.AckTimeout <= 0 {
+		c.AckTimeout = AckTimeout
 	}
 	return c
 }
@@ -196,6 +203,9 @@ type Log struct {
 	unhealthy atomic.Pointer[error]
 	ring      recent // the newest published events
 	stats     commitStats
+	// drops and walDrops end the requests in flight on the log's
+	// connection and on the commit connection when it drops.
+	drops, walDrops *dropWatch
 	// walMsgMax is the largest write-ahead message the server takes, and
 	// batchBytesMax the batch bound collect keeps to (walMessageMax).
 	walMsgMax, batchBytesMax int
@@ -213,7 +223,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	if lg == nil {
 		lg = slog.Default()
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(publishPendingMax), jetstream.WithPublishAsyncTimeout(AckTimeout))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(publishPendingMax), jetstream.WithPublishAsyncTimeout(cfg.AckTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("events: jetstream: %w", err)
 	}
@@ -249,6 +259,11 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	}
 	if err := l.recover(ctx); err != nil {
 		return nil, err
+	}
+	l.drops = watchDrops(nc)
+	l.walDrops = l.drops
+	if cfg.CommitConn != nil {
+		l.walDrops = watchDrops(cfg.CommitConn)
 	}
 	l.wg.Add(2)
 	go l.commitLoop()
@@ -308,7 +323,14 @@ func (l *Log) Close(ctx context.Context) error {
 	}
 	l.stopOnce.Do(func() { close(l.stop) })
 	done := make(chan struct{})
-	go func() { l.wg.Wait(); close(done) }()
+	go func() {
+		l.wg.Wait()
+		l.drops.stop()
+		if l.walDrops != l.drops {
+			l.walDrops.stop()
+		}
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil

@@ -55,6 +55,8 @@ type Config struct {
 	// test that must know a port before the node starts holds it open, so
 	// no other process can take it in between.
 	tcpLn net.Listener
+	// ackTimeout, set only by tests, replaces events.AckTimeout.
+	ackTimeout time.Duration
 }
 
 // DefaultConfig is what `go run ./cmd/aglxd` runs with.

@@ -93,7 +93,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.lg.Info("using external NATS", "url", m.cfg.NATSURL)
 	}
-	m.log, err = events.Open(ctx, m.nc, events.Config{BodySizeMax: m.cfg.BodySizeMax, CommitConn: m.commitNC, Replicas: m.cfg.Replicas}, m.lg)
+	m.log, err = events.Open(ctx, m.nc, events.Config{BodySizeMax: m.cfg.BodySizeMax, CommitConn: m.commitNC, Replicas: m.cfg.Replicas, AckTimeout: m.cfg.ackTimeout}, m.lg)
 	if err != nil {
 		return err
 	}
