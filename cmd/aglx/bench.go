@@ -78,11 +78,16 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	dir := fs.String("dir", "", "where the servers keep their stores (default: a temporary directory)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	only := fs.String("only", "", "run only this part: raw, ingest (peak), latency (peak, then paced) or signed")
+	runs := fs.Int("runs", 1, "repeat the full measurement this many times and judge the goals over all runs")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each timed load run to this file, suffixed with the run's name (and the allocations so far, suffixed .allocs)")
 	if stop, err := parseFlags(fs, args); stop {
 		return err
 	}
-	if *dir == "" {
+	if *runs < 1 {
+		return fmt.Errorf("aglx bench: -runs must be at least 1")
+	}
+	temporary := *dir == ""
+	if temporary {
 		d, err := os.MkdirTemp("", "aglx-bench")
 		if err != nil {
 			return err
@@ -129,6 +134,58 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return nil
 	}
+	var reports []benchReport
+	for run := 1; run <= *runs; run++ {
+		runDir := fmt.Sprintf("%s/run-%d", *dir, run)
+		rep, err := benchFull(ctx, runDir, frame, *n, *conns, *window, *half)
+		if err != nil {
+			return err
+		}
+		if temporary { // a run's stores are a few hundred MB
+			os.RemoveAll(runDir)
+		}
+		reports = append(reports, rep)
+		if !*asJSON {
+			if *runs > 1 {
+				fmt.Fprintf(stdout, "## run %d of %d\n\n", run, *runs)
+			}
+			rep.print(stdout, len(frame(0)), *n)
+			fmt.Fprintln(stdout)
+		}
+	}
+	goals := judgeGoals(reports)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"cpus": runtime.NumCPU(), "go": runtime.Version(), "frame_bytes": len(frame(0)), "runs": reports, "goals": goals})
+	}
+	printGoals(stdout, goals)
+	return nil
+}
+
+// benchReport is one full run: the raw ceiling and floor, the node at peak,
+// paced, relaxed and signed, and the cold replay.
+type benchReport struct {
+	Rows          []benchRow    `json:"rows"`
+	Signed        benchRow      `json:"signed"`
+	VerifyNS      time.Duration `json:"verify_ns"`
+	VerifyCeiling float64       `json:"verify_ceiling_per_sec"`
+	ReplayEvents  uint64        `json:"replay_events"`
+	ReplayNS      time.Duration `json:"replay_ns"`
+}
+
+// Indexes of benchReport.Rows.
+const (
+	rowCeiling = iota
+	rowSyncAlways
+	rowPeak
+	rowPaced
+	rowRelaxed
+)
+
+// benchFull runs every measurement once, one after the other, each with
+// its own server and store under dir.
+func benchFull(ctx context.Context, dir string, frame func(int) []byte, n, conns, window int, half float64) (benchReport, error) {
 	size := len(frame(0)) + 200 // body plus the envelope headers, as stored
 
 	var rows []benchRow
@@ -136,49 +193,49 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		name string
 		sync time.Duration
 	}{{"jetstream async publish, fsync every 2m (ceiling)", 2 * time.Minute}, {"jetstream async publish, fsync always", 0}} {
-		r, err := benchRaw(ctx, fmt.Sprintf("%s/raw-%d", *dir, len(rows)), raw.sync, *n, size, *window)
+		r, err := benchRaw(ctx, fmt.Sprintf("%s/raw-%d", dir, len(rows)), raw.sync, n, size, window)
 		if err != nil {
-			return fmt.Errorf("%s: %w", raw.name, err)
+			return benchReport{}, fmt.Errorf("%s: %w", raw.name, err)
 		}
 		rows = append(rows, benchRow{Name: raw.name, Count: r.Msgs, PerSec: r.PerSec, P50: r.P50, P99: r.P99, Elapsed: r.Elapsed})
 	}
-	peak, ns, err := benchIngest(ctx, *dir+"/node-peak", 0, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
+	peak, ns, err := benchIngest(ctx, dir+"/node-peak", 0, bridge.Load{Conns: conns, Frames: n, Frame: frame})
 	if err != nil {
-		return fmt.Errorf("ingest: %w", err)
+		return benchReport{}, fmt.Errorf("ingest: %w", err)
 	}
-	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest, fsync always, %d conns pipelined", *conns), peak, ns))
-	rate := peak.PerSec * *half
-	paced, ns, err := benchIngest(ctx, *dir+"/node-paced", 0, bridge.Load{Conns: *conns, Frames: min(*n, int(rate*10)+1), Rate: rate, Frame: frame})
+	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest, fsync always, %d conns pipelined", conns), peak, ns))
+	rate := peak.PerSec * half
+	paced, ns, err := benchIngest(ctx, dir+"/node-paced", 0, bridge.Load{Conns: conns, Frames: min(n, int(rate*10)+1), Rate: rate, Frame: frame})
 	if err != nil {
-		return fmt.Errorf("ingest at %.0f/s: %w", rate, err)
+		return benchReport{}, fmt.Errorf("ingest at %.0f/s: %w", rate, err)
 	}
-	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest at %.0f%% of peak (%.0f/s)", *half*100, rate), paced, ns))
-	relaxed, ns, err := benchIngest(ctx, *dir+"/node-relaxed", time.Second, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
+	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest at %.0f%% of peak (%.0f/s)", half*100, rate), paced, ns))
+	relaxed, ns, err := benchIngest(ctx, dir+"/node-relaxed", time.Second, bridge.Load{Conns: conns, Frames: n, Frame: frame})
 	if err != nil {
-		return fmt.Errorf("ingest with --fsync 1s: %w", err)
+		return benchReport{}, fmt.Errorf("ingest with --fsync 1s: %w", err)
 	}
-	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest, --fsync 1s (not durable), %d conns", *conns), relaxed, ns))
-	signedN := min(*n, 50000)
-	signed, ceiling, per, replay, err := benchSigned(ctx, *dir+"/node-signed", signedN, *conns)
+	rows = append(rows, nodeRow(fmt.Sprintf("aglxd ingest, --fsync 1s (not durable), %d conns", conns), relaxed, ns))
+	signedN := min(n, 50000)
+	signed, ceiling, per, replay, err := benchSigned(ctx, dir+"/node-signed", signedN, conns)
 	if err != nil {
-		return fmt.Errorf("signed ingest: %w", err)
+		return benchReport{}, fmt.Errorf("signed ingest: %w", err)
 	}
 	if signed.Errors > 0 {
-		return fmt.Errorf("signed ingest: %d transfers were refused", signed.Errors)
+		return benchReport{}, fmt.Errorf("signed ingest: %d transfers were refused", signed.Errors)
 	}
-	signedRow := benchRow{Name: fmt.Sprintf("aglxd signed credit.transfer ingest, %d conns", *conns), Count: signed.Frames, PerSec: signed.PerSec,
+	signedRow := benchRow{Name: fmt.Sprintf("aglxd signed credit.transfer ingest, %d conns", conns), Count: signed.Frames, PerSec: signed.PerSec,
 		P50: signed.P50, P99: signed.P99, Elapsed: signed.Elapsed, CPUPerFrame: signed.CPUPerFrame()}
 	for i := range rows {
 		rows[i].Ratio = rows[i].PerSec / rows[0].PerSec
 	}
 	signedRow.Ratio = signed.PerSec / ceiling
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"cpus": runtime.NumCPU(), "go": runtime.Version(), "frame_bytes": len(frame(0)), "rows": rows,
-			"signed": signedRow, "verify_ns": per.Nanoseconds(), "verify_ceiling_per_sec": ceiling})
-	}
-	fmt.Fprintf(stdout, "%d CPUs, %s, frames of %d bytes, %d messages per run\n\n", runtime.NumCPU(), runtime.Version(), len(frame(0)), *n)
+	return benchReport{Rows: rows, Signed: signedRow, VerifyNS: per, VerifyCeiling: ceiling, ReplayEvents: replay.events, ReplayNS: replay.elapsed}, nil
+}
+
+// print writes the report as two tables.
+func (rep benchReport) print(stdout io.Writer, frameBytes, n int) {
+	rows, signedRow, per, ceiling := rep.Rows, rep.Signed, rep.VerifyNS, rep.VerifyCeiling
+	fmt.Fprintf(stdout, "%d CPUs, %s, frames of %d bytes, %d messages per run\n\n", runtime.NumCPU(), runtime.Version(), frameBytes, n)
 	fmt.Fprintf(stdout, "| %-58s | %8s | %5s | %9s | %9s | %15s | %19s | %9s |\n", "run", "msg/s", "ratio", "p50", "p99", "node p50/p99", "commit p50/p99 (ev)", "CPU/frame")
 	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s|%s|%s|%s|\n", dashes(60), dashes(10), dashes(7), dashes(11), dashes(11), dashes(17), dashes(21), dashes(11))
 	for _, r := range rows {
@@ -196,11 +253,10 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s|%s|\n", dashes(60), dashes(10), dashes(7), dashes(11), dashes(11), dashes(11))
 	fmt.Fprintf(stdout, "| %-58s | %8.0f | %5.2f | %9s | %9s | %9s |\n", signedRow.Name+" (ratio: to the verify ceiling)", signedRow.PerSec, signedRow.Ratio,
 		signedRow.P50.Round(10*time.Microsecond), signedRow.P99.Round(10*time.Microsecond), signedRow.CPUPerFrame.Round(100*time.Nanosecond))
-	if replay.events > 0 {
+	if rep.ReplayEvents > 0 {
 		fmt.Fprintf(stdout, "\ncold replay of that log (registry and ledger, every signature checked again, in parallel): %d events in %s, %.0f events/s\n",
-			replay.events, replay.elapsed.Round(time.Millisecond), float64(replay.events)/replay.elapsed.Seconds())
+			rep.ReplayEvents, rep.ReplayNS.Round(time.Millisecond), float64(rep.ReplayEvents)/rep.ReplayNS.Seconds())
 	}
-	return nil
 }
 
 // profilePrefix, when set, makes every timed load run write its CPU
