@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -381,7 +380,7 @@ func (s *Server) needsTLS(typ string) error {
 // append starts the append of a validated frame's event, if it has one.
 func (s *Server) append(it *item) {
 	if it.env != nil {
-		it.pending = s.log.Append(context.Background(), it.env)
+		it.pending = s.log.Append(s.abort, it.env)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/events"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -18,6 +19,9 @@ const (
 	// store restores it too.
 	RelayCursorBucket = "AGLX_RELAY"
 	relayCursorKey    = "cursor"
+	// relayCursorSettleMax bounds how long the relay waits for a new
+	// cursor bucket to answer its first read.
+	relayCursorSettleMax = 30 * time.Second
 	// relayCursorSaveInterval bounds how often the cursor is written. A
 	// crash loses at most this much progress: the messages after the last
 	// saved cursor are delivered again, which at-least-once allows.
@@ -51,7 +55,18 @@ func openRelayCursor(ctx context.Context, log *events.Log, lg *slog.Logger) (*re
 		return nil, fmt.Errorf("relay: cursor bucket: %w", err)
 	}
 	c := &relayCursor{kv: kv}
+	// A bucket just created on a cluster may not answer at once: its
+	// stream's leader is still being chosen, and the read finds no
+	// responders. That passes within moments; any other error is final.
 	e, err := kv.Get(ctx, relayCursorKey)
+	settle := time.Now().Add(relayCursorSettleMax)
+	for wait := 10 * time.Millisecond; errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil && time.Now().Before(settle); wait = min(2*wait, time.Second) {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+		e, err = kv.Get(ctx, relayCursorKey)
+	}
 	switch {
 	case err == nil:
 		if c.saved, err = strconv.ParseUint(string(e.Value()), 10, 64); err != nil {

@@ -17,7 +17,7 @@ import (
 // answers it, or nil for a frame that is never answered.
 func (s *Server) reply(it *item) []byte {
 	if it.pending != nil {
-		a, err := it.pending.Wait(context.Background())
+		a, err := it.pending.Wait(s.abort)
 		if err != nil {
 			s.n.refused.Add(1)
 			s.lg.Warn("append failed", "id", it.inReplyTo, "err", err)

@@ -153,6 +153,12 @@ type Server struct {
 	workOnce sync.Once
 	stopWork sync.Once
 	work     chan *item // frames waiting for a validation worker
+
+	// abort ends every wait for the log (an append's queueing, its
+	// result) when Shutdown's deadline passes: a log that takes no events
+	// must not keep the node from exiting.
+	abort     context.Context
+	abortWait context.CancelFunc
 }
 
 // New returns a Server that appends to log.
@@ -160,12 +166,14 @@ func New(log *events.Log, cfg Config, lg *slog.Logger) *Server {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	return &Server{
+	s := &Server{
 		log: log, cfg: cfg.withDefaults(), lg: lg,
 		listeners: map[net.Listener]struct{}{},
 		packets:   map[net.PacketConn]struct{}{},
 		conns:     map[*conn]struct{}{},
 	}
+	s.abort, s.abortWait = context.WithCancel(context.Background())
+	return s
 }
 
 // Counters returns a snapshot of the running totals.
@@ -273,6 +281,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+		s.abortWait()
 		s.mu.Lock()
 		for c := range s.conns {
 			c.nc.Close()

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"context"
 	"errors"
 	"net"
 
@@ -103,7 +102,7 @@ func asProtocolError(err error) *protocol.Error {
 func (s *Server) udpWaiter(waiting <-chan *udpItem) {
 	defer s.wg.Done()
 	for it := range waiting {
-		if _, err := it.pending.Wait(context.Background()); err != nil {
+		if _, err := it.pending.Wait(s.abort); err != nil {
 			s.lg.Warn("announce not stored", "peer", it.peer, "err", err)
 			continue
 		}

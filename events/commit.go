@@ -40,8 +40,19 @@ func (l *Log) commitLoop() {
 	for {
 		p := carry
 		if p == nil {
+			// While the log refuses appends, nothing reaches the queue to
+			// make the next commit try resync: it is tried on a timer, or
+			// the log would refuse for good after an outage of NATS that
+			// outlasted the last append's attempt.
+			var retry <-chan time.Time
+			if l.health() != nil {
+				retry = time.After(resyncWait)
+			}
 			select {
 			case p = <-l.queue:
+			case <-retry:
+				l.resync()
+				continue
 			case <-l.stop:
 				for { // commit what was queued before the stop
 					if carry == nil {
@@ -130,17 +141,29 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 			for _, k := range added {
 				l.ids.remove(k)
 			}
+			// Recorded before the appends learn of it, so that a caller
+			// who got the refusal finds the log reporting it. A refusal
+			// by JetStream itself (a full store, a limit) is kept until a
+			// batch is stored again; a lost connection or a timeout is
+			// over once resync reaches the stream.
+			failed := fmt.Errorf("events: the write-ahead stream failed: %w", err)
+			if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) {
+				l.lastCommitErr.Store(&failed)
+			}
+			l.setHealth(failed)
 			for _, p := range pend {
 				p.fail(err)
 			}
 			l.lg.Error("group commit failed", "first_seq", b.firstSeq, "events", len(b.events), "err", err)
-			l.setHealth(fmt.Errorf("events: the write-ahead stream failed: %w", err))
 			l.resync()
 			return buf
 		}
 		b.walSeq = walSeq
 		l.walLast = walSeq
 		l.nextSeq += uint64(len(b.events))
+		if l.lastCommitErr.Load() != nil {
+			l.lastCommitErr.Store(nil)
+		}
 	}
 	// The batch is on disk: every append in it is durable now. The event
 	// stream gets the events next, at the sequences just promised.
@@ -151,9 +174,46 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 		d.p.resolve(d.a)
 	}
 	if len(b.events) > 0 {
-		l.toPublish <- b
+		l.handOff(b)
 	}
 	return buf
+}
+
+// handOff gives a committed batch to the publisher. The publisher's queue
+// is short, so when the event stream refuses events the committer waits
+// here; meanwhile it refuses the appends queued behind it once a second,
+// rather than leave them unanswered until the event stream takes events
+// again. Its own batch is durable and acknowledged already.
+func (l *Log) handOff(b *batch) {
+	select {
+	case l.toPublish <- b:
+		return
+	default:
+	}
+	t := time.NewTicker(resyncWait)
+	defer t.Stop()
+	for {
+		select {
+		case l.toPublish <- b:
+			return
+		case <-t.C:
+			if err := l.publisherFailing(); err != nil {
+				l.refuseQueued(err)
+			}
+		}
+	}
+}
+
+// refuseQueued fails every append waiting in the queue with err.
+func (l *Log) refuseQueued(err error) {
+	for {
+		select {
+		case p := <-l.queue:
+			p.fail(err)
+		default:
+			return
+		}
+	}
 }
 
 // writeBatch publishes one batch to the write-ahead stream and waits until
@@ -216,7 +276,7 @@ func (l *Log) resync() bool {
 		}
 		l.walLast = seq
 		l.nextSeq = b.firstSeq + uint64(len(b.events))
-		l.toPublish <- b
+		l.handOff(b)
 	}
 	l.setHealth(nil)
 	return true
@@ -360,8 +420,10 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 		cancel()
 		if err == nil {
 			l.setPublished(last)
+			l.setPublisherFailing(nil)
 			return nil
 		}
+		l.setPublisherFailing(err)
 		l.lg.Error("repairing the event stream failed; retrying", "err", err, "wait", wait)
 		select {
 		case <-time.After(wait):

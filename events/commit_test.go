@@ -15,7 +15,9 @@ import (
 // refuse batches for a while. The appends meanwhile fail (their callers
 // get an error, never an ack), take no sequence, and reach neither stream;
 // once the stream takes batches again, appends go on at the next
-// sequence, with no gap in the event stream.
+// sequence, with no gap in the event stream. Healthy (what /healthz
+// reports) names the failure from the first refused batch until a batch is
+// stored again, even while the stream still answers the log's questions.
 func TestFailedCommitIsRefusedAndTheLogGoesOn(t *testing.T) {
 	l, nc := openTestLog(t, t.TempDir())
 	ctx := context.Background()
@@ -36,6 +38,9 @@ func TestFailedCommitIsRefusedAndTheLogGoesOn(t *testing.T) {
 		if err == nil {
 			t.Fatalf("append %d while the write-ahead stream refuses batches: acknowledged as %+v", 5+i, a)
 		}
+		if l.Healthy() == nil {
+			t.Fatalf("append %d was refused, yet the log says it is healthy", 5+i)
+		}
 	}
 	if _, err := js.UpdateStream(ctx, walCfg); err != nil {
 		t.Fatal(err)
@@ -52,6 +57,9 @@ func TestFailedCommitIsRefusedAndTheLogGoesOn(t *testing.T) {
 		if err == nil {
 			if a.Seq != 6 {
 				t.Fatalf("the first append after the refusals got seq %d, want 6", a.Seq)
+			}
+			if err := l.Healthy(); err != nil {
+				t.Fatalf("a batch was stored, yet the log reports: %v", err)
 			}
 			break
 		}

@@ -168,6 +168,8 @@ func (c Config) WALConfig() jetstream.StreamConfig {
 		MaxMsgSize:  int32(max(BatchBytesMax, c.BodySizeMax) + envelopeOverhead),
 		Replicas:    c.Replicas,
 		DenyDelete:  true,
+		// A purge would drop batches the event stream may still lack.
+		DenyPurge: true,
 	}
 }
 
@@ -201,8 +203,20 @@ type Log struct {
 	// error of another concrete type than the first, and either happened
 	// at the first recovery from a failed commit.
 	unhealthy atomic.Pointer[error]
-	ring      recent // the newest published events
-	stats     commitStats
+	// lastCommitErr is why JetStream refused the last group commit, nil
+	// once a batch is stored. Healthy reports it even after resync has
+	// found the stream readable again: a full disk refuses every batch,
+	// yet answers the stream info that resync asks for, and /healthz
+	// flickered to "ok" between two refused batches.
+	lastCommitErr atomic.Pointer[error]
+	// pubErr is why the event stream refuses events, nil while it takes
+	// them. While it is set the log takes no new appends: the write-ahead
+	// stream may hold only so much that the event stream lacks (it drops
+	// its oldest batches when full), so acknowledging more would risk
+	// losing acknowledged events (publisherFailing).
+	pubErr atomic.Pointer[error]
+	ring   recent // the newest published events
+	stats  commitStats
 	// drops and walDrops end the requests in flight on the log's
 	// connection and on the commit connection when it drops.
 	drops, walDrops *dropWatch
@@ -376,6 +390,10 @@ func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
 		p.fail(err)
 		return p
 	}
+	if err := l.publisherFailing(); err != nil {
+		p.fail(err)
+		return p
+	}
 	if err := checkSize(env, l.cfg.eventSizeMax()); err != nil {
 		p.fail(err)
 		return p
@@ -455,8 +473,41 @@ func (l *Log) setHealth(err error) {
 	l.unhealthy.Store(&err)
 }
 
-// Healthy reports why the log refuses appends, or nil.
-func (l *Log) Healthy() error { return l.health() }
+// Healthy reports why the log refuses appends or why its last commit
+// failed, or nil.
+func (l *Log) Healthy() error {
+	if err := l.health(); err != nil {
+		return err
+	}
+	if err := l.publisherFailing(); err != nil {
+		return err
+	}
+	if p := l.lastCommitErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// publisherFailing is why the event stream refuses events, or nil.
+func (l *Log) publisherFailing() error {
+	if p := l.pubErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// setPublisherFailing records that the event stream refuses events (err),
+// or with nil that it takes them again.
+func (l *Log) setPublisherFailing(err error) {
+	if err == nil {
+		if l.pubErr.Load() != nil {
+			l.pubErr.Store(nil)
+		}
+		return
+	}
+	err = fmt.Errorf("events: the event stream refuses events, so the log takes no new ones until it does (the write-ahead stream must not get ahead of it by more than it holds): %w", err)
+	l.pubErr.Store(&err)
+}
 
 // Published is the last sequence known to be in the event stream.
 func (l *Log) Published() uint64 {

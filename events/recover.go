@@ -61,7 +61,21 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("events: recover: %w", err)
 	}
 	first, end := info.State.FirstSeq, info.State.LastSeq
-	if end == 0 || from > end {
+	switch {
+	case end == 0:
+		return last, nil
+	case from > end:
+		// The event stream names write-ahead batches the stream never
+		// reached: it was re-created (its numbering starts again), and
+		// its batches may hold events the event stream lacks. They are
+		// read from the start; the sequence check below refuses a gap.
+		from = first
+	case first > end && from < end:
+		// Emptied (purged) while batches after the event stream's last one
+		// were in it: those batches held events that are now nowhere.
+		return 0, fmt.Errorf("%w: the event stream ends at %d in write-ahead batch %d, and batches %d to %d, which followed it, are gone (the write-ahead stream was emptied)", errGap, last, from, from+1, end)
+	case first > end:
+		l.lg.Warn("the write-ahead stream is empty; whether the event stream holds all of its last batch cannot be checked", "last_seq", last, "wal_batch", from)
 		return last, nil
 	}
 	from = max(from, first)

@@ -163,3 +163,68 @@ func TestDuplicateWindowSurvivesRestart(t *testing.T) {
 		t.Fatalf("resend after a restart = %+v, want the first event %+v", again, first)
 	}
 }
+
+// TestRecoverAfterTheWALWasRecreated: the write-ahead stream is deleted
+// while the node is stopped (the event stream holds everything, so it
+// looks disposable) and created anew by the next start, whose numbering
+// starts again at 1. If that node then crashes before the event stream has
+// its first batches, the next start must copy them back: the event stream
+// names batches of the old numbering, beyond the new stream's end.
+func TestRecoverAfterTheWALWasRecreated(t *testing.T) {
+	nc := connectTest(t, t.TempDir())
+	ctx := context.Background()
+	l, err := Open(ctx, nc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 { // five batches: the last event names write-ahead batch 5
+		appendAll(t, l, testEnvelope(i, "task.assign", "agent://a.local", "agent://b.local"))
+	}
+	l.Close(ctx)
+	if err := testJetStream(t, nc).DeleteStream(ctx, "AGLX_WAL"); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(ctx, nc, Config{}, nil) // creates the write-ahead stream anew
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopWorkers(l)
+	writeWALOnly(t, l, 100, 2) // acknowledged, not yet in the event stream: a crash now
+	writeWALOnly(t, l, 200, 2)
+	l, err = Open(ctx, nc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	if last, _ := l.LastSeq(ctx); last != 9 {
+		t.Fatalf("after recovery the event stream ends at %d; events 6 to 9 were acknowledged", last)
+	}
+	if a := appendAll(t, l, testEnvelope(999, "task.assign", "agent://a.local", "agent://b.local"))[0]; a.Seq != 10 {
+		t.Fatalf("a new append got seq %d, want 10", a.Seq)
+	}
+}
+
+// TestWALRefusesPurge: a purge of the write-ahead stream would drop
+// batches the event stream may still lack, so the stream refuses it, also
+// when it was created before the setting existed (Open updates it).
+func TestWALRefusesPurge(t *testing.T) {
+	nc := connectTest(t, t.TempDir())
+	ctx := context.Background()
+	js := testJetStream(t, nc)
+	old := Config{}.WALConfig()
+	old.DenyPurge = false
+	if _, err := js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	appendAndClose(t, nc)
+	wal, err := js.Stream(ctx, "AGLX_WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wal.Purge(ctx); err == nil {
+		t.Fatal("the write-ahead stream was purged")
+	}
+	if info, err := wal.Info(ctx); err != nil || info.State.Msgs == 0 {
+		t.Fatalf("write-ahead stream after the refused purge: %+v, %v", info, err)
+	}
+}

@@ -71,12 +71,26 @@ func register(t *testing.T, m *Main, agent string) {
 // the same agent ids.
 func TestFederationConverges(t *testing.T) {
 	// The second node's port is held from the start, so that no other
-	// process can take it while the first node fails to reach it.
+	// process can take it while the first node fails to reach it; until
+	// the node takes it over, every connection is closed at once, as an
+	// absent peer's would be refused.
 	lnB, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { lnB.Close() })
 	addrB := lnB.Addr().String()
+	refusing := make(chan struct{})
+	go func() {
+		defer close(refusing)
+		for {
+			c, err := lnB.Accept()
+			if err != nil {
+				return // the deadline set at the handover
+			}
+			c.Close()
+		}
+	}()
 	a := startNodeWith(t, t.TempDir(), func(c *Config) {
 		c.Name = "registry://main.local"
 		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + addrB}, 100*time.Millisecond
@@ -89,6 +103,9 @@ func TestFederationConverges(t *testing.T) {
 			t.Fatal("the first node never tried to push to its peer")
 		}
 	}
+	lnB.(*net.TCPListener).SetDeadline(time.Now())
+	<-refusing
+	lnB.(*net.TCPListener).SetDeadline(time.Time{})
 	b := startNodeWith(t, t.TempDir(), func(c *Config) {
 		c.Name, c.Listen = "registry://backup.local", addrB
 		c.SyncTo, c.SyncInterval = []string{"registry://main.local@" + addrA}, 100*time.Millisecond

@@ -66,8 +66,15 @@ func TestNATSServerRestart(t *testing.T) {
 	const total, restartAfter = 3000, 300
 	c := dial(t, m.TCPAddr())
 	c.Conn().SetDeadline(time.Now().Add(120 * time.Second))
+	// The writer holds back the second half of the frames until the
+	// restart has begun, so that they meet it even on a slow machine.
+	restarting := make(chan struct{})
 	go func() {
 		for i := range total {
+			if i == total/2 {
+				c.Flush()
+				<-restarting
+			}
 			if c.Write(restartFrame(i)) != nil {
 				return
 			}
@@ -98,6 +105,7 @@ func TestNATSServerRestart(t *testing.T) {
 					mu.Lock()
 					defer mu.Unlock()
 					current.Shutdown()
+					close(restarting)
 					current.WaitForShutdown()
 					var err error
 					for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -148,6 +156,7 @@ func TestNATSServerRestart(t *testing.T) {
 			if !strings.HasPrefix(f.Value("STATUS"), "503 ") || time.Now().After(deadline) {
 				t.Fatalf("resend of r-%d: %s %s %s", i, f.Type(), f.Value("STATUS"), f.Body)
 			}
+			time.Sleep(50 * time.Millisecond) // the client may still be reconnecting
 		}
 	}
 	if len(acks) != total+1 {

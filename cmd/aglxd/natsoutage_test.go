@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/bridge"
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// healthz returns /healthz's status code and body.
+func healthz(t *testing.T, m *Main) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + m.HTTPAddr() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// answerOf reads a reply that may be an ack or an error.
+func answerOf(t *testing.T, c *bridge.Client) (*protocol.Frame, ackBody) {
+	t.Helper()
+	f, err := c.ReadReply()
+	if err != nil {
+		t.Fatalf("reading reply: %v", err)
+	}
+	if f.Type() == "ack" {
+		return f, eventOf(t, f)
+	}
+	return f, ackBody{}
+}
+
+// resendUntilAcked sends frame i until it is acked, as an agent told 503
+// would, and fails if that takes longer than wait.
+func resendUntilAcked(t *testing.T, m *Main, i int, wait time.Duration) ackBody {
+	t.Helper()
+	c := dial(t, m.TCPAddr())
+	for deadline := time.Now().Add(wait); ; time.Sleep(100 * time.Millisecond) {
+		c.Write(restartFrame(i))
+		c.Flush()
+		f, a := answerOf(t, c)
+		if f.Type() == "ack" {
+			return a
+		}
+		if !strings.HasPrefix(f.Value("STATUS"), "503 ") {
+			t.Fatalf("frame r-%d: %s %s %s", i, f.Type(), f.Value("STATUS"), f.Body)
+		}
+		if time.Now().After(deadline) {
+			code, body := healthz(t, m)
+			t.Fatalf("frame r-%d still refused after %s: %s; /healthz %d %s", i, wait, f.Body, code, body)
+		}
+	}
+}
+
+// TestNATSOutageLongerThanTheAckTimeout: the operator's NATS server is
+// away for longer than the node's ack timeout while a frame is waiting.
+// The frame gets 503; /healthz says why; and once the server is back, the
+// node takes frames again by itself, without a restart and without any
+// frame arriving to prompt it. The frame refused during the outage, sent
+// again, is acked once.
+func TestNATSOutageLongerThanTheAckTimeout(t *testing.T) {
+	storeDir := t.TempDir()
+	ns, err := startNATSAt(t, storeDir, server.RANDOM_PORT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ns.Addr().(*net.TCPAddr).Port
+	current := ns
+	t.Cleanup(func() { current.Shutdown(); current.WaitForShutdown() })
+	const ackTimeout = time.Second
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.NATSURL = ns.ClientURL(); c.ackTimeout = ackTimeout })
+	resendUntilAcked(t, m, 0, 10*time.Second)
+
+	current.Shutdown()
+	current.WaitForShutdown()
+	c := dial(t, m.TCPAddr())
+	c.Write(restartFrame(1))
+	c.Flush()
+	if f, _ := answerOf(t, c); !strings.HasPrefix(f.Value("STATUS"), "503 ") {
+		t.Fatalf("a frame while NATS is away: %s %s %s", f.Type(), f.Value("STATUS"), f.Body)
+	}
+	if code, body := healthz(t, m); code != http.StatusServiceUnavailable {
+		t.Fatalf("/healthz while NATS is away: %d %s", code, body)
+	}
+	// The outage lasts a few ack timeouts: every attempt the node makes
+	// to learn the write-ahead stream's end meanwhile fails.
+	time.Sleep(3 * ackTimeout)
+	if current, err = startNATSAt(t, storeDir, port); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if code, _ := healthz(t, m); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			code, body := healthz(t, m)
+			t.Fatalf("/healthz 30 s after NATS came back: %d %s", code, body)
+		}
+	}
+	a := resendUntilAcked(t, m, 1, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.log.WaitPublished(ctx, a.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if stored := storedByID(t, current.ClientURL()); len(stored) != 2 || stored["r-1"].Seq != a.Seq {
+		t.Fatalf("stored %d events, r-1 at %v; want 2, r-1 at %d", len(stored), stored["r-1"], a.Seq)
+	}
+}
+
+// TestEventStreamRefusingEvents: the event stream stops taking events (an
+// operator's byte limit is reached) under a pipelined load. The node then
+// acknowledges nothing new, because the write-ahead stream must never get
+// further ahead of the event stream than it can hold: new frames get 503
+// at once, frames already queued get 503 within moments, /healthz says
+// why, and no frame waits unanswered. Once the limit is lifted the node
+// takes frames again, and every acked frame is stored once.
+func TestEventStreamRefusingEvents(t *testing.T) {
+	ns := startExternalNATS(t)
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.NATSURL = ns.ClientURL() })
+	js := jetStreamAt(t, ns.ClientURL())
+	ctx := context.Background()
+	first := resendUntilAcked(t, m, 0, 10*time.Second)
+	if err := m.log.WaitPublished(ctx, first.Seq); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, events.StreamNameDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := info.Config
+	cfg.MaxBytes = int64(info.State.Bytes) + 20_000 // room for a few dozen events
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	const total = 3000
+	c := dial(t, m.TCPAddr())
+	go func() {
+		for i := 1; i <= total; i++ {
+			if c.Write(restartFrame(i)) != nil {
+				return
+			}
+			if i%64 == 0 && c.Flush() != nil {
+				return
+			}
+		}
+		c.Flush()
+	}()
+	acks := map[string]ackBody{"r-0": first}
+	refused := 0
+	for range total { // dial's deadline fails the test if a reply never comes
+		f, a := answerOf(t, c)
+		switch {
+		case f.Type() == "ack":
+			acks[f.Value("IN-REPLY-TO")] = a
+		case strings.HasPrefix(f.Value("STATUS"), "503 "):
+			refused++
+		default:
+			t.Fatalf("reply: %s %s %s", f.Type(), f.Value("STATUS"), f.Body)
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("all %d frames were acked while the event stream took only a few dozen", total)
+	}
+	if code, body := healthz(t, m); code != http.StatusServiceUnavailable || !strings.Contains(body, "event stream") {
+		t.Fatalf("/healthz while the event stream refuses events: %d %s", code, body)
+	}
+	t.Logf("%d acked, %d refused while the event stream was full", len(acks), refused)
+
+	cfg.MaxBytes = -1
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	a := resendUntilAcked(t, m, total+1, 30*time.Second)
+	acks[fmt.Sprintf("r-%d", total+1)] = a
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := m.log.WaitPublished(wctx, a.Seq); err != nil {
+		t.Fatal(err)
+	}
+	stored := storedByID(t, ns.ClientURL()) // fails on an ID stored twice
+	for id, a := range acks {
+		if e, ok := stored[id]; !ok || e.Seq != a.Seq || e.ID != a.EventID {
+			t.Fatalf("frame %s acked as seq %d event %s, stored as %+v", id, a.Seq, a.EventID, e)
+		}
+	}
+}
