@@ -46,6 +46,10 @@ type conn struct {
 	// the node owes the peer nothing (armRead, answered).
 	idleMu     sync.Mutex
 	unanswered int
+
+	// bytesInFlight is the wire size of the frames read and not yet
+	// answered; guarded by the server's budget.
+	bytesInFlight int64
 }
 
 // item is one frame on its way from the socket to its reply.
@@ -61,6 +65,7 @@ type item struct {
 	transport  string
 	peer       string
 	receivedAt time.Time
+	size       int64 // wire size, taken from the server's budget
 
 	// Set by validate; validated is closed when it is done (validateAsync
 	// sets it: alreadyValidated for the frames validated on the reader).
@@ -127,6 +132,7 @@ func (c *conn) stopReading() {
 		defer c.idleMu.Unlock()
 		close(c.stopped)
 		c.nc.SetReadDeadline(time.Now())
+		c.s.budget.wake()
 	})
 }
 
@@ -196,8 +202,11 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
+		size := wireSize(f)
+		c.s.budget.acquire(c, size)
 		c.read()
 		it := c.s.prepare(f, pe, c.transport, c.peer)
+		it.size = size
 		c.s.validateAsync(it)
 		c.queue <- it
 		if pe != nil && pe.Fatal {
@@ -222,6 +231,7 @@ func (c *conn) writeLoop() {
 	var werr error
 	for it := range c.replies {
 		werr = c.writeReply(bw, it, werr)
+		c.s.budget.release(c, it.size)
 		c.answered()
 	}
 	if werr == nil {

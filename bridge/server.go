@@ -159,6 +159,8 @@ type Server struct {
 	// must not keep the node from exiting.
 	abort     context.Context
 	abortWait context.CancelFunc
+
+	budget *budget // bytes of frames in flight (ConnBytesMax, ServerBytesMax)
 }
 
 // New returns a Server that appends to log.
@@ -171,6 +173,7 @@ func New(log *events.Log, cfg Config, lg *slog.Logger) *Server {
 		listeners: map[net.Listener]struct{}{},
 		packets:   map[net.PacketConn]struct{}{},
 		conns:     map[*conn]struct{}{},
+		budget:    newBudget(),
 	}
 	s.abort, s.abortWait = context.WithCancel(context.Background())
 	return s
