@@ -250,7 +250,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	}
 	wal, err := js.CreateOrUpdateStream(ctx, cfg.WALConfig())
 	if err != nil {
-		return nil, fmt.Errorf("events: create stream %s: %w", cfg.walStream(), err)
+		return nil, fmt.Errorf("events: create stream %s (it reserves %d bytes of the JetStream store, Config.WALBytesMax): %w", cfg.walStream(), cfg.WALBytesMax, err)
 	}
 	walMsgMax, err := walMessageMax(nc, cfg)
 	if err != nil {
