@@ -16,8 +16,9 @@ const (
 	// frame larger than this is still taken when the connection has
 	// nothing else in flight, so that every legal frame can pass.
 	ConnBytesMax = 16 << 20 // bytes, as read from the wire
-	// ServerBytesMax bounds all connections' frames in flight together;
-	// likewise one frame is taken when nothing else is in flight.
+	// ServerBytesMax bounds all connections' frames in flight together,
+	// but for the one frame each connection may always have in flight
+	// (fits): so that peers that stop reading cannot stall the others.
 	ServerBytesMax = 256 << 20 // bytes, as read from the wire
 )
 
@@ -54,10 +55,15 @@ func (b *budget) acquire(c *conn, n int64) {
 	b.used += n
 }
 
+// fits reports whether c may take n more bytes. A connection with nothing
+// in flight always may: otherwise a few peers that stop reading their
+// replies could hold ServerBytesMax and stall every other connection. So
+// the bound on all connections is ServerBytesMax plus one frame for each.
 func (b *budget) fits(c *conn, n int64) bool {
-	connOK := c.bytesInFlight == 0 || c.bytesInFlight+n <= ConnBytesMax
-	allOK := b.used == 0 || b.used+n <= ServerBytesMax
-	return connOK && allOK
+	if c.bytesInFlight == 0 {
+		return true
+	}
+	return c.bytesInFlight+n <= ConnBytesMax && b.used+n <= ServerBytesMax
 }
 
 // release gives back n bytes of c's.

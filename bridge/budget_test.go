@@ -8,8 +8,9 @@ import (
 // TestBudget: a reader waits while a frame would take its connection past
 // ConnBytesMax or all connections past ServerBytesMax, goes on when
 // replies give bytes back, always takes a frame when nothing else is in
-// flight (so a frame larger than a bound still passes), and stops waiting
-// when its connection stops reading.
+// flight on its connection (so a frame larger than a bound still passes,
+// and peers that do not read their replies cannot stall the others), and
+// stops waiting when its connection stops reading.
 func TestBudget(t *testing.T) {
 	newConn := func() *conn { return &conn{stopped: make(chan struct{})} }
 	// acquired reports whether acquire returned within a moment.
@@ -57,9 +58,10 @@ func TestBudget(t *testing.T) {
 			mustReturn(t, acquired(b, c, ConnBytesMax), "a connection's full share")
 		}
 		late := newConn()
+		mustReturn(t, acquired(b, late, 1), "a connection's first frame, whatever the others hold")
 		wait := acquired(b, late, 1)
 		if returns(wait) {
-			t.Fatal("a frame was taken past ServerBytesMax")
+			t.Fatal("a second frame was taken past ServerBytesMax")
 		}
 		b.release(conns[0], ConnBytesMax)
 		mustReturn(t, wait, "after another connection's reply")

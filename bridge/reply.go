@@ -69,7 +69,7 @@ func (s *Server) answer(it *item, a events.Appended) (projections.Reply, bool) {
 	if !s.answered(it, a) {
 		return projections.Reply{}, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), AnswerTimeout)
+	ctx, cancel := context.WithTimeout(s.abort, AnswerTimeout)
 	defer cancel()
 	r, ok, err := s.cfg.Answerer.Answer(ctx, a.Seq)
 	if err != nil {

@@ -34,11 +34,8 @@ func (l *Log) commitLoop() {
 	defer l.wg.Done()
 	defer close(l.toPublish)
 	buf := make([]byte, 0, BatchBytesMax+envelopeOverhead)
-	// carry is an append taken from the queue that did not fit the batch
-	// before: it starts the next one.
-	var carry *Pending
 	for {
-		p := carry
+		p := l.carry
 		if p == nil {
 			// While the log refuses appends, nothing reaches the queue to
 			// make the next commit try resync: it is tried on a timer, or
@@ -55,21 +52,21 @@ func (l *Log) commitLoop() {
 				continue
 			case <-l.stop:
 				for { // commit what was queued before the stop
-					if carry == nil {
+					if l.carry == nil {
 						select {
-						case carry = <-l.queue:
+						case l.carry = <-l.queue:
 						default:
 							return
 						}
 					}
 					var pend []*Pending
-					pend, carry = l.collect(carry)
+					pend, l.carry = l.collect(l.carry)
 					buf = l.commit(pend, buf)
 				}
 			}
 		}
 		var pend []*Pending
-		pend, carry = l.collect(p)
+		pend, l.carry = l.collect(p)
 		buf = l.commit(pend, buf)
 	}
 }
@@ -111,6 +108,14 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 		}
 		return buf
 	}
+	// Appends queued before the event stream began to refuse events are
+	// refused too: the write-ahead stream must not get further ahead.
+	if err := l.publisherFailing(); err != nil {
+		for _, p := range pend {
+			p.fail(err)
+		}
+		return buf
+	}
 	b := &batch{firstSeq: l.nextSeq}
 	stored := make([]*Pending, 0, len(pend)) // stored[i] appended b.events[i]
 	var dups []dupOf
@@ -144,10 +149,11 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 			// Recorded before the appends learn of it, so that a caller
 			// who got the refusal finds the log reporting it. A refusal
 			// by JetStream itself (a full store, a limit) is kept until a
-			// batch is stored again; a lost connection or a timeout is
-			// over once resync reaches the stream.
+			// batch is stored again; a lost connection, a timeout or a
+			// wrong last sequence (a batch stored whose ack was lost) is
+			// over once resync has reached the stream.
 			failed := fmt.Errorf("events: the write-ahead stream failed: %w", err)
-			if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) {
+			if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
 				l.lastCommitErr.Store(&failed)
 			}
 			l.setHealth(failed)
@@ -204,8 +210,13 @@ func (l *Log) handOff(b *batch) {
 	}
 }
 
-// refuseQueued fails every append waiting in the queue with err.
+// refuseQueued fails every append waiting in the queue with err, and the
+// one carried over to the next batch.
 func (l *Log) refuseQueued(err error) {
+	if l.carry != nil {
+		l.carry.fail(err)
+		l.carry = nil
+	}
 	for {
 		select {
 		case p := <-l.queue:
@@ -276,6 +287,7 @@ func (l *Log) resync() bool {
 		}
 		l.walLast = seq
 		l.nextSeq = b.firstSeq + uint64(len(b.events))
+		l.lastCommitErr.Store(nil) // a batch was stored after all
 		l.handOff(b)
 	}
 	l.setHealth(nil)

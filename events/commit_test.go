@@ -208,3 +208,69 @@ func TestResyncCorrectsAWriteAheadEndTooFar(t *testing.T) {
 		t.Fatalf("resync over an end it cannot explain: health %v, want a refusal", l.health())
 	}
 }
+
+// TestHealthyAfterALostAck: a batch the committer did not see lands in the
+// write-ahead stream (as one whose acknowledgement was lost does). The next
+// commit fails on its expected last sequence, resync takes the batch up,
+// and the log takes appends again; Healthy (what /healthz reports) must
+// then say so without waiting for another batch, or an idle node would
+// look broken for good.
+func TestHealthyAfterALostAck(t *testing.T) {
+	ctx := context.Background()
+	l, nc := openTestLog(t, t.TempDir())
+	js := testJetStream(t, nc)
+	appendAll(t, l, taskEnvelopes(1)...)
+	e := testEnvelope(50, "task.assign", "agent://a.local", "agent://b.local")
+	e.Seq = 2
+	b := &batch{firstSeq: 2, events: []*Envelope{e}}
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: l.cfg.walSubject(), Data: encodeBatch(nil, b), Header: nats.Header{
+		HdrFirstSeq: []string{"2"}, HdrCount: []string{"1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, testEnvelope(51, "task.assign", "agent://a.local", "agent://b.local")).Wait(ctx); err == nil {
+		t.Fatal("an append behind a batch the log did not know of was acknowledged")
+	}
+	for deadline := time.Now().Add(20 * time.Second); l.health() != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log still refuses appends: %v", l.health())
+		}
+	}
+	if err := l.Healthy(); err != nil {
+		t.Fatalf("the log takes appends again, yet Healthy reports: %v", err)
+	}
+}
+
+// TestEveryAppendIsAnsweredWhileTheEventStreamRefuses: while the event
+// stream refuses events, every append is answered within moments, ack or
+// refusal, including the one the committer carried over to its next batch
+// because it did not fit the one before (it is in neither the queue nor a
+// batch).
+func TestEveryAppendIsAnsweredWhileTheEventStreamRefuses(t *testing.T) {
+	ctx := context.Background()
+	l, nc := openTestLog(t, t.TempDir())
+	appendAll(t, l, taskEnvelopes(1)...)
+	cfg := l.cfg.StreamConfig()
+	cfg.MaxMsgSize = 2048 // bytes: the event stream refuses every big event
+	if _, err := testJetStream(t, nc).UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	envs := taskEnvelopes(61)[1:]
+	for _, e := range envs {
+		e.Body = []byte(`"` + strings.Repeat("x", 600<<10) + `"`) // about 7 to a batch: one is carried
+	}
+	pend := make([]*Pending, len(envs))
+	for i, e := range envs {
+		pend[i] = l.Append(ctx, e)
+	}
+	deadline := time.After(30 * time.Second)
+	for i, p := range pend {
+		select {
+		case <-p.done:
+		case <-deadline:
+			t.Fatalf("append %d of %d is still unanswered; Healthy: %v", i, len(pend), l.Healthy())
+		}
+	}
+	if l.Healthy() == nil {
+		t.Fatal("the event stream refuses events, yet the log says it is healthy")
+	}
+}

@@ -193,6 +193,9 @@ type Log struct {
 
 	// Owned by the committer goroutine once it runs.
 	nextSeq uint64 // the sequence the next event gets
+	// carry is an append taken from the queue that did not fit the batch
+	// before: it starts the next one.
+	carry   *Pending
 	walLast uint64 // the write-ahead stream's last sequence
 
 	pubMu     sync.Mutex

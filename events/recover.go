@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -61,14 +62,23 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("events: recover: %w", err)
 	}
 	first, end := info.State.FirstSeq, info.State.LastSeq
+	if from >= first && from <= end && !l.batchHolds(ctx, from, last) {
+		// The batch the event stream names is not the one that holds its
+		// last event: the write-ahead stream was re-created and its
+		// numbering started again. Read it from its start.
+		from = end + 1
+	}
 	switch {
 	case end == 0:
+		if last > 0 {
+			l.lg.Warn("the write-ahead stream is empty; the event stream is taken as complete", "last_seq", last)
+		}
 		return last, nil
 	case from > end:
 		// The event stream names write-ahead batches the stream never
-		// reached: it was re-created (its numbering starts again), and
-		// its batches may hold events the event stream lacks. They are
-		// read from the start; the sequence check below refuses a gap.
+		// reached (or not the ones it holds): it was re-created, and its
+		// batches may hold events the event stream lacks. They are read
+		// from the start; the sequence check below refuses a gap.
 		from = first
 	case first > end && from < end:
 		// Emptied (purged) while batches after the event stream's last one
@@ -119,4 +129,23 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 		l.lg.Warn("event stream repaired from the write-ahead stream", "events", copied, "last_seq", last)
 	}
 	return last, nil
+}
+
+// batchHolds reports whether write-ahead batch seq holds event last,
+// from its headers alone. A batch that cannot be read counts as holding
+// it: the copy that follows reads it again and reports the error.
+func (l *Log) batchHolds(ctx context.Context, seq, last uint64) bool {
+	if last == 0 {
+		return true
+	}
+	m, err := l.wal.GetMsg(ctx, seq)
+	if err != nil {
+		return true
+	}
+	first, err1 := strconv.ParseUint(m.Header.Get(HdrFirstSeq), 10, 64)
+	count, err2 := strconv.ParseUint(m.Header.Get(HdrCount), 10, 64)
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	return first <= last && last < first+count
 }

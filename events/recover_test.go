@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -169,8 +170,16 @@ func TestDuplicateWindowSurvivesRestart(t *testing.T) {
 // looks disposable) and created anew by the next start, whose numbering
 // starts again at 1. If that node then crashes before the event stream has
 // its first batches, the next start must copy them back: the event stream
-// names batches of the old numbering, beyond the new stream's end.
+// names batches of the old numbering, beyond the new stream's end (two new
+// batches) or at a batch of the new numbering that holds other events
+// (six).
 func TestRecoverAfterTheWALWasRecreated(t *testing.T) {
+	for _, batches := range []int{2, 6} {
+		t.Run(fmt.Sprintf("%d new batches", batches), func(t *testing.T) { recoverAfterTheWALWasRecreated(t, batches) })
+	}
+}
+
+func recoverAfterTheWALWasRecreated(t *testing.T, batches int) {
 	nc := connectTest(t, t.TempDir())
 	ctx := context.Background()
 	l, err := Open(ctx, nc, Config{}, nil)
@@ -189,18 +198,20 @@ func TestRecoverAfterTheWALWasRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopWorkers(l)
-	writeWALOnly(t, l, 100, 2) // acknowledged, not yet in the event stream: a crash now
-	writeWALOnly(t, l, 200, 2)
+	for i := range batches { // acknowledged, not yet in the event stream: a crash now
+		writeWALOnly(t, l, 100*(i+1), 2)
+	}
 	l, err = Open(ctx, nc, Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close(ctx)
-	if last, _ := l.LastSeq(ctx); last != 9 {
-		t.Fatalf("after recovery the event stream ends at %d; events 6 to 9 were acknowledged", last)
+	want := uint64(5 + 2*batches)
+	if last, _ := l.LastSeq(ctx); last != want {
+		t.Fatalf("after recovery the event stream ends at %d; events 6 to %d were acknowledged", last, want)
 	}
-	if a := appendAll(t, l, testEnvelope(999, "task.assign", "agent://a.local", "agent://b.local"))[0]; a.Seq != 10 {
-		t.Fatalf("a new append got seq %d, want 10", a.Seq)
+	if a := appendAll(t, l, testEnvelope(999, "task.assign", "agent://a.local", "agent://b.local"))[0]; a.Seq != want+1 {
+		t.Fatalf("a new append got seq %d, want %d", a.Seq, want+1)
 	}
 }
 
