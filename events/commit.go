@@ -392,6 +392,11 @@ func (l *Log) reap(fifo []inflightPub, inflight, n int) ([]inflightPub, int) {
 	for i := 0; i < n && len(fifo) > 0; i++ {
 		f := fifo[0]
 		select {
+		case <-l.drops.context().Done():
+			// The connection dropped or closed: the acknowledgement may
+			// never come (nats.go fails the futures of a reconnection, not
+			// those of a closed connection).
+			return l.repair(fifo), 0
 		case ack := <-f.fut.Ok():
 			if last := f.envs[len(f.envs)-1].Seq; ack.Sequence != last {
 				// The preconditions make this impossible; if it ever
@@ -424,6 +429,7 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 		select {
 		case <-f.fut.Ok():
 		case <-f.fut.Err():
+		case <-l.drops.context().Done(): // as in reap
 		}
 	}
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {

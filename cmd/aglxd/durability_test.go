@@ -182,3 +182,44 @@ func TestNoReplyBeforeDurable(t *testing.T) {
 		t.Fatalf("the reply names %+v; the log holds %+v", a, ev)
 	}
 }
+
+// TestShutdownEndsWhileTheLogIsStuck: JetStream stops answering (a hung
+// server) while a frame waits for its batch, with an ack timeout far
+// beyond the test's deadlines. Stopping the node with a short deadline
+// must end at that deadline, not when the frame's wait does: a stuck log
+// must not keep the node from exiting.
+func TestShutdownEndsWhileTheLogIsStuck(t *testing.T) {
+	ns := startExternalNATS(t)
+	proxy := startGateProxy(t, ns.Addr().String())
+	m := startNodeWith(t, t.TempDir(), func(c *Config) {
+		c.NATSURL = "nats://" + proxy.ln.Addr().String()
+		c.ackTimeout = 10 * time.Minute
+	})
+	t.Cleanup(proxy.resume)
+	c := dial(t, m.TCPAddr())
+	c.Write(referenceFiles(t)[3])
+	c.Flush()
+	readAck(t, c)
+
+	proxy.pause()
+	c.Write(referenceFiles(t)[3]) // its batch is never answered
+	c.Flush()
+	// Give the node a moment to read the frame and send its batch into
+	// the gate. (Were it slower, the stop would find nothing waiting and
+	// the test would pass without its point; it cannot fail for it.)
+	time.Sleep(300 * time.Millisecond)
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		closed <- m.Close(ctx)
+	}()
+	select {
+	case err := <-closed:
+		if err == nil {
+			t.Fatal("Close reported a clean stop, with a frame unanswered")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Close did not return a minute after its one-second deadline")
+	}
+}
