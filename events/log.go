@@ -331,9 +331,12 @@ func Attach(ctx context.Context, nc *nats.Conn, stream string) (*Log, error) {
 	return &Log{nc: nc, js: js, stream: st, cfg: Config{Stream: stream}.withDefaults()}, nil
 }
 
-// Close stops taking appends, commits and publishes what it holds, and
-// returns when the event stream has every acknowledged event or ctx ends.
-// The caller must stop calling Append first.
+// Close stops taking appends, commits what it holds, publishes what the
+// event stream will take, and returns when the committer and publisher
+// have stopped or ctx ends. Every acknowledged event is in the write-ahead
+// stream; if the event stream refused some or could not be reached, they
+// are copied there at the next Open, not here. The caller must stop
+// calling Append first.
 func (l *Log) Close(ctx context.Context) error {
 	if l.wal == nil {
 		return nil
