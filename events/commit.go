@@ -102,15 +102,16 @@ type dupOf struct {
 }
 
 func (l *Log) commit(pend []*Pending, buf []byte) []byte {
-	if err := l.health(); err != nil && !l.resync() {
+	// Appends queued before the event stream began to refuse events are
+	// refused too: the write-ahead stream must not get further ahead. This
+	// comes before resync, which may wait to hand a batch to the publisher.
+	if err := l.publisherFailing(); err != nil {
 		for _, p := range pend {
 			p.fail(err)
 		}
 		return buf
 	}
-	// Appends queued before the event stream began to refuse events are
-	// refused too: the write-ahead stream must not get further ahead.
-	if err := l.publisherFailing(); err != nil {
+	if err := l.health(); err != nil && !l.resync() {
 		for _, p := range pend {
 			p.fail(err)
 		}
@@ -432,7 +433,7 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 		case <-l.drops.context().Done(): // as in reap
 		}
 	}
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+	for attempt, wait := 1, 100*time.Millisecond; ; attempt, wait = attempt+1, min(2*wait, 5*time.Second) {
 		ctx, cancel := context.WithTimeout(l.drops.context(), l.cfg.AckTimeout)
 		last, err := l.replayWAL(ctx)
 		cancel()
@@ -441,7 +442,14 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 			l.setPublisherFailing(nil)
 			return nil
 		}
-		l.setPublisherFailing(err)
+		// A first attempt may meet publishes of the run it replaces still
+		// landing (after a dropped connection, repair does not wait for
+		// them): a wrong last sequence then is no refusal, and marking the
+		// log failing would answer 503 for nothing.
+		var apiErr *jetstream.APIError
+		if attempt > 1 || !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+			l.setPublisherFailing(err)
+		}
 		l.lg.Error("repairing the event stream failed; retrying", "err", err, "wait", wait)
 		select {
 		case <-time.After(wait):
