@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"github.com/aglx/ledger/protocol"
 	"math/bits"
 
 	"github.com/cockroachdb/apd/v3"
@@ -177,10 +178,13 @@ func (f fixed) decimal(d *apd.Decimal) *apd.Decimal {
 	return d
 }
 
-// text is f in plain notation, as apd writes it: "1.50", "-3", "0.00".
+// text is f in plain notation, as protocol.Amount writes it: "1.50",
+// "-3", "0.00", and "0" for a zero of a positive exponent (which apd alone
+// writes "0000": 1e3 spent from 1e3).
 func (f fixed) text() string {
 	var d apd.Decimal
-	return f.decimal(&d).Text('f')
+	f.decimal(&d)
+	return protocol.Amount(d).String()
 }
 
 // align returns the magnitudes of x and y at the smaller of their

@@ -86,3 +86,26 @@ func TestMaxDigits(t *testing.T) {
 	}
 	sameSnapshot(t, "after the refused mint", h2.snapshot(), before)
 }
+
+// TestZeroPrintsAsZero: spending 1e3 credits from a balance of 1e3 leaves
+// a zero whose exponent is 3, which apd alone writes "0000". Every figure
+// the ledger shows must read back as a number: "0".
+func TestZeroPrintsAsZero(t *testing.T) {
+	h := newHarness(t)
+	h.apply(mint(alice, "1e3", "m-1"))
+	o := h.apply(transfer(alice, bob, "1e3", "t-1", AuthValid))
+	if o.Status != 200 || o.Balance.String() != "0" {
+		t.Fatalf("Apply(alice pays 1e3 of 1e3) = %d %q balance %s, want 200 balance 0", o.Status, o.Reason, o.Balance)
+	}
+	v, _ := h.l.Account(alice)
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"balance":"0"`) {
+		t.Fatalf("json.Marshal(alice) = %s, want a balance of \"0\"", b)
+	}
+	if o := h.apply(transfer(alice, bob, "1", "t-2", AuthValid)); o.Status != 402 || !strings.Contains(o.Reason, "has 0 credits") {
+		t.Fatalf("Apply(alice pays 1 from 0) = %d %q, want 402 naming 0 credits", o.Status, o.Reason)
+	}
+}

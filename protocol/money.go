@@ -97,6 +97,13 @@ func (a *Amount) Decimal() *apd.Decimal { return (*apd.Decimal)(a) }
 // same whether or not it is addressable.
 func (a Amount) String() string {
 	d := apd.Decimal(a)
+	if d.IsZero() {
+		// apd writes a zero with a positive exponent as "00" or "0000"
+		// (0e1, or 1e3 minus 1e3), which no parser of decimals, ours
+		// included, reads back; and a negative zero is zero.
+		d.Negative = false
+		d.Exponent = min(d.Exponent, 0)
+	}
 	return d.Text('f')
 }
 

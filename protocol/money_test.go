@@ -32,7 +32,10 @@ func TestParseAmount(t *testing.T) {
 		{"1E+3", "1000"},
 		{"25E-1", "2.5"},
 		{"1.5e-3", "0.0015"},
-		{"-0", "-0"},
+		{"-0", "0"},       // a negative zero is zero
+		{"-0.00", "0.00"}, // with its scale
+		{"0e1", "0"},      // apd alone writes "00", which reads back as nothing
+		{"0E+3", "0"},
 		{"0." + strings.Repeat("0", 33) + "1", "0." + strings.Repeat("0", 33) + "1"},           // 10^-34
 		{strings.Repeat("9", 34), strings.Repeat("9", 34)},                                     // below 10^34
 		{"1234567890123456789012345678.901234", "1234567890123456789012345678.901234"},         // 34 digits
