@@ -75,17 +75,25 @@ func benchServer(b testing.TB, sync time.Duration) *nats.Conn {
 	return nc
 }
 
+// openBenchLog opens a log on a fresh server with fsync always, as aglxd
+// runs it, and a logger that discards; the log closes with tb.
+func openBenchLog(tb testing.TB) (*events.Log, *slog.Logger) {
+	tb.Helper()
+	nc := benchServer(tb, 0)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	l, err := events.Open(context.Background(), nc, events.Config{}, quiet)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close(context.Background()) })
+	return l, quiet
+}
+
 // BenchmarkIngestTCP is the node's edge end to end, durable (fsync
 // always): frames over loopback TCP on benchConns connections, each
 // pipelining, until every ack has been read.
 func BenchmarkIngestTCP(b *testing.B) {
-	nc := benchServer(b, 0)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	l, err := events.Open(context.Background(), nc, events.Config{}, quiet)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close(context.Background())
+	l, quiet := openBenchLog(b)
 	srv := New(l, Config{}, quiet)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

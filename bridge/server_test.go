@@ -3,8 +3,6 @@ package bridge
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -19,13 +17,7 @@ import (
 // counted its waiter outside the lock); the interleaving is rare, so this
 // test cannot force it.
 func TestShutdownRightAfterServing(t *testing.T) {
-	nc := benchServer(t, 0)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	l, err := events.Open(context.Background(), nc, events.Config{}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close(context.Background())
+	l, quiet := openBenchLog(t)
 	for range 20 {
 		srv := New(l, Config{}, quiet)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

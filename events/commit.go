@@ -232,10 +232,7 @@ func (l *Log) refuseQueued(err error) {
 // it is stored. The expected-last-sequence check makes a lost
 // acknowledgement safe: the next write fails instead of forking the history.
 func (l *Log) writeBatch(b *batch, data []byte) (uint64, error) {
-	msg := &nats.Msg{Subject: l.cfg.walSubject(), Data: data, Header: nats.Header{
-		HdrFirstSeq: []string{strconv.FormatUint(b.firstSeq, 10)},
-		HdrCount:    []string{strconv.Itoa(len(b.events))},
-	}}
+	msg := l.walMsg(b, data)
 	ctx, cancel := context.WithTimeout(l.walDrops.context(), l.cfg.AckTimeout)
 	defer cancel()
 	ack, err := l.walJS.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(l.walLast), jetstream.WithExpectStream(l.cfg.walStream()))
@@ -246,6 +243,14 @@ func (l *Log) writeBatch(b *batch, data []byte) (uint64, error) {
 		return 0, err
 	}
 	return ack.Sequence, nil
+}
+
+// walMsg is the write-ahead message of batch b, encoded as data.
+func (l *Log) walMsg(b *batch, data []byte) *nats.Msg {
+	return &nats.Msg{Subject: l.cfg.walSubject(), Data: data, Header: nats.Header{
+		HdrFirstSeq: []string{strconv.FormatUint(b.firstSeq, 10)},
+		HdrCount:    []string{strconv.Itoa(len(b.events))},
+	}}
 }
 
 // resync learns the write-ahead stream's true end after a failed commit

@@ -107,10 +107,7 @@ func TestResyncTakesUpABatchWhoseAckWasLost(t *testing.T) {
 		c.Seq = 6 + uint64(j)
 		lost.events = append(lost.events, &c)
 	}
-	msg := &nats.Msg{Subject: l.cfg.walSubject(), Data: encodeBatch(nil, lost), Header: nats.Header{
-		HdrFirstSeq: []string{"6"}, HdrCount: []string{"2"},
-	}}
-	if _, err := js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(walLast)); err != nil {
+	if _, err := js.PublishMsg(ctx, l.walMsg(lost, encodeBatch(nil, lost)), jetstream.WithExpectLastSequence(walLast)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -223,8 +220,7 @@ func TestHealthyAfterALostAck(t *testing.T) {
 	e := testEnvelope(50, "task.assign", "agent://a.local", "agent://b.local")
 	e.Seq = 2
 	b := &batch{firstSeq: 2, events: []*Envelope{e}}
-	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: l.cfg.walSubject(), Data: encodeBatch(nil, b), Header: nats.Header{
-		HdrFirstSeq: []string{"2"}, HdrCount: []string{"1"}}}); err != nil {
+	if _, err := js.PublishMsg(ctx, l.walMsg(b, encodeBatch(nil, b))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Append(ctx, testEnvelope(51, "task.assign", "agent://a.local", "agent://b.local")).Wait(ctx); err == nil {

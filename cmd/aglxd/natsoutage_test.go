@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -19,13 +18,8 @@ import (
 // healthz returns /healthz's status code and body.
 func healthz(t *testing.T, m *Main) (int, string) {
 	t.Helper()
-	resp, err := http.Get("http://" + m.HTTPAddr() + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(b))
+	code, b := rfGet(t, m, "/healthz", 0)
+	return code, strings.TrimSpace(string(b))
 }
 
 // answerOf reads a reply that may be an ack or an error.
@@ -41,11 +35,10 @@ func answerOf(t *testing.T, c *bridge.Client) (*protocol.Frame, ackBody) {
 	return f, ackBody{}
 }
 
-// resendUntilAcked sends frame i until it is acked, as an agent told 503
-// would, and fails if that takes longer than wait.
-func resendUntilAcked(t *testing.T, m *Main, i int, wait time.Duration) ackBody {
+// resendUntilAcked sends frame i on c until it is acked, as an agent told
+// 503 would, and fails if that takes longer than wait.
+func resendUntilAcked(t *testing.T, m *Main, c *bridge.Client, i int, wait time.Duration) ackBody {
 	t.Helper()
-	c := dial(t, m.TCPAddr())
 	for deadline := time.Now().Add(wait); ; time.Sleep(100 * time.Millisecond) {
 		c.Write(restartFrame(i))
 		c.Flush()
@@ -80,7 +73,7 @@ func TestNATSOutageLongerThanTheAckTimeout(t *testing.T) {
 	t.Cleanup(func() { current.Shutdown(); current.WaitForShutdown() })
 	const ackTimeout = time.Second
 	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.NATSURL = ns.ClientURL(); c.ackTimeout = ackTimeout })
-	resendUntilAcked(t, m, 0, 10*time.Second)
+	resendUntilAcked(t, m, dial(t, m.TCPAddr()), 0, 10*time.Second)
 
 	current.Shutdown()
 	current.WaitForShutdown()
@@ -108,7 +101,7 @@ func TestNATSOutageLongerThanTheAckTimeout(t *testing.T) {
 			t.Fatalf("/healthz 30 s after NATS came back: %d %s", code, body)
 		}
 	}
-	a := resendUntilAcked(t, m, 1, 10*time.Second)
+	a := resendUntilAcked(t, m, dial(t, m.TCPAddr()), 1, 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := m.log.WaitPublished(ctx, a.Seq); err != nil {
@@ -131,7 +124,7 @@ func TestEventStreamRefusingEvents(t *testing.T) {
 	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.NATSURL = ns.ClientURL() })
 	js := jetStreamAt(t, ns.ClientURL())
 	ctx := context.Background()
-	first := resendUntilAcked(t, m, 0, 10*time.Second)
+	first := resendUntilAcked(t, m, dial(t, m.TCPAddr()), 0, 10*time.Second)
 	if err := m.log.WaitPublished(ctx, first.Seq); err != nil {
 		t.Fatal(err)
 	}
@@ -187,17 +180,12 @@ func TestEventStreamRefusingEvents(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	a := resendUntilAcked(t, m, total+1, 30*time.Second)
+	a := resendUntilAcked(t, m, dial(t, m.TCPAddr()), total+1, 30*time.Second)
 	acks[fmt.Sprintf("r-%d", total+1)] = a
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := m.log.WaitPublished(wctx, a.Seq); err != nil {
 		t.Fatal(err)
 	}
-	stored := storedByID(t, ns.ClientURL()) // fails on an ID stored twice
-	for id, a := range acks {
-		if e, ok := stored[id]; !ok || e.Seq != a.Seq || e.ID != a.EventID {
-			t.Fatalf("frame %s acked as seq %d event %s, stored as %+v", id, a.Seq, a.EventID, e)
-		}
-	}
+	checkStoredOnce(t, ns.ClientURL(), acks)
 }

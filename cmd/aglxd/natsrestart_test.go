@@ -138,26 +138,8 @@ func TestNATSServerRestart(t *testing.T) {
 
 	// The node takes frames again, and a resend of a refused frame is
 	// acked once, whether or not its first attempt was stored after all.
-	resend := append([]int{total}, refused...)
-	for _, i := range resend {
-		for deadline := time.Now().Add(60 * time.Second); ; {
-			c.Write(restartFrame(i))
-			c.Flush()
-			f, err := c.ReadReply()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if f.Type() == "ack" {
-				var a ackBody
-				json.Unmarshal(f.Body, &a)
-				acks[f.Value("IN-REPLY-TO")] = a
-				break
-			}
-			if !strings.HasPrefix(f.Value("STATUS"), "503 ") || time.Now().After(deadline) {
-				t.Fatalf("resend of r-%d: %s %s %s", i, f.Type(), f.Value("STATUS"), f.Body)
-			}
-			time.Sleep(50 * time.Millisecond) // the client may still be reconnecting
-		}
+	for _, i := range append([]int{total}, refused...) {
+		acks[fmt.Sprintf("r-%d", i)] = resendUntilAcked(t, m, c, i, 60*time.Second)
 	}
 	if len(acks) != total+1 {
 		t.Fatalf("%d frames acked in the end, want %d", len(acks), total+1)
@@ -174,14 +156,5 @@ func TestNATSServerRestart(t *testing.T) {
 	mu.Lock()
 	url := current.ClientURL()
 	mu.Unlock()
-	stored := storedByID(t, url) // fails on an ID stored twice
-	for id, a := range acks {
-		e, ok := stored[id]
-		if !ok {
-			t.Fatalf("frame %s was acked (seq %d) but is not in the log", id, a.Seq)
-		}
-		if e.Seq != a.Seq || e.ID != a.EventID {
-			t.Fatalf("frame %s acked as seq %d event %s, stored as seq %d event %s", id, a.Seq, a.EventID, e.Seq, e.ID)
-		}
-	}
+	checkStoredOnce(t, url, acks)
 }

@@ -45,14 +45,9 @@ const operatorMaxPayload = 5 << 20 // bytes
 // (after the cleanups registered later, such as the node's).
 func startExternalNATS(t *testing.T) *server.Server {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, NoSigs: true,
-		MaxPayload: operatorMaxPayload})
+	ns, err := startNATSAt(t, t.TempDir(), server.RANDOM_PORT)
 	if err != nil {
 		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		t.Fatal("nats-server did not start")
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	return ns

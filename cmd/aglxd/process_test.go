@@ -226,7 +226,16 @@ func checkAcksStored(t *testing.T, p *nodeProcess, acks map[string]ackBody) {
 	if len(acks) == 0 {
 		t.Fatal("no acks were read before the stop")
 	}
-	stored := storedByID(t, p.natsURL)
+	stored := checkStoredOnce(t, p.natsURL, acks)
+	t.Logf("%d acked, %d stored", len(acks), stored)
+}
+
+// checkStoredOnce reads the log at natsURL and fails unless every acked
+// frame (by its ID header) is in it once, at the sequence and event its ack
+// named. It returns how many events the log holds.
+func checkStoredOnce(t *testing.T, natsURL string, acks map[string]ackBody) int {
+	t.Helper()
+	stored := storedByID(t, natsURL) // fails on an ID stored twice
 	for id, a := range acks {
 		e, ok := stored[id]
 		if !ok {
@@ -236,5 +245,5 @@ func checkAcksStored(t *testing.T, p *nodeProcess, acks map[string]ackBody) {
 			t.Fatalf("frame %s acked as seq %d event %s, stored as seq %d event %s", id, a.Seq, a.EventID, e.Seq, e.ID)
 		}
 	}
-	t.Logf("%d acked, %d stored", len(acks), len(stored))
+	return len(stored)
 }
