@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	voied25519 "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 )
 
 // SigContext starts every signing input. It names the scheme and its
@@ -248,6 +250,15 @@ func keyAlg(key crypto.PublicKey) (alg, reason string) {
 	return AlgEd25519, ""
 }
 
+// ed25519Rules is crypto/ed25519's acceptance rule, exactly: cofactorless
+// equation, canonical S, small-order and non-canonical A and R allowed.
+// The check runs in curve25519-voi rather than the standard library
+// because it is about 1.4 times faster on the same rule (docs/DESIGN.md),
+// and on a signed transfer the check is most of the node's work. The rule
+// is kept so that a log written before the change replays to the same
+// verdicts; FuzzEd25519MatchesStdlib holds the two to it.
+var ed25519Rules = &voied25519.Options{Verify: voied25519.VerifyOptionsStdLib}
+
 // verifyWith verifies sig over input; key must have passed keyAlg.
 func verifyWith(key crypto.PublicKey, input, sig []byte) bool {
 	switch k := key.(type) {
@@ -255,7 +266,10 @@ func verifyWith(key crypto.PublicKey, input, sig []byte) bool {
 		digest := sha256.Sum256(input)
 		return rsa.VerifyPKCS1v15(k, crypto.SHA256, digest[:], sig) == nil
 	case ed25519.PublicKey:
-		return ed25519.Verify(k, input, sig)
+		if len(k) != ed25519.PublicKeySize { // voi, like the standard library, panics on it
+			return false
+		}
+		return voied25519.VerifyWithOptions(voied25519.PublicKey(k), input, sig, ed25519Rules)
 	}
 	return false
 }
