@@ -32,7 +32,8 @@ const keyIDHexDigits = 32
 // ParsePublicKey reads a public key as the reference writes it
 // (auth.request, key.rotate): the standard base64 of a DER
 // SubjectPublicKeyInfo. It accepts RSA keys of RSAKeyBitsMin to
-// RSAKeyBitsMax bits and Ed25519 keys, the two kinds a signature can be
+// RSAKeyBitsMax bits and Ed25519 keys that are canonically encoded points
+// of prime order (ed25519PointProblem), the two kinds a signature can be
 // verified with; anything else is refused with 400 and a reason. The text
 // must be exactly canonical base64, without white space or line breaks, so
 // that one key has one text.
@@ -56,7 +57,7 @@ func ParsePublicKey(b64 string) (crypto.PublicKey, error) {
 	if err != nil {
 		return nil, Errorf(StatusBadRequest, "the public key is not a DER SubjectPublicKeyInfo: %v", err)
 	}
-	if reason := publicKeyProblem(pub); reason != "" {
+	if reason := keyProblem(pub); reason != "" {
 		return nil, Errorf(StatusBadRequest, "the public key is refused: %s", reason)
 	}
 	return pub, nil
@@ -70,7 +71,7 @@ func isBase64Byte(c byte) bool {
 // refuses (400) the keys ParsePublicKey would refuse, so that the node never
 // hands out a key it would not accept back.
 func MarshalPublicKey(pub crypto.PublicKey) (string, error) {
-	if reason := publicKeyProblem(pub); reason != "" {
+	if reason := keyProblem(pub); reason != "" {
 		return "", Errorf(StatusBadRequest, "the public key is refused: %s", reason)
 	}
 	der, err := x509.MarshalPKIXPublicKey(pub)

@@ -88,6 +88,7 @@ func TestParsePublicKeyRejects(t *testing.T) {
 	huge := &rsa.PublicKey{N: new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), RSAKeyBitsMax), big.NewInt(1)), E: 65537}
 	good := marshal(testEd25519Key().Public())
 	der, _ := base64.StdEncoding.DecodeString(good)
+	ed := func(hexKey string) string { return marshal(ed25519.PublicKey(mustHex(t, hexKey))) }
 	tests := []struct{ name, in, reason string }{
 		{"empty", "", "empty"},
 		{"reference placeholder", "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8A...", "not base64"},
@@ -102,6 +103,12 @@ func TestParsePublicKeyRejects(t *testing.T) {
 		{"rsa 1024", marshal(&weak.PublicKey), "at least 2048"},
 		{"rsa too large", marshal(huge), "at most 8192"},
 		{"too long", strings.Repeat("A", 8192), "longer than"},
+		// Ed25519 keys no key generator makes (ed25519PointProblem).
+		{"ed25519 identity", ed(weakEd25519Keys["identity"]), "small order"},
+		{"ed25519 order 8", ed(weakEd25519Keys["order 8"]), "small order"},
+		{"ed25519 off the curve", ed(weakEd25519Keys["off the curve"]), "not a point"},
+		{"ed25519 y = p + 3", ed(weakEd25519Keys["y = p + 3"]), "not canonically encoded"},
+		{"ed25519 mixed order", ed(weakEd25519Keys["mixed order"]), "small-order component"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,10 +139,25 @@ func TestMarshalPublicKeyRejects(t *testing.T) {
 		"rsa no N":    &rsa.PublicKey{E: 65537},
 		"rsa even E":  &rsa.PublicKey{N: testRSAKey().N, E: 65536},
 	}
+	for name, k := range weakEd25519Keys {
+		tests["ed25519 "+name] = ed25519.PublicKey(mustHex(t, k))
+	}
 	for name, pub := range tests {
 		t.Run(name, func(t *testing.T) {
 			got, err := MarshalPublicKey(pub)
 			wantStatus(t, "MarshalPublicKey("+name+") = "+got, err, StatusBadRequest)
 		})
 	}
+}
+
+// weakEd25519Keys are 32-byte Ed25519 public keys that no key generator
+// makes, each refused for its own reason. The small-order and mixed-order
+// points are those of the "Taming the many EdDSAs" cases
+// (testdata/ed25519/speccheck_cases.json, cases 0 and 2).
+var weakEd25519Keys = map[string]string{
+	"identity":      "0100000000000000000000000000000000000000000000000000000000000000",
+	"order 8":       "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
+	"off the curve": "0200000000000000000000000000000000000000000000000000000000000000", // y = 2 has no x
+	"y = p + 3":     "f0ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f", // the point y = 3, written unreduced
+	"mixed order":   "f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43",
 }
