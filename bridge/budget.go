@@ -26,31 +26,51 @@ const (
 // and makes a reader wait while taking another frame would pass a bound.
 // One mutex serves both counts: a reader must see both at once, and the
 // lock is held only for a few arithmetic steps per frame.
+//
+// Waiting readers queue in arrival order, and each is woken on its own
+// when its bytes are granted. Two things follow. Under overload a release
+// wakes the one reader it makes room for, not every waiting reader (with
+// a broadcast, a thousand waiting connections meant a thousand wake-ups
+// per frame answered, just when the node is shortest of CPU). And a large
+// frame that waits for ServerBytesMax is not overtaken forever by small
+// ones that happen to fit: those behind it wait their turn.
 type budget struct {
-	mu      sync.Mutex
-	cond    sync.Cond
-	used    int64 // all connections
-	waiting int   // readers in acquire's wait
+	mu    sync.Mutex
+	used  int64         // all connections
+	queue []*budgetWait // readers waiting, in arrival order
 }
 
-func newBudget() *budget {
-	b := &budget{}
-	b.cond.L = &b.mu
-	return b
+// budgetWait is one reader waiting in acquire. A connection has one
+// reader, so at most one of these.
+type budgetWait struct {
+	c       *conn
+	n       int64
+	granted chan struct{} // closed when the bytes are taken for it
 }
+
+func newBudget() *budget { return &budget{} }
 
 // acquire takes n bytes for c, waiting while they would pass ConnBytesMax
-// for c or ServerBytesMax in all. If c stops reading meanwhile, it takes
-// them at once: the frame is read already, and is answered like every
-// frame read before a stop.
+// for c or ServerBytesMax in all, or while a reader that came first waits
+// for ServerBytesMax. If c stops reading meanwhile, it takes them at once:
+// the frame is read already, and is answered like every frame read before
+// a stop.
 func (b *budget) acquire(c *conn, n int64) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	for !b.fits(c, n) && !c.isStopped() {
-		b.waiting++
-		b.cond.Wait()
-		b.waiting--
+	if len(b.queue) == 0 && (b.fits(c, n) || c.isStopped()) {
+		b.take(c, n)
+		b.mu.Unlock()
+		return
 	}
+	w := &budgetWait{c: c, n: n, granted: make(chan struct{})}
+	b.queue = append(b.queue, w)
+	b.grant()
+	b.mu.Unlock()
+	<-w.granted
+}
+
+// take counts n bytes for c; b.mu is held.
+func (b *budget) take(c *conn, n int64) {
 	c.bytesInFlight += n
 	b.used += n
 }
@@ -66,6 +86,32 @@ func (b *budget) fits(c *conn, n int64) bool {
 	return c.bytesInFlight+n <= ConnBytesMax && b.used+n <= ServerBytesMax
 }
 
+// grant hands bytes to the waiting readers that may have them now, in
+// arrival order; b.mu is held. A reader held by its own connection's bound
+// does not hold up the others; the first one held by ServerBytesMax holds
+// up every later one that would need room in it.
+func (b *budget) grant() {
+	held := false // a reader ahead waits for room in ServerBytesMax
+	kept := b.queue[:0]
+	for _, w := range b.queue {
+		c := w.c
+		switch {
+		case c.isStopped() || c.bytesInFlight == 0:
+		case c.bytesInFlight+w.n > ConnBytesMax:
+			kept = append(kept, w)
+			continue
+		case held || b.used+w.n > ServerBytesMax:
+			held = true
+			kept = append(kept, w)
+			continue
+		}
+		b.take(c, w.n)
+		close(w.granted)
+	}
+	clear(b.queue[len(kept):])
+	b.queue = kept
+}
+
 // release gives back n bytes of c's.
 func (b *budget) release(c *conn, n int64) {
 	if n == 0 {
@@ -74,17 +120,17 @@ func (b *budget) release(c *conn, n int64) {
 	b.mu.Lock()
 	c.bytesInFlight -= n
 	b.used -= n
-	if b.waiting > 0 {
-		b.cond.Broadcast()
+	if len(b.queue) > 0 {
+		b.grant()
 	}
 	b.mu.Unlock()
 }
 
-// wake makes waiting readers look again, for one whose connection stops.
+// wake lets waiting readers look again, for one whose connection stops.
 func (b *budget) wake() {
 	b.mu.Lock()
-	if b.waiting > 0 {
-		b.cond.Broadcast()
+	if len(b.queue) > 0 {
+		b.grant()
 	}
 	b.mu.Unlock()
 }

@@ -66,6 +66,79 @@ func TestBudget(t *testing.T) {
 		b.release(conns[0], ConnBytesMax)
 		mustReturn(t, wait, "after another connection's reply")
 	})
+	// fill gives ServerBytesMax/ConnBytesMax connections their full share,
+	// so that ServerBytesMax is used up.
+	fill := func(t *testing.T, b *budget) []*conn {
+		var conns []*conn
+		for range ServerBytesMax / ConnBytesMax {
+			c := newConn()
+			conns = append(conns, c)
+			mustReturn(t, acquired(b, c, ConnBytesMax), "a connection's full share")
+		}
+		return conns
+	}
+	t.Run("a large frame is not overtaken by small ones", func(t *testing.T) {
+		b := newBudget()
+		full := fill(t, b)
+		big, small := newConn(), newConn()
+		mustReturn(t, acquired(b, big, 1), "big's first frame")
+		mustReturn(t, acquired(b, small, 1), "small's first frame")
+		bigWait := acquired(b, big, ConnBytesMax/2)
+		if returns(bigWait) {
+			t.Fatal("taken past ServerBytesMax")
+		}
+		smallWait := acquired(b, small, 1)
+		b.release(full[0], ConnBytesMax/4) // room for small, not for big
+		if returns(smallWait) {
+			t.Fatal("a small frame overtook the large one that came first")
+		}
+		b.release(full[0], ConnBytesMax/4+2) // now room for big (the two first frames count too)
+		mustReturn(t, bigWait, "the large frame, once there is room")
+		if returns(smallWait) {
+			t.Fatal("the small frame was taken past ServerBytesMax")
+		}
+		b.release(full[1], 1)
+		mustReturn(t, smallWait, "the small frame, after the large one")
+	})
+	t.Run("a connection at its own bound holds up no one", func(t *testing.T) {
+		b := newBudget()
+		greedy, other := newConn(), newConn()
+		mustReturn(t, acquired(b, greedy, ConnBytesMax), "greedy's full share")
+		greedyWait := acquired(b, greedy, 1)
+		if returns(greedyWait) {
+			t.Fatal("taken past ConnBytesMax")
+		}
+		mustReturn(t, acquired(b, other, 1), "another connection's first frame")
+		mustReturn(t, acquired(b, other, 1), "another connection's second frame, with greedy waiting")
+		b.release(greedy, 1)
+		mustReturn(t, greedyWait, "greedy, after its own reply")
+	})
+	t.Run("a release lets through only whom it makes room for", func(t *testing.T) {
+		b := newBudget()
+		full := fill(t, b)
+		var waits []chan struct{}
+		for range 3 {
+			c := newConn()
+			mustReturn(t, acquired(b, c, 1), "a first frame")
+			waits = append(waits, acquired(b, c, ConnBytesMax/2))
+		}
+		for _, w := range waits {
+			if returns(w) {
+				t.Fatal("taken past ServerBytesMax")
+			}
+		}
+		b.release(full[0], ConnBytesMax/2+3) // room for one (the three first frames count too)
+		mustReturn(t, waits[0], "the first waiting reader")
+		if returns(waits[1]) || returns(waits[2]) {
+			t.Fatal("a release made room for one reader and let more through")
+		}
+		b.mu.Lock()
+		queued := len(b.queue)
+		b.mu.Unlock()
+		if queued != 2 {
+			t.Fatalf("%d readers queued; want 2", queued)
+		}
+	})
 	t.Run("a stop ends the wait", func(t *testing.T) {
 		b, c := newBudget(), newConn()
 		b.acquire(c, ConnBytesMax)
