@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	voied25519 "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 )
 
 // stdlibVerdict is the verdict Go's crypto/ed25519 gives, the rule the
@@ -72,6 +74,14 @@ func TestEd25519RuleMatchesStdlib(t *testing.T) {
 	}
 }
 
+// TestEd25519RulesAreTheStdlibPreset: the flags the node writes out are
+// voi's own preset for crypto/ed25519's rule.
+func TestEd25519RulesAreTheStdlibPreset(t *testing.T) {
+	if got, want := *ed25519Rules.Verify, *voied25519.VerifyOptionsStdLib; got != want {
+		t.Fatalf("the node's Ed25519 rule is %+v; voi's crypto/ed25519 preset is %+v", got, want)
+	}
+}
+
 func readJSON(t *testing.T, path string, v any) {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -91,6 +101,9 @@ func FuzzEd25519MatchesStdlib(f *testing.F) {
 	f.Add([]byte("seed"), []byte("msg"), []byte{}, []byte{}, []byte{})
 	f.Add([]byte{1}, []byte(""), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10}, []byte{}, []byte{})
 	f.Add([]byte{2}, []byte("x"), []byte{1}, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80}, []byte{1})
+	// A 33-byte key: crypto/ed25519 and voi both panic on it; the node's
+	// check must say no instead.
+	f.Add([]byte{3}, []byte("y"), []byte{}, make([]byte, 33), []byte{})
 	f.Fuzz(func(t *testing.T, seed, msg, sigMask, pubMask, msgMask []byte) {
 		var s [ed25519.SeedSize]byte
 		copy(s[:], seed)
