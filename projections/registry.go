@@ -130,7 +130,10 @@ type Registry struct {
 
 	agents map[string]*agentEntry
 	sorted uriSet // URIs of agents, in order, for stable pages
-	keys   map[string]*keyring
+	// changes lists entry changes in fold order, for registry.fetch in
+	// update mode (registry_changes.go).
+	changes changeLog
+	keys    map[string]*keyring
 	// keysMu lets the bridge's validation workers look up keys
 	// (CurrentKey) without the runner's lock, which the fold holds while
 	// it applies a stretch of events. The fold, the only writer, takes it

@@ -187,6 +187,7 @@ func (r *Registry) update(e *Event, p *protocol.RegistryUpdate) {
 		a.TTL = *p.TTL
 	}
 	a.LastSeen, a.ChangedAt, a.ChangedSeq = r.now, r.now, e.Seq
+	r.changes.add(r.now, e.Seq, e.From, r.agents)
 	a.record(StatusChange{At: r.now, Status: a.Status, Cause: e.Type, Seq: e.Seq})
 	ttl := a.TTL
 	r.reply(e, protocol.TypeRegistryAck, protocol.StatusOK, registryAckBody{AgentID: a.AgentID, TTL: &ttl, Timestamp: rfc3339(r.now)})
@@ -245,9 +246,24 @@ func (r *Registry) fetch(e *Event, p *protocol.RegistryFetch) {
 	}
 	full := p.Mode == FetchModeFull || p.Since.IsZero()
 	body := registryListBody{Entries: []listEntry{}, Timestamp: rfc3339(r.now)}
+	if !full {
+		if changed := r.changes.since(p.Since.Time); useChangeLog(len(changed), len(r.agents)) {
+			r.fetchChanged(&body, changed, after)
+			r.reply(e, protocol.TypeRegistryList, protocol.StatusOK, body)
+			return
+		}
+	}
+	r.fetchWalk(&body, full, p.Since.Time, after)
+	r.reply(e, protocol.TypeRegistryList, protocol.StatusOK, body)
+}
+
+// fetchWalk fills a page of registry.list by walking the agents in order
+// of URI from the cursor: every live entry in full mode, those changed at
+// or after since otherwise.
+func (r *Registry) fetchWalk(body *registryListBody, full bool, since time.Time, after string) {
 	r.sorted.after(after, func(uri string) bool {
 		a := r.agents[uri]
-		if a.expired(r.now) || (!full && a.ChangedAt.Before(p.Since.Time)) {
+		if a.expired(r.now) || (!full && a.ChangedAt.Before(since)) {
 			return true
 		}
 		if len(body.Entries) == RegistryListMax {
@@ -257,7 +273,34 @@ func (r *Registry) fetch(e *Event, p *protocol.RegistryFetch) {
 		body.Entries = append(body.Entries, listEntry{a.AgentID, uri, a.Status, rfc3339(a.LastSeen)})
 		return true
 	})
-	r.reply(e, protocol.TypeRegistryList, protocol.StatusOK, body)
+}
+
+// fetchChanged fills a page of an update-mode registry.list from the
+// changes since the fetch's T, with the same entries, order and cursor as
+// the walk over all agents in fetch: live entries not expired, after the
+// cursor, by URI, RegistryListMax of them, and a cursor when more follow.
+func (r *Registry) fetchChanged(body *registryListBody, changed []changeEntry, after string) {
+	// An agent with an entry here changed at or after T, and so did its
+	// last change, since the fold's clock never goes back: a stale entry
+	// names an agent the walk would list too. seen lists each agent once.
+	var uris []string
+	seen := make(map[string]bool, len(changed))
+	for _, c := range changed {
+		if seen[c.uri] || c.uri <= after || r.agents[c.uri].expired(r.now) {
+			continue
+		}
+		seen[c.uri] = true
+		uris = append(uris, c.uri)
+	}
+	slices.Sort(uris)
+	if len(uris) > RegistryListMax {
+		uris = uris[:RegistryListMax]
+		body.Next = encodeCursor(uris[len(uris)-1])
+	}
+	for _, uri := range uris {
+		a := r.agents[uri]
+		body.Entries = append(body.Entries, listEntry{a.AgentID, uri, a.Status, rfc3339(a.LastSeen)})
+	}
 }
 
 // sync merges a peer registry's entries. The rule, per entry: what an agent
@@ -320,6 +363,7 @@ func (r *Registry) merge(e *Event, in *protocol.RegistryEntry) bool {
 		a.TTL = *in.TTL
 	}
 	a.LastSeen, a.ChangedAt, a.ChangedSeq = seen, r.now, e.Seq
+	r.changes.add(r.now, e.Seq, uri, r.agents)
 	a.record(StatusChange{At: r.now, Status: a.Status, Cause: e.Type, Seq: e.Seq})
 	return true
 }
@@ -413,6 +457,7 @@ func (r *Registry) announce(e *Event, p *protocol.AgentAnnounce) {
 	if a := r.agents[e.From]; a != nil {
 		a.noteExpiry(r.now)
 		a.LastSeen, a.Uptime, a.ChangedAt, a.ChangedSeq = r.now, uptime, r.now, e.Seq
+		r.changes.add(r.now, e.Seq, e.From, r.agents)
 		a.record(StatusChange{At: r.now, Status: a.Status, Cause: e.Type, Seq: e.Seq})
 		return
 	}
