@@ -84,10 +84,9 @@ func TestBudget(t *testing.T) {
 		mustReturn(t, acquired(b, big, 1), "big's first frame")
 		mustReturn(t, acquired(b, small, 1), "small's first frame")
 		bigWait := acquired(b, big, ConnBytesMax/2)
-		if returns(bigWait) {
-			t.Fatal("taken past ServerBytesMax")
-		}
+		waitQueued(t, b, 1)
 		smallWait := acquired(b, small, 1)
+		waitQueued(t, b, 2)
 		b.release(full[0], ConnBytesMax/4) // room for small, not for big
 		if returns(smallWait) {
 			t.Fatal("a small frame overtook the large one that came first")
@@ -121,6 +120,7 @@ func TestBudget(t *testing.T) {
 			c := newConn()
 			mustReturn(t, acquired(b, c, 1), "a first frame")
 			waits = append(waits, acquired(b, c, ConnBytesMax/2))
+			waitQueued(t, b, len(waits)) // queued in this order
 		}
 		for _, w := range waits {
 			if returns(w) {
@@ -150,4 +150,23 @@ func TestBudget(t *testing.T) {
 		b.wake()
 		mustReturn(t, wait, "after the connection stopped reading")
 	})
+}
+
+// waitQueued waits until n readers wait in b's queue, so that a test
+// knows the order they queued in.
+func waitQueued(t *testing.T, b *budget, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.mu.Lock()
+		queued := len(b.queue)
+		b.mu.Unlock()
+		if queued == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d readers queued; want %d", queued, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

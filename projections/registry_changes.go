@@ -26,8 +26,11 @@ type changeLog struct {
 
 // changeEntry is one change. at is the entry's ChangedAt: the fold's clock,
 // which never goes back (Registry.Apply), so entries are in order of at.
+// It is a time.Time, not Unix nanoseconds: those overflow outside the
+// years 1678 to 2262, and a fetch's since may be any year from 0000 to
+// 9999 (and a received_at, from the log, too).
 type changeEntry struct {
-	at  int64  // Unix nanoseconds
+	at  time.Time
 	seq uint64 // the event that made the change
 	uri string
 }
@@ -36,10 +39,10 @@ type changeEntry struct {
 // than compact after every change.
 const changeLogSlack = 1024 // entries
 
-// add records that the agent at uri changed at the event seq; live is the
-// number of agents, to decide when to compact.
+// add records that the agent at uri changed at the event seq; agents are
+// the registry's, to count and to compact against.
 func (l *changeLog) add(at time.Time, seq uint64, uri string, agents map[string]*agentEntry) {
-	l.entries = append(l.entries, changeEntry{at: at.UnixNano(), seq: seq, uri: uri})
+	l.entries = append(l.entries, changeEntry{at: at, seq: seq, uri: uri})
 	if len(l.entries) > 2*len(agents)+changeLogSlack {
 		l.compact(agents)
 	}
@@ -55,8 +58,7 @@ func (l *changeLog) compact(agents map[string]*agentEntry) {
 
 // since returns the entries that changed at or after t.
 func (l *changeLog) since(t time.Time) []changeEntry {
-	tn := t.UnixNano()
-	i := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].at >= tn })
+	i := sort.Search(len(l.entries), func(i int) bool { return !l.entries[i].at.Before(t) })
 	return l.entries[i:]
 }
 

@@ -12,33 +12,64 @@ import (
 	"github.com/aglx/ledger/protocol"
 )
 
-// TestFetchFromChangesMatchesTheWalk: for any history of registry updates
-// and announcements (times that sometimes go back, entries that expire),
-// an update-mode registry.fetch read from the change log gives, page by
+// TestFetchFromChangesMatchesTheWalk: for any history of registry
+// updates, announcements and peer syncs (times that sometimes go back,
+// entries that expire, synced last_seen values before and after the
+// clock), the change log stays in order with a live entry per changed
+// agent, and an update-mode registry.fetch read from it gives, page by
 // page, the same entries and cursors as the walk over every agent.
 func TestFetchFromChangesMatchesTheWalk(t *testing.T) {
+	const peer = "registry://peer.local"
 	rapid.Check(t, func(rt *rapid.T) {
 		h := newHarness(t)
 		agents := rapid.IntRange(1, 300).Draw(rt, "agents")
+		pick := func(label string) string {
+			return fmt.Sprintf("agent://a%03d.local", rapid.IntRange(0, agents-1).Draw(rt, label))
+		}
 		at := regT0
-		var times []time.Time
-		for i := range rapid.IntRange(0, 2500).Draw(rt, "events") {
+		for range rapid.IntRange(0, 2500).Draw(rt, "events") {
 			// Mostly forward, sometimes back: the registry's clock must not follow.
 			at = at.Add(time.Duration(rapid.IntRange(-20, 60).Draw(rt, "step")) * time.Second)
-			uri := fmt.Sprintf("agent://a%03d.local", rapid.IntRange(0, agents-1).Draw(rt, "agent"))
-			if i%5 == 4 {
-				f := frame(uri, "", protocol.TypeAgentAnnounce, `{"agent_name":"x","uptime":5}`)
+			switch rapid.IntRange(0, 4).Draw(rt, "kind") {
+			case 0:
+				f := frame(pick("agent"), "", protocol.TypeAgentAnnounce, `{"agent_name":"x","uptime":5}`)
 				f.Transport = protocol.TransportUDP
 				h.apply(f, at)
-			} else {
-				ttl := rapid.IntRange(1, 3600).Draw(rt, "ttl")
-				h.apply(frame(uri, testNode, protocol.TypeRegistryUpdate,
-					fmt.Sprintf(`{"agent_name":"x","status":"READY","ttl":%d}`, ttl)), at)
+			case 1:
+				var entries []string
+				for range rapid.IntRange(1, 5).Draw(rt, "synced") {
+					seen := at.Add(time.Duration(rapid.IntRange(-3600, 600).Draw(rt, "last_seen")) * time.Second)
+					entries = append(entries, fmt.Sprintf(`{"agent_id":"id-%d","agent_uri":%q,"status":"READY","last_seen":%q,"ttl":%d}`,
+						rapid.IntRange(0, 9).Draw(rt, "id"), pick("synced agent"), ts(seen), rapid.IntRange(1, 3600).Draw(rt, "synced ttl")))
+				}
+				if _, rep, _ := h.apply(frame(peer, testNode, protocol.TypeRegistrySync, `{"entries":[`+strings.Join(entries, ",")+`]}`), at); rep.Status != protocol.StatusOK {
+					rt.Fatalf("the sync was refused: %s %s", rep.Type, rep.Body)
+				}
+			default:
+				h.apply(frame(pick("agent"), testNode, protocol.TypeRegistryUpdate,
+					fmt.Sprintf(`{"agent_name":"x","status":"READY","ttl":%d}`, rapid.IntRange(1, 3600).Draw(rt, "ttl"))), at)
 			}
-			times = append(times, at)
 		}
-		if len(h.r.changes.entries) > 2*len(h.r.agents)+changeLogSlack {
-			rt.Fatalf("the change log holds %d entries for %d agents", len(h.r.changes.entries), len(h.r.agents))
+		log := h.r.changes.entries
+		if len(log) > 2*len(h.r.agents)+changeLogSlack {
+			rt.Fatalf("the change log holds %d entries for %d agents", len(log), len(h.r.agents))
+		}
+		live := map[string]bool{}
+		for i, c := range log {
+			if i > 0 && c.at.Before(log[i-1].at) {
+				rt.Fatalf("the change log goes back in time at entry %d", i)
+			}
+			if a := h.r.agents[c.uri]; a.ChangedSeq == c.seq {
+				if !a.ChangedAt.Equal(c.at) {
+					rt.Fatalf("%s changed at %s, its entry says %s", c.uri, a.ChangedAt, c.at)
+				}
+				live[c.uri] = true
+			}
+		}
+		for uri := range h.r.agents {
+			if !live[uri] {
+				rt.Fatalf("%s has no live entry in the change log", uri)
+			}
 		}
 		for range 5 {
 			since := regT0.Add(time.Duration(rapid.IntRange(-60, 2500*60).Draw(rt, "since")) * time.Second)
@@ -53,14 +84,32 @@ func TestFetchFromChangesMatchesTheWalk(t *testing.T) {
 				if fromWalk.Next == "" {
 					break
 				}
-				last := fromWalk.Entries[len(fromWalk.Entries)-1].AgentURI
-				after = last
+				after = fromWalk.Entries[len(fromWalk.Entries)-1].AgentURI
 				if pages++; pages > agents {
 					rt.Fatalf("more pages than agents")
 				}
 			}
 		}
 	})
+}
+
+// TestFetchSinceAnyYear: a since from year 0001 to 9999 (what a timestamp
+// may say) gives the walk's answer; Unix nanoseconds would wrap outside
+// 1678 to 2262 and give none or all.
+func TestFetchSinceAnyYear(t *testing.T) {
+	h := newHarness(t)
+	for i := range 5 {
+		h.apply(frame(fmt.Sprintf("agent://a%d.local", i), testNode, protocol.TypeRegistryUpdate, `{"agent_name":"x","status":"READY","ttl":86400}`), regT0)
+	}
+	for _, tt := range []struct {
+		since string
+		want  int
+	}{{"0001-01-01T00:00:00Z", 5}, {"1600-01-01T00:00:00Z", 5}, {"1677-01-01T00:00:00Z", 5}, {"2300-01-01T00:00:00Z", 0}, {"9999-12-31T23:59:59Z", 0}} {
+		_, rep, _ := h.apply(frame("agent://a1.local", testNode, protocol.TypeRegistryFetch, fmt.Sprintf(`{"mode":"update","since":%q}`, tt.since)), regT0)
+		if got := strings.Count(string(rep.Body), `"agent_uri"`); got != tt.want {
+			t.Errorf("since %s: %d entries, want %d: %s", tt.since, got, tt.want, rep.Body)
+		}
+	}
 }
 
 // TestUpdateFetchReadsOnlyTheChanges: a fetch for what changed in the last
