@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/projections"
 )
 
 // TestShutdownRightAfterServing stops a server whose Serve calls may not
@@ -48,5 +49,55 @@ func TestShutdownRightAfterServing(t *testing.T) {
 		}
 		ln.Close()
 		pc.Close()
+	}
+}
+
+// stalledFolds is an Answerer whose projections never apply anything, as
+// when a fold is stuck: Answer waits until its context ends.
+type stalledFolds struct{ asked chan struct{} }
+
+func (stalledFolds) Answers(string) bool { return true }
+func (stalledFolds) Ready(uint64) bool   { return false }
+func (s stalledFolds) Answer(ctx context.Context, _ uint64) (projections.Reply, bool, error) {
+	select {
+	case s.asked <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return projections.Reply{}, false, ctx.Err()
+}
+
+// TestShutdownEndsWhileTheFoldsAreStalled: a frame is durable and its
+// writer waits for the projections' answer, which never comes. A stop
+// with a one-second deadline must end then, not after AnswerTimeout.
+func TestShutdownEndsWhileTheFoldsAreStalled(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	folds := stalledFolds{asked: make(chan struct{}, 1)}
+	srv := New(l, Config{Answerer: folds}, quiet)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeTCP(ln, events.TransportTCP)
+	c, err := Dial(context.Background(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(benchFrame(0))
+	c.Flush()
+	select {
+	case <-folds.asked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the frame's writer never asked the projections for an answer")
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown = %v; want its deadline, with a frame unanswered", err)
+	}
+	if took := time.Since(start); took >= AnswerTimeout {
+		t.Fatalf("Shutdown took %s with a one-second deadline: it waited out AnswerTimeout (%s)", took, AnswerTimeout)
 	}
 }
