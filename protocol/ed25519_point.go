@@ -18,7 +18,8 @@ import (
 //     one point, so one key would have two KeyIDs;
 //   - a point of small order (the identity is the plainest: 01 00 … 00):
 //     under crypto/ed25519's rule anyone can make a signature that
-//     verifies under it, in at most eight tries, without any private key;
+//     verifies under it without any private key, at once for the identity
+//     and in about eight tries for the others;
 //   - a point with a small-order component: libraries disagree on its
 //     signatures (cofactored or not), so a verdict could depend on which
 //     one checks.
