@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"slices"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -109,8 +110,31 @@ func (p *jcsParser) value(depth int) *Error {
 // canonMember is one member's canonical bytes in p.out, with its key in
 // UTF-16 code units for sorting.
 type canonMember struct {
-	key        []uint16
+	key        string
 	start, end int
+}
+
+// compareUTF16 orders two keys as JCS does, by UTF-16 code units. UTF-8
+// bytes order strings by code point, and so do UTF-16 code units as long as
+// no rune is at or above U+E000 (from U+10000 on, UTF-16 writes surrogates,
+// which sort below U+E000-U+FFFF): keys below that, nearly all keys, are
+// compared as they are, without encoding them.
+func compareUTF16(a, b string) int {
+	if below(a) && below(b) {
+		return strings.Compare(a, b)
+	}
+	return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
+}
+
+// below reports whether every rune of s is below U+E000: every byte of its
+// UTF-8 below 0xEE (0xEE is the lead byte of U+E000).
+func below(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0xEE {
+			return false
+		}
+	}
+	return true
 }
 
 // object parses an object at p.pos. Its members are written one after the
@@ -146,7 +170,7 @@ func (p *jcsParser) object(depth int) *Error {
 	p.pos++ // '}'
 	// JCS sorts by key as UTF-16 code units, so that signers in languages
 	// whose strings are UTF-16 (JavaScript, Java, C#) sort the same way.
-	slices.SortFunc(members, func(a, b canonMember) int { return slices.Compare(a.key, b.key) })
+	slices.SortFunc(members, func(a, b canonMember) int { return compareUTF16(a.key, b.key) })
 	sorted := make([]byte, 0, len(p.out)-start+len(members)+2)
 	sorted = append(sorted, '{')
 	for i, m := range members {
@@ -207,7 +231,7 @@ func (p *jcsParser) member(depth int, seen map[string]struct{}, members *[]canon
 		p.out = p.out[:mStart] // signed bytes never include the signature
 		return nil
 	}
-	*members = append(*members, canonMember{utf16.Encode([]rune(key)), mStart, len(p.out)})
+	*members = append(*members, canonMember{key, mStart, len(p.out)})
 	return nil
 }
 
@@ -301,8 +325,28 @@ func (p *jcsParser) literal(word string) *Error {
 func (p *jcsParser) str(decode bool) (string, *Error) {
 	p.pos++ // '"'
 	p.out = append(p.out, '"')
+	begin := p.pos
+	// text is the decoded string, built only once an escape makes it
+	// differ from the input: otherwise the input's bytes are the string
+	// (valid UTF-8 decodes and encodes back to the same bytes).
 	var text []byte
+	escaped := false
 	for {
+		// Plain ASCII stands for itself, decoded and in the canonical form:
+		// copy each run of it at once.
+		run := p.pos
+		for p.pos < len(p.in) {
+			if c := p.in[p.pos]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+				break
+			}
+			p.pos++
+		}
+		if p.pos > run {
+			p.out = append(p.out, p.in[run:p.pos]...)
+			if escaped {
+				text = append(text, p.in[run:p.pos]...)
+			}
+		}
 		if p.pos >= len(p.in) {
 			return "", p.fail("unterminated string")
 		}
@@ -310,12 +354,23 @@ func (p *jcsParser) str(decode bool) (string, *Error) {
 		var r rune
 		switch {
 		case c == '"':
+			end := p.pos
 			p.pos++
 			p.out = append(p.out, '"')
-			return string(text), nil
+			switch {
+			case !decode:
+				return "", nil
+			case escaped:
+				return string(text), nil
+			}
+			return string(p.in[begin:end]), nil
 		case c < 0x20:
 			return "", p.fail("control character in a string")
 		case c == '\\':
+			if decode && !escaped {
+				escaped = true
+				text = append(text, p.in[begin:p.pos]...)
+			}
 			var e *Error
 			if r, e = p.escape(); e != nil {
 				return "", e
@@ -332,7 +387,7 @@ func (p *jcsParser) str(decode bool) (string, *Error) {
 			p.pos += size
 		}
 		p.out = appendJCSRune(p.out, r)
-		if decode {
+		if escaped {
 			text = utf8.AppendRune(text, r)
 		}
 	}
