@@ -221,7 +221,7 @@ func (r *Registry) staleness(e *Event) string {
 		return "stale: a signed message must carry a \"timestamp\" within " + r.window.String() + " of its arrival, and this one carries none"
 	}
 	var ts protocol.Timestamp
-	if err := json.Unmarshal(raw, &ts); err != nil || ts.IsZero() {
+	if err := ts.UnmarshalJSON(raw); err != nil || ts.IsZero() { // raw is one JSON value: no need for json.Unmarshal's check
 		return "stale: the \"timestamp\" of a signed message must be an RFC 3339 time"
 	}
 	return r.outsideWindow(ts.Time, e.ReceivedAt)

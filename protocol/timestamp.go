@@ -93,7 +93,9 @@ func (t *Timestamp) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
+	if plain, ok := plainJSONString(b); ok {
+		s = plain // the common case, without encoding/json's machinery
+	} else if err := json.Unmarshal(b, &s); err != nil {
 		return &valueError{timestampNotString}
 	}
 	parsed, why := parseTimestamp(s)
@@ -102,4 +104,21 @@ func (t *Timestamp) UnmarshalJSON(b []byte) error {
 	}
 	*t = parsed
 	return nil
+}
+
+// plainJSONString returns the text of a JSON string that needs no decoding:
+// quoted, and printable ASCII inside without a quote or a backslash. Such a
+// string means exactly its bytes, which is what encoding/json would give;
+// anything else is left to encoding/json. Every valid timestamp is one.
+func plainJSONString(b []byte) (string, bool) {
+	n := len(b)
+	if n < 2 || b[0] != '"' || b[n-1] != '"' {
+		return "", false
+	}
+	for _, c := range b[1 : n-1] {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	return string(b[1 : n-1]), true
 }

@@ -80,3 +80,33 @@ func TestTimestampJSON(t *testing.T) {
 		t.Errorf("json.Marshal(%v) = %s", built.Time, out)
 	}
 }
+
+// FuzzTimestampJSON holds UnmarshalJSON's shortcut for plain strings to
+// what encoding/json gives: for any input, the same time or the same
+// refusal as decoding the JSON string first and parsing its text.
+func FuzzTimestampJSON(f *testing.F) {
+	for _, s := range []string{`"2025-10-29T18:22:04Z"`, `"2025-10-29T18:22:04.5+02:00"`, `"2025-10-29T18:22:04\u005a"`,
+		`null`, `12`, `"2025-10-29T18:22:04Z`, ` "2025-10-29T18:22:04Z" `, `"\u0000"`, "\"2025-10-29T18:22:04Z\xff\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got Timestamp
+		gotErr := got.UnmarshalJSON(b)
+		var want Timestamp
+		var wantErr error
+		var s string
+		switch {
+		case string(b) == "null":
+		case json.Unmarshal(b, &s) != nil:
+			wantErr = &valueError{timestampNotString}
+		default:
+			var why string
+			if want, why = parseTimestamp(s); why != "" {
+				wantErr = &valueError{why}
+			}
+		}
+		if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) || !got.Time.Equal(want.Time) {
+			t.Fatalf("UnmarshalJSON(%q) = %v, %v; want %v, %v", b, got, gotErr, want, wantErr)
+		}
+	})
+}
