@@ -107,8 +107,8 @@ func (p *jcsParser) value(depth int) *Error {
 	return p.fail("unexpected character")
 }
 
-// canonMember is one member's canonical bytes in p.out, with its key in
-// UTF-16 code units for sorting.
+// canonMember is one member's canonical bytes in p.out, with its decoded
+// key, which compareUTF16 sorts by.
 type canonMember struct {
 	key        string
 	start, end int
