@@ -14,10 +14,12 @@ const ed25519KeyCacheMax = 4096 // keys
 // ed25519KeyCache keeps public keys decompressed, with the table voi
 // builds from them, so that an agent's next signature skips that work
 // (about 3 µs of a 30 µs check). The expansion is a pure function of the
-// key's 32 bytes, so a cached entry can never make a verdict differ; when
-// the cache is full an arbitrary entry makes room. A node with more busy
-// keys than the bound expands on most checks, which costs about as much
-// as it saves elsewhere.
+// key's 32 bytes, so a cached entry can never make a verdict differ. A key
+// enters only after a signature has verified under it the plain way: an
+// auth.request carries its own key, and a flood of them with fresh keys
+// and bad signatures would otherwise churn out the keys in use and cost an
+// allocation each. When the cache is full an arbitrary entry makes room. A
+// node with more busy keys than the bound gains little from it.
 type ed25519KeyCache struct {
 	mu   sync.RWMutex
 	keys map[[ed25519.PublicKeySize]byte]*voied25519.ExpandedPublicKey
@@ -25,8 +27,7 @@ type ed25519KeyCache struct {
 
 var ed25519Keys = &ed25519KeyCache{keys: make(map[[ed25519.PublicKeySize]byte]*voied25519.ExpandedPublicKey)}
 
-// get returns k expanded, or nil if k does not decode as a point (the
-// check then fails the slow way, with the same verdict). k must be
+// get returns k expanded, or nil if it is not cached. k must be
 // ed25519.PublicKeySize bytes.
 func (c *ed25519KeyCache) get(k ed25519.PublicKey) *voied25519.ExpandedPublicKey {
 	var id [ed25519.PublicKeySize]byte
@@ -34,15 +35,20 @@ func (c *ed25519KeyCache) get(k ed25519.PublicKey) *voied25519.ExpandedPublicKey
 	c.mu.RLock()
 	e := c.keys[id]
 	c.mu.RUnlock()
-	if e != nil {
-		return e
-	}
+	return e
+}
+
+// put expands k and keeps it, if it decodes as a point. k must be
+// ed25519.PublicKeySize bytes.
+func (c *ed25519KeyCache) put(k ed25519.PublicKey) {
 	e, err := voied25519.NewExpandedPublicKey(voied25519.PublicKey(k))
 	if err != nil {
-		return nil
+		return
 	}
+	var id [ed25519.PublicKeySize]byte
+	copy(id[:], k)
 	c.mu.Lock()
-	if len(c.keys) >= ed25519KeyCacheMax {
+	if _, ok := c.keys[id]; !ok && len(c.keys) >= ed25519KeyCacheMax {
 		for old := range c.keys {
 			delete(c.keys, old)
 			break
@@ -50,5 +56,18 @@ func (c *ed25519KeyCache) get(k ed25519.PublicKey) *voied25519.ExpandedPublicKey
 	}
 	c.keys[id] = e
 	c.mu.Unlock()
-	return e
+}
+
+// verify checks sig over msg under k with ed25519Rules, through the cache:
+// a cached key is used expanded; otherwise the check runs the plain way,
+// and the key is cached once a signature has verified under it.
+func (c *ed25519KeyCache) verify(k ed25519.PublicKey, msg, sig []byte) bool {
+	if e := c.get(k); e != nil {
+		return voied25519.VerifyExpandedWithOptions(e, msg, sig, ed25519Rules)
+	}
+	if !voied25519.VerifyWithOptions(voied25519.PublicKey(k), msg, sig, ed25519Rules) {
+		return false
+	}
+	c.put(k)
+	return true
 }

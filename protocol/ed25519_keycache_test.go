@@ -9,11 +9,15 @@ import (
 	voied25519 "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 )
 
-// TestEd25519KeyCacheIsBounded: however many keys pass through, the cache
-// holds at most ed25519KeyCacheMax of them, each the expansion of its own
-// key, and gives keys that are not points back as nil.
+func newKeyCache() *ed25519KeyCache {
+	return &ed25519KeyCache{keys: make(map[[ed25519.PublicKeySize]byte]*voied25519.ExpandedPublicKey)}
+}
+
+// TestEd25519KeyCacheIsBounded: however many keys pass through, from
+// several goroutines at once, the cache holds at most ed25519KeyCacheMax,
+// each the expansion of its own key, and keeps no key that is no point.
 func TestEd25519KeyCacheIsBounded(t *testing.T) {
-	c := &ed25519KeyCache{keys: make(map[[ed25519.PublicKeySize]byte]*voied25519.ExpandedPublicKey)}
+	c := newKeyCache()
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)
@@ -23,24 +27,54 @@ func TestEd25519KeyCacheIsBounded(t *testing.T) {
 				var seed [ed25519.SeedSize]byte
 				binary.LittleEndian.PutUint64(seed[:], uint64(w*1_000_000+i))
 				pub := ed25519.NewKeyFromSeed(seed[:]).Public().(ed25519.PublicKey)
-				e := c.get(pub)
-				if e == nil {
-					t.Errorf("the cache gave nothing for key %x", []byte(pub))
-					return
-				}
-				if y := e.CompressedY(); string(y[:]) != string(pub) {
-					t.Errorf("the cache gave %v for key %x", e, []byte(pub))
-					return
+				c.put(pub)
+				if e := c.get(pub); e != nil {
+					if y := e.CompressedY(); string(y[:]) != string(pub) {
+						t.Errorf("the cache holds %x under the key %x", y[:], []byte(pub))
+						return
+					}
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if n := len(c.keys); n > ed25519KeyCacheMax {
-		t.Fatalf("the cache holds %d keys; the bound is %d", n, ed25519KeyCacheMax)
+	if n := len(c.keys); n > ed25519KeyCacheMax || n < ed25519KeyCacheMax/2 {
+		t.Fatalf("the cache holds %d keys; want up to its bound, %d", n, ed25519KeyCacheMax)
 	}
-	offCurve := mustHex(t, weakEd25519Keys["off the curve"])
-	if e := c.get(ed25519.PublicKey(offCurve)); e != nil {
-		t.Fatalf("the cache expanded a key that is no point: %x", offCurve)
+	offCurve := ed25519.PublicKey(mustHex(t, weakEd25519Keys["off the curve"]))
+	c.put(offCurve)
+	if c.get(offCurve) != nil {
+		t.Fatalf("the cache kept a key that is no point: %x", []byte(offCurve))
+	}
+}
+
+// TestEd25519KeyCacheTakesOnlyKeysThatSigned: a key enters the cache only
+// once a signature has verified under it, so keys sent along with bad
+// signatures (an auth.request carries its own) cannot push out the keys
+// in use; and a cached key gives the same verdicts.
+func TestEd25519KeyCacheTakesOnlyKeysThatSigned(t *testing.T) {
+	c := newKeyCache()
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := []byte("AGLX-SIG-1\nagent://a.local\nregistry://localhost\nauth.request\n{}")
+	sig := ed25519.Sign(priv, msg)
+	bad := append([]byte(nil), sig...)
+	bad[0] ^= 1
+	if c.verify(pub, msg, bad) {
+		t.Fatal("a bad signature verified")
+	}
+	if c.get(pub) != nil {
+		t.Fatal("a key entered the cache with a signature that failed")
+	}
+	if !c.verify(pub, msg, sig) {
+		t.Fatal("a good signature failed")
+	}
+	if c.get(pub) == nil {
+		t.Fatal("a key whose signature verified was not cached")
+	}
+	if !c.verify(pub, msg, sig) || c.verify(pub, msg, bad) {
+		t.Fatal("the cached key gives other verdicts")
 	}
 }

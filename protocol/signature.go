@@ -280,10 +280,7 @@ func verifyWith(key crypto.PublicKey, input, sig []byte) bool {
 		if len(k) != ed25519.PublicKeySize { // voi, like the standard library, panics on it
 			return false
 		}
-		if e := ed25519Keys.get(k); e != nil {
-			return voied25519.VerifyExpandedWithOptions(e, input, sig, ed25519Rules)
-		}
-		return voied25519.VerifyWithOptions(voied25519.PublicKey(k), input, sig, ed25519Rules)
+		return ed25519Keys.verify(k, input, sig)
 	}
 	return false
 }
