@@ -49,6 +49,7 @@ type Decoder struct {
 	checkJSON bool
 	err       error  // sticky fatal error
 	scratch   []byte // where readBody gathers a body; see keep
+	last      repeatedValues
 }
 
 // NewDecoder returns a Decoder reading from r.
@@ -112,7 +113,7 @@ func (d *Decoder) decode() (*Frame, error) {
 		if len(f.Headers) == HeaderCountMax {
 			return nil, fatalf(StatusTooLarge, "more than %d header lines", HeaderCountMax)
 		}
-		h, herr := parseHeader(line)
+		h, herr := parseHeader(line, &d.last)
 		if herr != nil && herr.Fatal {
 			return nil, herr
 		}
@@ -246,13 +247,20 @@ func contentLengthZero(v string) bool {
 }
 
 // parseHeader splits "NAME: value". A line without a colon is fatal: it is
-// most likely a body whose separator line is missing.
-func parseHeader(line []byte) (Header, *Error) {
+// most likely a body whose separator line is missing. The usual header
+// names come back as the package's constants, and a value equal to the
+// one the same header had in last's previous frame as that string, so a
+// connection's frames, which repeat FROM, TO, TYPE and CONTENT-TYPE, do
+// not each allocate them again. last may be nil.
+func parseHeader(line []byte, last *repeatedValues) (Header, *Error) {
 	i := bytes.IndexByte(line, ':')
 	if i <= 0 {
 		return Header{}, fatalf(StatusBadRequest, "header line %s is not of the form NAME: value", quoteShort(line))
 	}
-	name := string(line[:i])
+	name, slot := knownHeaderName(line[:i])
+	if slot < 0 {
+		name = string(line[:i])
+	}
 	for j := 0; j < len(name); j++ {
 		if !isTokenByte(name[j]) {
 			return Header{}, fatalf(StatusBadRequest, "header name %s may hold only letters, digits, '-' and '_'", quoteShort(line[:i]))
@@ -275,7 +283,43 @@ func parseHeader(line []byte) (Header, *Error) {
 		return Header{Name: name, Value: strings.ToValidUTF8(strings.TrimSpace(string(value)), "\uFFFD")},
 			Errorf(StatusBadRequest, "header %s is not valid UTF-8", name)
 	}
-	return Header{Name: name, Value: strings.TrimSpace(string(value))}, nil
+	return Header{Name: name, Value: last.value(slot, bytes.TrimSpace(value))}, nil
+}
+
+// repeatedValues holds, per header that tends to repeat from frame to
+// frame on one connection, the value it had last.
+type repeatedValues [repeatedHeaders]string
+
+// The headers whose values repeatedValues keeps: the first entries of
+// knownHeaders.
+const repeatedHeaders = 4
+
+// knownHeaders are the header names parseHeader hands out as constants.
+var knownHeaders = [...]string{HeaderFrom, HeaderTo, HeaderType, HeaderContentType,
+	HeaderContentLength, HeaderID, HeaderInReplyTo, HeaderStatus, HeaderCredits}
+
+// knownHeaderName returns the constant for a usual header name and its
+// index in knownHeaders, or -1.
+func knownHeaderName(b []byte) (string, int) {
+	for i, h := range knownHeaders {
+		if string(b) == h {
+			return h, i
+		}
+	}
+	return "", -1
+}
+
+// value returns b as a string: the one kept for slot when equal, else a
+// new one, then kept.
+func (v *repeatedValues) value(slot int, b []byte) string {
+	if v == nil || slot < 0 || slot >= repeatedHeaders {
+		return string(b)
+	}
+	if v[slot] == string(b) {
+		return v[slot]
+	}
+	v[slot] = string(b)
+	return v[slot]
 }
 
 // printable replaces control characters, for a refused header's log line.
