@@ -42,7 +42,7 @@ func (l *Log) commitLoop() {
 			// the log would refuse for good after an outage of NATS that
 			// outlasted the last append's attempt.
 			var retry <-chan time.Time
-			if l.health() != nil {
+			if l.unhealthy.get() != nil {
 				retry = time.After(resyncWait)
 			}
 			select {
@@ -105,13 +105,13 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 	// Appends queued before the event stream began to refuse events are
 	// refused too: the write-ahead stream must not get further ahead. This
 	// comes before resync, which may wait to hand a batch to the publisher.
-	if err := l.publisherFailing(); err != nil {
+	if err := l.pubErr.get(); err != nil {
 		for _, p := range pend {
 			p.fail(err)
 		}
 		return buf
 	}
-	if err := l.health(); err != nil && !l.resync() {
+	if err := l.unhealthy.get(); err != nil && !l.resync() {
 		for _, p := range pend {
 			p.fail(err)
 		}
@@ -155,9 +155,9 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 			// over once resync has reached the stream.
 			failed := fmt.Errorf("events: the write-ahead stream failed: %w", err)
 			if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
-				l.lastCommitErr.Store(&failed)
+				l.lastCommitErr.set(failed)
 			}
-			l.setHealth(failed)
+			l.unhealthy.set(failed)
 			for _, p := range pend {
 				p.fail(err)
 			}
@@ -168,9 +168,7 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 		b.walSeq = walSeq
 		l.walLast = walSeq
 		l.nextSeq += uint64(len(b.events))
-		if l.lastCommitErr.Load() != nil {
-			l.lastCommitErr.Store(nil)
-		}
+		l.lastCommitErr.set(nil)
 	}
 	// The batch is on disk: every append in it is durable now. The event
 	// stream gets the events next, at the sequences just promised.
@@ -204,7 +202,7 @@ func (l *Log) handOff(b *batch) {
 		case l.toPublish <- b:
 			return
 		case <-t.C:
-			if err := l.publisherFailing(); err != nil {
+			if err := l.pubErr.get(); err != nil {
 				l.refuseQueued(err)
 			}
 		}
@@ -269,7 +267,7 @@ func (l *Log) resync() bool {
 		// acknowledgement it took was not JetStream's. The stream's end is
 		// right if its last batch is the last one the log committed.
 		if err := l.checkWALEnd(ctx, info.State.LastSeq); err != nil {
-			l.setHealth(err)
+			l.unhealthy.set(err)
 			return false
 		}
 		l.lg.Warn("the write-ahead stream ends before where the log believed; taking its end", "believed", l.walLast, "last_seq", info.State.LastSeq)
@@ -282,7 +280,7 @@ func (l *Log) resync() bool {
 		}
 		b, err := decodeBatch(m.Data)
 		if err != nil || b.firstSeq != l.nextSeq {
-			l.setHealth(fmt.Errorf("events: write-ahead batch %d does not follow sequence %d: %v", seq, l.nextSeq-1, err))
+			l.unhealthy.set(fmt.Errorf("events: write-ahead batch %d does not follow sequence %d: %v", seq, l.nextSeq-1, err))
 			return false
 		}
 		b.walSeq = seq
@@ -293,10 +291,10 @@ func (l *Log) resync() bool {
 		}
 		l.walLast = seq
 		l.nextSeq = b.firstSeq + uint64(len(b.events))
-		l.lastCommitErr.Store(nil) // a batch was stored after all
+		l.lastCommitErr.set(nil) // a batch was stored after all
 		l.handOff(b)
 	}
-	l.setHealth(nil)
+	l.unhealthy.set(nil)
 	return true
 }
 

@@ -196,13 +196,13 @@ func TestResyncCorrectsAWriteAheadEndTooFar(t *testing.T) {
 	real := l.walLast
 
 	l.walLast = 987654
-	if !l.resync() || l.walLast != real || l.health() != nil {
-		t.Fatalf("resync over a forged end: walLast %d (want %d), health %v", l.walLast, real, l.health())
+	if !l.resync() || l.walLast != real || l.unhealthy.get() != nil {
+		t.Fatalf("resync over a forged end: walLast %d (want %d), health %v", l.walLast, real, l.unhealthy.get())
 	}
 
 	l.walLast, l.nextSeq = 987654, l.nextSeq+5 // the log claims events the stream lacks
-	if l.resync() || l.health() == nil || !strings.Contains(l.health().Error(), "but the log committed events up to") {
-		t.Fatalf("resync over an end it cannot explain: health %v, want a refusal", l.health())
+	if l.resync() || l.unhealthy.get() == nil || !strings.Contains(l.unhealthy.get().Error(), "but the log committed events up to") {
+		t.Fatalf("resync over an end it cannot explain: health %v, want a refusal", l.unhealthy.get())
 	}
 }
 
@@ -226,9 +226,9 @@ func TestHealthyAfterALostAck(t *testing.T) {
 	if _, err := l.Append(ctx, testEnvelope(51, "task.assign", "agent://a.local", "agent://b.local")).Wait(ctx); err == nil {
 		t.Fatal("an append behind a batch the log did not know of was acknowledged")
 	}
-	for deadline := time.Now().Add(20 * time.Second); l.health() != nil; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); l.unhealthy.get() != nil; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the log still refuses appends: %v", l.health())
+			t.Fatalf("the log still refuses appends: %v", l.unhealthy.get())
 		}
 	}
 	if err := l.Healthy(); err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aglx/ledger/protocol"
@@ -202,22 +201,19 @@ type Log struct {
 	published uint64        // last sequence confirmed in the event stream
 	pubCh     chan struct{} // closed and replaced when published grows
 	// unhealthy is why the log refuses appends, nil while it takes them.
-	// Not an atomic.Value: that panics on storing nil, and on storing an
-	// error of another concrete type than the first, and either happened
-	// at the first recovery from a failed commit.
-	unhealthy atomic.Pointer[error]
+	unhealthy errSlot
 	// lastCommitErr is why JetStream refused the last group commit, nil
 	// once a batch is stored. Healthy reports it even after resync has
 	// found the stream readable again: a full disk refuses every batch,
 	// yet answers the stream info that resync asks for, and /healthz
 	// flickered to "ok" between two refused batches.
-	lastCommitErr atomic.Pointer[error]
+	lastCommitErr errSlot
 	// pubErr is why the event stream refuses events, nil while it takes
 	// them. While it is set the log takes no new appends: the write-ahead
 	// stream may hold only so much that the event stream lacks (it drops
 	// its oldest batches when full), so acknowledging more would risk
-	// losing acknowledged events (publisherFailing).
-	pubErr atomic.Pointer[error]
+	// losing acknowledged events (setPublisherFailing).
+	pubErr errSlot
 	ring   recent // the newest published events
 	stats  commitStats
 	// drops and walDrops end the requests in flight on the log's
@@ -392,11 +388,11 @@ func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
 		p.fail(errors.New("events: the log is open read-only"))
 		return p
 	}
-	if err := l.health(); err != nil {
+	if err := l.unhealthy.get(); err != nil {
 		p.fail(err)
 		return p
 	}
-	if err := l.publisherFailing(); err != nil {
+	if err := l.pubErr.get(); err != nil {
 		p.fail(err)
 		return p
 	}
@@ -461,58 +457,27 @@ func unavailable(err error) error {
 	return &protocol.Error{Status: protocol.StatusUnavailable, Reason: fmt.Sprintf("the event log did not store the message (%v); resending it with the same ID header is safe", err)}
 }
 
-// health is nil while the log takes appends.
-func (l *Log) health() error {
-	if p := l.unhealthy.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// setHealth records why the log refuses appends, or with nil that it
-// takes them again.
-func (l *Log) setHealth(err error) {
-	if err == nil {
-		l.unhealthy.Store(nil)
-		return
-	}
-	l.unhealthy.Store(&err)
-}
-
 // Healthy reports why the log refuses appends or why its last commit
 // failed, or nil.
 func (l *Log) Healthy() error {
-	if err := l.health(); err != nil {
+	if err := l.unhealthy.get(); err != nil {
 		return err
 	}
-	if err := l.publisherFailing(); err != nil {
+	if err := l.pubErr.get(); err != nil {
 		return err
 	}
-	if p := l.lastCommitErr.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// publisherFailing is why the event stream refuses events, or nil.
-func (l *Log) publisherFailing() error {
-	if p := l.pubErr.Load(); p != nil {
-		return *p
-	}
-	return nil
+	return l.lastCommitErr.get()
 }
 
 // setPublisherFailing records that the event stream refuses events (err),
 // or with nil that it takes them again.
 func (l *Log) setPublisherFailing(err error) {
 	if err == nil {
-		if l.pubErr.Load() != nil {
-			l.pubErr.Store(nil)
-		}
+		l.pubErr.set(nil)
 		return
 	}
 	err = fmt.Errorf("events: the event stream refuses events, so the log takes no new ones until it does (the write-ahead stream must not get ahead of it by more than it holds): %w", err)
-	l.pubErr.Store(&err)
+	l.pubErr.set(err)
 }
 
 // Published is the last sequence known to be in the event stream.
