@@ -67,12 +67,14 @@ type Config struct {
 	Verifier Verifier
 }
 
-// Verifier checks a message's signature ahead of the fold.
+// Verifier checks messages' signatures ahead of the fold.
 type Verifier interface {
-	// NeedsCheck reports, cheaply, whether Verify would check a signature:
-	// frames that need none skip the validation workers.
+	// NeedsCheck reports, cheaply, whether VerifyBatch would check a
+	// signature: frames that need none skip the validation workers.
 	NeedsCheck(env *events.Envelope, msg *protocol.Message) bool
-	Verify(env *events.Envelope, msg *protocol.Message)
+	// VerifyBatch checks the signatures of envs, each with its Msg set,
+	// together where that is cheaper than one by one.
+	VerifyBatch(envs []*events.Envelope)
 }
 
 // Answerer gives the reply the projections decided for a message.

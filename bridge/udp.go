@@ -71,7 +71,7 @@ func (s *Server) handleDatagram(pc net.PacketConn, addr net.Addr, b []byte, wait
 	}
 	it := s.prepare(f, decodeErr, events.TransportUDP, peer)
 	if s.validate(it) {
-		s.cfg.Verifier.Verify(it.env, it.env.Msg)
+		s.cfg.Verifier.VerifyBatch([]*events.Envelope{it.env})
 	}
 	s.append(it)
 	if it.refusal != nil {

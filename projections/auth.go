@@ -201,7 +201,14 @@ func (r *Registry) verifyCached(pub crypto.PublicKey, keyID string, e *Event) er
 // both the fold and the bridge's ingest workers run, so that a verdict the
 // bridge puts in a VerdictCache is the verdict the fold would reach.
 func VerifyEnvelope(pub crypto.PublicKey, e *events.Envelope) error {
-	return protocol.Verify(pub, e.Header(protocol.HeaderFrom), e.Header(protocol.HeaderTo), e.Header(protocol.HeaderType), e.Body)
+	c := envelopeCheck(pub, e)
+	return protocol.Verify(c.Key, c.From, c.To, c.Type, c.Body)
+}
+
+// envelopeCheck is the signature check of e under pub.
+func envelopeCheck(pub crypto.PublicKey, e *events.Envelope) protocol.SigCheck {
+	return protocol.SigCheck{Key: pub, From: e.Header(protocol.HeaderFrom), To: e.Header(protocol.HeaderTo),
+		Type: e.Header(protocol.HeaderType), Body: e.Body}
 }
 
 // staleness says why a signed message's timestamp is unacceptable, or "".

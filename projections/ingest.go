@@ -18,7 +18,7 @@ type IngestVerifier struct {
 	Cache    *VerdictCache
 }
 
-// NeedsCheck reports whether Verify would check env's signature: the
+// NeedsCheck reports whether VerifyBatch would check env's signature: the
 // policy covers the message and its sender has a key.
 func (v *IngestVerifier) NeedsCheck(env *events.Envelope, msg *protocol.Message) bool {
 	if v == nil || !MessageNeedsSignature(msg) {
@@ -28,50 +28,83 @@ func (v *IngestVerifier) NeedsCheck(env *events.Envelope, msg *protocol.Message)
 	return ok
 }
 
-// Verify checks env's signature against its sender's current key, if the
-// message is one the policy covers and the sender has a key, and records
-// the verdict. It is safe to call from many goroutines.
-func (v *IngestVerifier) Verify(env *events.Envelope, msg *protocol.Message) {
-	if v == nil || !MessageNeedsSignature(msg) {
+// VerifyBatch checks the signature of every envelope of envs (each with
+// its Msg set) against its sender's current key, where the policy covers
+// the message and the sender has a key, and records the verdicts. The
+// Ed25519 signatures are checked together (protocol.VerifyBatch), about
+// half the cost of one by one, to the same verdicts. It is safe to call
+// from many goroutines.
+func (v *IngestVerifier) VerifyBatch(envs []*events.Envelope) {
+	if v == nil {
 		return
 	}
-	// The key lookup takes only the registry's key lock, never the
-	// runner's: the fold holds that while it applies a stretch of events,
-	// and the validation workers must not wait for it.
-	pub, kid, ok := v.Registry.CurrentKey(env.From)
-	if !ok {
-		return
+	var (
+		checks [ingestBatchMax]protocol.SigCheck
+		kids   [ingestBatchMax]string
+		which  [ingestBatchMax]*events.Envelope
+		errs   [ingestBatchMax]error
+		n      int
+	)
+	flush := func() {
+		protocol.VerifyBatch(checks[:n], errs[:n])
+		for j := range n {
+			v.Cache.Put(which[j].ID, kids[j], errs[j] == nil)
+		}
+		clear(checks[:n])
+		n = 0
 	}
-	v.Cache.Put(env.ID, kid, VerifyEnvelope(pub, env) == nil)
+	for _, env := range envs {
+		if env.Msg == nil || !MessageNeedsSignature(env.Msg) {
+			continue
+		}
+		// The key lookup takes only the registry's key lock, never the
+		// runner's: the fold holds that while it applies a stretch of
+		// events, and the validation workers must not wait for it.
+		pub, kid, ok := v.Registry.CurrentKey(env.From)
+		if !ok {
+			continue
+		}
+		checks[n] = envelopeCheck(pub, env)
+		kids[n], which[n] = kid, env
+		if n++; n == ingestBatchMax {
+			flush()
+		}
+	}
+	flush()
 }
 
+// ingestBatchMax is how many signatures VerifyBatch hands protocol at once.
+const ingestBatchMax = 64 // signatures
+
 // Prefetch implements Prefetcher: it decodes a stretch of events read back
-// from the stream and checks their signatures on every core, so that a
-// replay at start does not check them one by one in the fold. The keys it
-// uses are the registry's as it stands before the stretch; a verdict made
-// with a key the fold will not use is ignored by the fold, which then
-// checks for itself.
+// from the stream and checks their signatures on every core, in batches,
+// so that a replay at start does not check them one by one in the fold.
+// The keys it uses are the registry's as it stands before the stretch; a
+// verdict made with a key the fold will not use is ignored by the fold,
+// which then checks for itself.
 func (v *IngestVerifier) Prefetch(envs []*events.Envelope) {
-	work := make(chan *events.Envelope)
+	work := make(chan []*events.Envelope)
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for e := range work {
-				if e.Msg == nil {
-					if msg, err := protocol.Parse(e.Frame()); err == nil {
-						e.Msg = msg
+			for part := range work {
+				for _, e := range part {
+					if e.Msg == nil {
+						if msg, err := protocol.Parse(e.Frame()); err == nil {
+							e.Msg = msg
+						}
 					}
 				}
-				if e.Msg != nil {
-					v.Verify(e, e.Msg)
-				}
+				v.VerifyBatch(part)
 			}
 		}()
 	}
-	for _, e := range envs {
-		work <- e
+	for len(envs) > 0 {
+		n := min(len(envs), ingestBatchMax)
+		work <- envs[:n]
+		envs = envs[n:]
 	}
 	close(work)
 	wg.Wait()

@@ -4,7 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha512"
-	"encoding/hex"
+	"fmt"
 	"testing"
 
 	"github.com/oasisprotocol/curve25519-voi/curve"
@@ -70,105 +70,147 @@ func edgeScalars(t *testing.T, honest []byte) [][]byte {
 	return [][]byte{zero, one, lMinus1, l, lPlus1, high, ones, honest, plusL}
 }
 
-// TestEd25519EdgeGridMatchesStdlib checks the node's Ed25519 check against
-// crypto/ed25519 over every combination of an edge key, an edge R and an
-// edge S (and the honest ones), for three messages. Random bit flips
-// (FuzzEd25519MatchesStdlib) almost never reach these.
-func TestEd25519EdgeGridMatchesStdlib(t *testing.T) {
+// TestEd25519EdgeGrid checks the node's Ed25519 check against the rule
+// written out, and crypto/ed25519 where the two agree, over every
+// combination of an edge key, an edge R and an edge S (and the honest
+// ones), for three messages, singly and in batches. Random bit flips
+// (FuzzEd25519Rule) almost never reach these.
+func TestEd25519EdgeGrid(t *testing.T) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	encs := edgeEncodings(t)
 	keys := append(append([][]byte{}, encs...), pub)
-	accepted, compared := 0, 0
+	var cases []sigCase
 	for _, msg := range [][]byte{nil, []byte("Zcash"), []byte("credit.transfer")} {
 		honest := ed25519.Sign(priv, msg)
 		rs := append(append([][]byte{}, encs...), honest[:32])
 		for _, key := range keys {
 			for _, r := range rs {
 				for _, s := range edgeScalars(t, honest[32:]) {
-					sig := append(append([]byte{}, r...), s...)
-					want := stdlibVerdict(key, msg, sig)
-					if got := verifyWith(ed25519.PublicKey(key), msg, sig); got != want {
-						t.Errorf("key %x msg %q sig %x: the node's check says %v, crypto/ed25519 says %v", key, msg, sig, got, want)
-					}
-					compared++
-					if want {
-						accepted++
-					}
+					cases = append(cases, sigCase{"grid", key, msg, append(append([]byte{}, r...), s...)})
 				}
 			}
 		}
 	}
-	if accepted == 0 || accepted == compared {
-		t.Fatalf("crypto/ed25519 accepted %d of %d; the grid no longer tells the rules apart", accepted, compared)
+	accepted := 0
+	for _, c := range cases {
+		if checkRule(t, c) {
+			accepted++
+		}
 	}
+	if accepted == 0 || accepted == len(cases) {
+		t.Fatalf("the node accepted %d of %d; the grid no longer tells the rules apart", accepted, len(cases))
+	}
+	checkBatches(t, cases)
+}
+
+// torsionPoint decodes one of smallOrderPoints.
+func torsionPoint(t *testing.T, enc string) *curve.EdwardsPoint {
+	t.Helper()
+	var c curve.CompressedEdwardsY
+	if _, err := c.SetBytes(mustHex(t, enc)); err != nil {
+		t.Fatal(err)
+	}
+	var p curve.EdwardsPoint
+	if _, err := p.SetCompressedY(&c); err != nil {
+		t.Fatal(err)
+	}
+	return &p
+}
+
+// craftSignature signs msg the way a key's owner can and an honest signer
+// never does: A = aB + tA and R = rB + tR, with tA and tR points of small
+// order, S = r + k·a. It returns the key and the signature.
+func craftSignature(t *testing.T, tA, tR *curve.EdwardsPoint, msg []byte) (pub, sig []byte) {
+	t.Helper()
+	var a, r scalar.Scalar
+	if _, err := a.SetRandom(rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.SetRandom(rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	var bigA, bigR curve.EdwardsPoint
+	bigA.MulBasepoint(curve.ED25519_BASEPOINT_TABLE, &a)
+	bigA.Add(&bigA, tA)
+	bigR.MulBasepoint(curve.ED25519_BASEPOINT_TABLE, &r)
+	bigR.Add(&bigR, tR)
+	var aEnc, rEnc curve.CompressedEdwardsY
+	aEnc.SetEdwardsPoint(&bigA)
+	rEnc.SetEdwardsPoint(&bigR)
+	h := sha512.New()
+	h.Write(rEnc[:])
+	h.Write(aEnc[:])
+	h.Write(msg)
+	var k, s scalar.Scalar
+	if _, err := k.SetBytesModOrderWide(h.Sum(nil)); err != nil {
+		t.Fatal(err)
+	}
+	s.Mul(&k, &a)
+	s.Add(&s, &r)
+	sig = make([]byte, 64)
+	copy(sig, rEnc[:])
+	if err := s.ToBytes(sig[32:]); err != nil {
+		t.Fatal(err)
+	}
+	return aEnc[:], sig
 }
 
 // TestEd25519MixedOrderKeys signs properly under keys aB + T, for every
-// small-order T: the rules differ on exactly such keys (cofactorless
-// accepts only when k·T is the identity). The node's check must agree with
-// crypto/ed25519 on each signature, and ParsePublicKey must refuse every
-// such key but the ones with T the identity, which are honest keys.
+// small-order T: the rules of Ed25519 libraries differ on exactly such
+// keys. The node's check must follow its rule on each signature, and
+// ParsePublicKey must refuse every such key but the ones with T the
+// identity, which are honest keys.
 func TestEd25519MixedOrderKeys(t *testing.T) {
-	accepted, compared := 0, 0
+	identity := torsionPoint(t, smallOrderPoints[0])
+	var cases []sigCase
 	for ti, ts := range smallOrderPoints {
-		var tEnc curve.CompressedEdwardsY
-		if _, err := tEnc.SetBytes(mustHex(t, ts)); err != nil {
-			t.Fatal(err)
-		}
-		var torsion curve.EdwardsPoint
-		if _, err := torsion.SetCompressedY(&tEnc); err != nil {
-			t.Fatal(err)
-		}
 		for n := range 16 {
-			var a, r scalar.Scalar
-			if _, err := a.SetRandom(rand.Reader); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := r.SetRandom(rand.Reader); err != nil {
-				t.Fatal(err)
-			}
-			var bigA, bigR curve.EdwardsPoint
-			bigA.MulBasepoint(curve.ED25519_BASEPOINT_TABLE, &a)
-			bigA.Add(&bigA, &torsion)
-			bigR.MulBasepoint(curve.ED25519_BASEPOINT_TABLE, &r)
-			var aEnc, rEnc curve.CompressedEdwardsY
-			aEnc.SetEdwardsPoint(&bigA)
-			rEnc.SetEdwardsPoint(&bigR)
 			msg := []byte{byte(ti), byte(n)}
-			h := sha512.New()
-			h.Write(rEnc[:])
-			h.Write(aEnc[:])
-			h.Write(msg)
-			var k, s scalar.Scalar
-			if _, err := k.SetBytesModOrderWide(h.Sum(nil)); err != nil {
-				t.Fatal(err)
-			}
-			s.Mul(&k, &a)
-			s.Add(&s, &r)
-			sig := make([]byte, 64)
-			copy(sig, rEnc[:])
-			if err := s.ToBytes(sig[32:]); err != nil {
-				t.Fatal(err)
-			}
-			want := stdlibVerdict(aEnc[:], msg, sig)
-			if got := verifyWith(ed25519.PublicKey(aEnc[:]), msg, sig); got != want {
-				t.Errorf("key %x msg %x sig %x: the node's check says %v, crypto/ed25519 says %v", aEnc[:], msg, sig, got, want)
-			}
-			compared++
-			if want {
-				accepted++
-			}
-			if problem := ed25519PointProblem(ed25519.PublicKey(aEnc[:])); (ti == 0) != (problem == "") {
-				t.Errorf("key aB + %s: ed25519PointProblem says %q", hex.EncodeToString(tEnc[:4]), problem)
+			pub, sig := craftSignature(t, torsionPoint(t, ts), identity, msg)
+			cases = append(cases, sigCase{fmt.Sprintf("key aB + T%d", ti), pub, msg, sig})
+			checkRule(t, cases[len(cases)-1])
+			if problem := ed25519PointProblem(ed25519.PublicKey(pub)); (ti == 0) != (problem == "") {
+				t.Errorf("key aB + %s: ed25519PointProblem says %q", ts[:8], problem)
 			}
 		}
 	}
-	if accepted == 0 || accepted == compared {
-		t.Fatalf("crypto/ed25519 accepted %d of %d; the keys no longer tell the rules apart", accepted, compared)
+	checkBatches(t, cases)
+}
+
+// TestEd25519TorsionInR signs with R = rB + T, for every small-order T,
+// the one kind of signature on which the node's rule and crypto/ed25519
+// differ under a key the node binds: only the key's owner can make one.
+// The node accepts each (the cofactored equation holds), crypto/ed25519
+// only those with T the identity; spoiling S makes each fail. Two
+// signatures with the same point of order 2 in R, the pair that would fool
+// a cofactorless batch half the time, must be judged in a batch as alone.
+func TestEd25519TorsionInR(t *testing.T) {
+	identity := torsionPoint(t, smallOrderPoints[0])
+	var cases []sigCase
+	for ti, ts := range smallOrderPoints {
+		for n := range 4 {
+			msg := []byte{'R', byte(ti), byte(n)}
+			pub, sig := craftSignature(t, identity, torsionPoint(t, ts), msg)
+			c := sigCase{fmt.Sprintf("R = rB + T%d", ti), pub, msg, sig}
+			if !checkRule(t, c) {
+				t.Errorf("%s: refused; the cofactored equation holds", c.name)
+			}
+			if std := stdlibVerdict(pub, msg, sig); std != (ti == 0) {
+				t.Errorf("%s: crypto/ed25519 says %v; the test's premise is wrong", c.name, std)
+			}
+			bad := append([]byte(nil), sig...)
+			bad[32] ^= 1
+			spoilt := sigCase{c.name + ", S spoilt", pub, msg, bad}
+			if checkRule(t, spoilt) {
+				t.Errorf("%s: accepted", spoilt.name)
+			}
+			cases = append(cases, c, spoilt)
+		}
 	}
+	checkBatches(t, cases)
 }
 
 // TestHonestEd25519KeysAreAccepted: whatever an Ed25519 key generator

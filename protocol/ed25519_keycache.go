@@ -45,6 +45,11 @@ func (c *ed25519KeyCache) put(k ed25519.PublicKey) {
 	if err != nil {
 		return
 	}
+	c.putExpanded(k, e)
+}
+
+// putExpanded keeps e, the expansion of k.
+func (c *ed25519KeyCache) putExpanded(k ed25519.PublicKey, e *voied25519.ExpandedPublicKey) {
 	var id [ed25519.PublicKeySize]byte
 	copy(id[:], k)
 	c.mu.Lock()

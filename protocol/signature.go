@@ -211,31 +211,54 @@ func readSignature(body []byte) (canon []byte, alg string, sig []byte, err error
 // The signature's algorithm must be the one for the key's type, so that a
 // signature can never be checked under a scheme the key's owner did not
 // choose. Any failure is a 401 whose reason says what failed; a body that is
-// not valid JSON is a 400.
+// not valid JSON is a 400. VerifyBatch gives the same results for many
+// signatures at once, faster.
 func Verify(key crypto.PublicKey, from, to, typ string, body []byte) error {
-	if key == nil {
-		return Errorf(StatusUnauthorized, "no public key is known for %s", sigQuote(from))
-	}
-	canon, alg, sig, err := readSignature(body)
+	c, err := prepareCheck(key, from, to, typ, body)
 	if err != nil {
 		return err
 	}
+	if !verifyWith(key, c.input, c.sig) {
+		return c.mismatch(key, from)
+	}
+	return nil
+}
+
+// preparedCheck is a signature read and its signing input built: all of
+// Verify but the arithmetic.
+type preparedCheck struct {
+	alg        string
+	input, sig []byte
+}
+
+// prepareCheck does Verify's work up to the arithmetic, and fails as
+// Verify fails.
+func prepareCheck(key crypto.PublicKey, from, to, typ string, body []byte) (preparedCheck, error) {
+	if key == nil {
+		return preparedCheck{}, Errorf(StatusUnauthorized, "no public key is known for %s", sigQuote(from))
+	}
+	canon, alg, sig, err := readSignature(body)
+	if err != nil {
+		return preparedCheck{}, err
+	}
 	want, reason := keyAlg(key)
 	if reason != "" {
-		return Errorf(StatusUnauthorized, "the key of %s cannot verify signatures: %s", sigQuote(from), reason)
+		return preparedCheck{}, Errorf(StatusUnauthorized, "the key of %s cannot verify signatures: %s", sigQuote(from), reason)
 	}
 	if alg != want {
-		return Errorf(StatusUnauthorized, "the signature uses %s, but the key of %s is for %s", alg, sigQuote(from), want)
+		return preparedCheck{}, Errorf(StatusUnauthorized, "the signature uses %s, but the key of %s is for %s", alg, sigQuote(from), want)
 	}
 	input, e := signingInput(from, to, typ, canon)
 	if e != nil {
-		return e
+		return preparedCheck{}, e
 	}
-	if !verifyWith(key, input, sig) {
-		return Errorf(StatusUnauthorized, "the %s signature does not match FROM, TO, TYPE and body under the key %s of %s",
-			alg, KeyID(key), sigQuote(from))
-	}
-	return nil
+	return preparedCheck{alg: alg, input: input, sig: sig}, nil
+}
+
+// mismatch is the refusal of a signature that was read but does not verify.
+func (c preparedCheck) mismatch(key crypto.PublicKey, from string) error {
+	return Errorf(StatusUnauthorized, "the %s signature does not match FROM, TO, TYPE and body under the key %s of %s",
+		c.alg, KeyID(key), sigQuote(from))
 }
 
 // keyAlg returns the one algorithm a public key verifies, or why it
@@ -250,24 +273,28 @@ func keyAlg(key crypto.PublicKey) (alg, reason string) {
 	return AlgEd25519, ""
 }
 
-// ed25519Rules is crypto/ed25519's acceptance rule, exactly: the
-// cofactorless equation, R compared byte for byte with the computed point
-// (so a non-canonical R fails), S below the group order, and any 32 bytes
-// that decode as a point taken as the key (keys of small order are kept
-// out where they enter, by ed25519PointProblem, not here). The check runs
-// in curve25519-voi rather than the standard library because it is about
-// 1.4 times faster on the same rule (docs/DESIGN.md), and on a signed
-// transfer the check is most of the node's work. The rule is kept so that
-// a log written before the change replays to the same verdicts;
-// TestEd25519RuleMatchesStdlib, TestEd25519EdgeGridMatchesStdlib and
-// FuzzEd25519MatchesStdlib hold the two libraries to it. The flags are
-// written out here, not taken from voi's exported (and writable) preset;
-// TestEd25519RulesAreTheStdlibPreset checks they are the same.
+// ed25519Rules is the node's Ed25519 acceptance rule (docs/PROTOCOL.md,
+// "Signatures"): S below the group order; A and R canonically encoded
+// points; A not of small order; and the cofactored equation
+// [8](SB - R - kA) = 0. It is crypto/ed25519's rule with two differences,
+// both reachable only by a key's owner: crypto/ed25519 uses the
+// cofactorless equation, so it refuses a signature whose R its owner built
+// with a small-order component, and it takes small-order and
+// non-canonical keys, which the node refuses where they enter
+// (ed25519PointProblem) and here again. Every signature crypto/ed25519
+// accepts under a key the node would bind, the node accepts.
+//
+// The cofactored equation is what makes batch verification sound
+// (VerifyBatch): a batch's verdict on each signature is then the same as
+// the signature's own, so a replay reaches the live node's verdicts
+// however its checks were grouped. Under the cofactorless equation, two
+// signatures crafted with the same point of order 2 in R fail alone but
+// pass together whenever the batch's random weights sum to an even
+// number. The flags are written out here, not taken from voi's exported
+// (and writable) preset; TestEd25519RulesAreVoisDefault checks they are
+// the same.
 var ed25519Rules = &voied25519.Options{Verify: &voied25519.VerifyOptions{
-	AllowSmallOrderA:   true,
-	AllowSmallOrderR:   true,
-	AllowNonCanonicalA: true,
-	CofactorlessVerify: true,
+	AllowSmallOrderR: true,
 }}
 
 // verifyWith verifies sig over input; key must have passed keyAlg.
