@@ -73,8 +73,13 @@ func (v *IngestVerifier) VerifyBatch(envs []*events.Envelope) {
 	flush()
 }
 
-// ingestBatchMax is how many signatures VerifyBatch hands protocol at once.
+// ingestBatchMax is how many signatures VerifyBatch hands protocol at
+// once, and the largest part of a stretch Prefetch gives one core.
 const ingestBatchMax = 64 // signatures
+
+// prefetchPartMin is the smallest part of a stretch Prefetch gives one
+// core when there are more cores than parts of ingestBatchMax.
+const prefetchPartMin = 8 // events
 
 // Prefetch implements Prefetcher: it decodes a stretch of events read back
 // from the stream and checks their signatures on every core, in batches,
@@ -101,8 +106,11 @@ func (v *IngestVerifier) Prefetch(envs []*events.Envelope) {
 			}
 		}()
 	}
+	// Parts of an equal share per core, so that every core has work,
+	// but no smaller than a batch worth making.
+	part := min(ingestBatchMax, max(prefetchPartMin, (len(envs)+runtime.GOMAXPROCS(0)-1)/runtime.GOMAXPROCS(0)))
 	for len(envs) > 0 {
-		n := min(len(envs), ingestBatchMax)
+		n := min(len(envs), part)
 		work <- envs[:n]
 		envs = envs[n:]
 	}

@@ -3,6 +3,7 @@ package protocol
 import (
 	"crypto/ed25519"
 	"encoding/binary"
+	"slices"
 	"sync"
 	"testing"
 
@@ -76,5 +77,45 @@ func TestEd25519KeyCacheTakesOnlyKeysThatSigned(t *testing.T) {
 	}
 	if !c.verify(pub, msg, sig) || c.verify(pub, msg, bad) {
 		t.Fatal("the cached key gives other verdicts")
+	}
+}
+
+// TestEd25519KeyCacheBatchTakesOnlyKeysThatSigned: the batch check keeps
+// the cache's rule. In a batch where one key signs badly, another well,
+// and a third signs twice (once badly), only the keys with a signature
+// that verified are cached, and the verdicts are the single check's.
+func TestEd25519KeyCacheBatchTakesOnlyKeysThatSigned(t *testing.T) {
+	c := newKeyCache()
+	msg := []byte("AGLX-SIG-1\nagent://a.local\nregistry://localhost\ncredit.transfer\n{}")
+	var pubs []ed25519.PublicKey
+	var good, bad [][]byte
+	for range 3 {
+		pub, priv, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig := ed25519.Sign(priv, msg)
+		spoilt := append([]byte(nil), sig...)
+		spoilt[40] ^= 1
+		pubs, good, bad = append(pubs, pub), append(good, sig), append(bad, spoilt)
+	}
+	keys := []ed25519.PublicKey{pubs[0], pubs[1], pubs[2], pubs[2]}
+	sigs := [][]byte{bad[0], good[1], bad[2], good[2]}
+	msgs := [][]byte{msg, msg, msg, msg}
+	ok := make([]bool, len(keys))
+	c.verifyBatch(keys, msgs, sigs, ok)
+	if want := []bool{false, true, false, true}; !slices.Equal(ok, want) {
+		t.Fatalf("verdicts %v, want %v", ok, want)
+	}
+	if c.get(pubs[0]) != nil {
+		t.Error("a key entered the cache with a signature that failed")
+	}
+	if c.get(pubs[1]) == nil || c.get(pubs[2]) == nil {
+		t.Error("a key whose signature verified in a batch was not cached")
+	}
+	// Through the cache now: the same verdicts.
+	c.verifyBatch(keys, msgs, sigs, ok)
+	if want := []bool{false, true, false, true}; !slices.Equal(ok, want) {
+		t.Fatalf("with the keys cached, verdicts %v, want %v", ok, want)
 	}
 }

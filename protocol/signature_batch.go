@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ed25519"
 	"sync"
@@ -14,6 +15,12 @@ import (
 // 64, against 27 alone), while every signature in it waits for the whole
 // batch, about 0.45 ms at 32.
 const ed25519BatchMax = 32 // signatures
+
+// ed25519BatchMin is the fewest Ed25519 signatures checked as a batch.
+// A batch of two costs what two lone checks cost, and a batch with a bad
+// signature in it costs the batch and then every check alone: at two,
+// twice the lone checks; at four 1.7 times, at 32 1.5 (docs/DESIGN.md).
+const ed25519BatchMin = 4 // signatures
 
 // SigCheck is one signature for VerifyBatch to check: the sender's public
 // key and the frame's FROM, TO, TYPE and body, as Verify takes them.
@@ -83,23 +90,36 @@ var batchVerifiers = sync.Pool{New: func() any { return voied25519.NewBatchVerif
 // under keys[j] by ed25519Rules: the same verdicts as verifyWith gives one
 // by one, reached together. At most ed25519BatchMax signatures.
 func verifyEd25519Batch(keys []ed25519.PublicKey, msgs, sigs [][]byte, ok []bool) {
-	switch len(keys) {
-	case 0:
-		return
-	case 1: // nothing to share the work with
-		ok[0] = verifyWith(keys[0], msgs[0], sigs[0])
+	ed25519Keys.verifyBatch(keys, msgs, sigs, ok)
+}
+
+// verifyBatch is verifyEd25519Batch through the cache c: cached keys are
+// used expanded, a key not cached is expanded once per batch however often
+// it occurs, and kept once a signature has verified under it, as in the
+// single check.
+func (c *ed25519KeyCache) verifyBatch(keys []ed25519.PublicKey, msgs, sigs [][]byte, ok []bool) {
+	if len(keys) < ed25519BatchMin {
+		for j, k := range keys {
+			ok[j] = len(k) == ed25519.PublicKeySize && c.verify(k, msgs[j], sigs[j])
+		}
 		return
 	}
 	bv := batchVerifiers.Get().(*voied25519.BatchVerifier)
 	defer func() { batchVerifiers.Put(bv.Reset()) }()
 	var fresh [ed25519BatchMax]*voied25519.ExpandedPublicKey // keys expanded here, to cache if they verify
 	for j, k := range keys {
-		if len(k) != ed25519.PublicKeySize { // voi, like the standard library, panics on it
-			ok[j] = false
-			bv.AddWithOptions(nil, msgs[j], sigs[j], ed25519Rules) // refused, but keeps the positions
+		// A key of the wrong length would be cut to size by the cache's
+		// lookup and could match another key; voi refuses it on its own.
+		if len(k) != ed25519.PublicKeySize {
+			bv.AddWithOptions(voied25519.PublicKey(k), msgs[j], sigs[j], ed25519Rules)
 			continue
 		}
-		e := ed25519Keys.get(k)
+		e := c.get(k)
+		for i := 0; e == nil && i < j; i++ { // expanded earlier in this batch?
+			if fresh[i] != nil && bytes.Equal(keys[i], k) {
+				e, fresh[j] = fresh[i], fresh[i]
+			}
+		}
 		if e == nil {
 			var err error
 			if e, err = voied25519.NewExpandedPublicKey(voied25519.PublicKey(k)); err != nil {
@@ -115,7 +135,7 @@ func verifyEd25519Batch(keys []ed25519.PublicKey, msgs, sigs [][]byte, ok []bool
 	for j, k := range keys {
 		ok[j] = valid[j] && len(k) == ed25519.PublicKeySize
 		if ok[j] && fresh[j] != nil { // as in the single check: cached once a signature verified
-			ed25519Keys.putExpanded(k, fresh[j])
+			c.putExpanded(k, fresh[j])
 		}
 	}
 }

@@ -1,0 +1,119 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
+)
+
+// recordingVerifier counts the checks of each event and the size of each
+// batch. Its first batch waits until frames queue up behind it, so that
+// the workers have batches to form.
+type recordingVerifier struct {
+	srv     *Server
+	mu      sync.Mutex
+	checked map[string]int
+	batches []int
+	first   sync.Once
+}
+
+func (v *recordingVerifier) NeedsCheck(*events.Envelope, *protocol.Message) bool { return true }
+
+func (v *recordingVerifier) VerifyBatch(envs []*events.Envelope) {
+	v.first.Do(func() {
+		for deadline := time.Now().Add(10 * time.Second); len(v.srv.work) < 3*verifyBatchMax && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	})
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, e := range envs {
+		v.checked[e.ID]++
+	}
+	v.batches = append(v.batches, len(envs))
+}
+
+func (v *recordingVerifier) count(id string) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.checked[id]
+}
+
+// TestEveryFrameIsCheckedOnceBeforeItsReply: with connections pipelining
+// frames whose signatures are to be checked, the validation workers check
+// every frame exactly once, in batches no larger than verifyBatchMax,
+// and a frame's reply is written only after its check.
+func TestEveryFrameIsCheckedOnceBeforeItsReply(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	v := &recordingVerifier{checked: map[string]int{}}
+	srv := New(l, Config{Verifier: v}, quiet)
+	v.srv = srv
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeTCP(ln, events.TransportTCP)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	const conns, per = 4, 300
+	var wg sync.WaitGroup
+	errs := make(chan string, conns)
+	for c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := Dial(context.Background(), ln.Addr().String())
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			defer cl.Close()
+			for i := range per {
+				cl.Write(benchFrame(c*per + i))
+			}
+			cl.Flush()
+			for i := range per {
+				r, err := cl.ReadReply()
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				id := r.Value(protocol.HeaderInReplyTo)
+				if n := v.count(id); n != 1 {
+					errs <- fmt.Sprintf("the reply to %s came after %d checks of it, not one", id, n)
+					return
+				}
+				if i == 0 && r.Type() != "ack" {
+					errs <- "reply " + r.Type() + ": " + string(r.Body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.checked) != conns*per {
+		t.Fatalf("%d frames were checked, want %d", len(v.checked), conns*per)
+	}
+	largest := 0
+	for _, n := range v.batches {
+		largest = max(largest, n)
+	}
+	if largest < 2 || largest > verifyBatchMax {
+		t.Fatalf("the largest batch held %d frames; want batches of 2 to %d while frames wait", largest, verifyBatchMax)
+	}
+}
