@@ -3,6 +3,7 @@ package protocol
 import (
 	"crypto/ed25519"
 	"sync"
+	"sync/atomic"
 
 	voied25519 "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 )
@@ -23,6 +24,9 @@ const ed25519KeyCacheMax = 4096 // keys
 type ed25519KeyCache struct {
 	mu   sync.RWMutex
 	keys map[[ed25519.PublicKeySize]byte]*voied25519.ExpandedPublicKey
+	// pause counts down the signatures still to be checked one by one
+	// after a batch failed (ed25519BatchPause).
+	pause atomic.Int64
 }
 
 var ed25519Keys = &ed25519KeyCache{keys: make(map[[ed25519.PublicKeySize]byte]*voied25519.ExpandedPublicKey)}

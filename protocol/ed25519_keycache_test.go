@@ -119,3 +119,46 @@ func TestEd25519KeyCacheBatchTakesOnlyKeysThatSigned(t *testing.T) {
 		t.Fatalf("with the keys cached, verdicts %v, want %v", ok, want)
 	}
 }
+
+// TestEd25519BatchPausesAfterAFailure: after a batch with a bad signature
+// fails, the next ed25519BatchPause signatures are checked one by one, to
+// the same verdicts, and batches resume after them.
+func TestEd25519BatchPausesAfterAFailure(t *testing.T) {
+	c := newKeyCache()
+	good := honestCases(t, 8)
+	batch := func(cases []sigCase) []bool {
+		var keys []ed25519.PublicKey
+		var msgs, sigs [][]byte
+		for _, h := range cases {
+			keys, msgs, sigs = append(keys, h.pub), append(msgs, h.msg), append(sigs, h.sig)
+		}
+		ok := make([]bool, len(keys))
+		c.verifyBatch(keys, msgs, sigs, ok)
+		return ok
+	}
+	c.verifyBatch(nil, nil, nil, nil)
+	if ok := batch(good); slices.Contains(ok, false) || c.pause.Load() != 0 {
+		t.Fatalf("honest batch: verdicts %v, pause %d", ok, c.pause.Load())
+	}
+	spoilt := slices.Clone(good)
+	spoilt[3].sig = slices.Clone(spoilt[3].sig)
+	spoilt[3].sig[40] ^= 1
+	if ok := batch(spoilt); ok[3] || slices.Contains(append(ok[:3:3], ok[4:]...), false) {
+		t.Fatalf("batch with one bad signature: verdicts %v", ok)
+	}
+	if got := c.pause.Load(); got != ed25519BatchPause {
+		t.Fatalf("after a failed batch the pause is %d, want %d", got, ed25519BatchPause)
+	}
+	for left := int64(ed25519BatchPause); left > 0; left -= int64(len(good)) {
+		if ok := batch(good); slices.Contains(ok, false) {
+			t.Fatalf("during the pause: verdicts %v", ok)
+		}
+		if got := c.pause.Load(); got != left-int64(len(good)) {
+			t.Fatalf("the pause is %d after a batch of %d, want %d", got, len(good), left-int64(len(good)))
+		}
+	}
+	before := c.pause.Load()
+	if ok := batch(good); slices.Contains(ok, false) || c.pause.Load() != before {
+		t.Fatalf("after the pause: verdicts %v, pause %d; want a batch, which leaves the pause at %d", ok, c.pause.Load(), before)
+	}
+}

@@ -22,6 +22,15 @@ const ed25519BatchMax = 32 // signatures
 // twice the lone checks; at four 1.7 times, at 32 1.5 (docs/DESIGN.md).
 const ed25519BatchMin = 4 // signatures
 
+// ed25519BatchPause is how many signatures are checked one by one after a
+// batch failed. A bad signature makes its batch cost the batch and then
+// every check alone, so a sender who slips one into every batch would
+// make the node pay 1.5 to 1.7 times what lone checks cost; after a
+// failure the node checks alone for a while, and such traffic costs about
+// what it did before batching, while honest traffic loses the batches
+// only for this long after each bad signature.
+const ed25519BatchPause = 256 // signatures
+
 // SigCheck is one signature for VerifyBatch to check: the sender's public
 // key and the frame's FROM, TO, TYPE and body, as Verify takes them.
 type SigCheck struct {
@@ -96,9 +105,11 @@ func verifyEd25519Batch(keys []ed25519.PublicKey, msgs, sigs [][]byte, ok []bool
 // verifyBatch is verifyEd25519Batch through the cache c: cached keys are
 // used expanded, a key not cached is expanded once per batch however often
 // it occurs, and kept once a signature has verified under it, as in the
-// single check.
+// single check. After a batch fails, the next ed25519BatchPause
+// signatures are checked one by one.
 func (c *ed25519KeyCache) verifyBatch(keys []ed25519.PublicKey, msgs, sigs [][]byte, ok []bool) {
-	if len(keys) < ed25519BatchMin {
+	if len(keys) < ed25519BatchMin || c.pause.Load() > 0 {
+		c.pause.Add(-int64(len(keys)))
 		for j, k := range keys {
 			ok[j] = len(k) == ed25519.PublicKeySize && c.verify(k, msgs[j], sigs[j])
 		}
@@ -131,7 +142,10 @@ func (c *ed25519KeyCache) verifyBatch(keys []ed25519.PublicKey, msgs, sigs [][]b
 		}
 		bv.AddExpandedWithOptions(e, msgs[j], sigs[j], ed25519Rules)
 	}
-	_, valid := bv.Verify(nil) // crypto/rand draws the weights
+	allValid, valid := bv.Verify(nil) // crypto/rand draws the weights
+	if !allValid {
+		c.pause.Store(ed25519BatchPause)
+	}
 	for j, k := range keys {
 		ok[j] = valid[j] && len(k) == ed25519.PublicKeySize
 		if ok[j] && fresh[j] != nil { // as in the single check: cached once a signature verified
