@@ -3,6 +3,8 @@ package bridge
 import (
 	"fmt"
 	"net/http"
+
+	"github.com/aglx/ledger/protocol"
 )
 
 // metrics writes the node's counters in the Prometheus text format: a
@@ -21,6 +23,11 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 	put("aglx_frames_refused_total", "counter", "Frames refused, at the edge or by a fold.", c.FramesRefused)
 	put("aglx_udp_appended_total", "counter", "Announce datagrams appended.", c.UDPAppended)
 	put("aglx_udp_refused_total", "counter", "Datagrams refused.", c.UDPRefused)
+	ed := protocol.Ed25519Counters()
+	put("aglx_ed25519_lone_checks_total", "counter", "Ed25519 signatures checked one by one.", ed.Lone)
+	put("aglx_ed25519_batches_total", "counter", "Batches of Ed25519 signatures checked together.", ed.Batches)
+	put("aglx_ed25519_batched_checks_total", "counter", "Ed25519 signatures checked in those batches.", ed.Batched)
+	put("aglx_ed25519_failed_batches_total", "counter", "Batches with a bad signature in them, checked again one by one; each is a forged or broken signature.", ed.FailedBatches)
 	cs := api.Log.CommitStats()
 	put("aglx_wal_commits_total", "counter", "Group commits written to the write-ahead stream.", cs.Commits)
 	put("aglx_wal_commit_failures_total", "counter", "Group commits the write-ahead stream did not take.", cs.Failures)

@@ -27,6 +27,24 @@ type ed25519KeyCache struct {
 	// pause counts down the signatures still to be checked one by one
 	// after a batch failed (ed25519BatchPause).
 	pause atomic.Int64
+	// The counters of Ed25519Counters.
+	lone, batches, batched, failed atomic.Uint64
+}
+
+// Ed25519Stats counts the node's Ed25519 checks since it started, for
+// operators: how much of the work batching takes, and how often a batch
+// failed, which happens only with a bad signature in it.
+type Ed25519Stats struct {
+	Lone          uint64 // signatures checked one by one
+	Batches       uint64 // batches checked
+	Batched       uint64 // signatures in those batches
+	FailedBatches uint64 // batches with a bad signature, then checked one by one
+}
+
+// Ed25519Counters returns the counts of the node's Ed25519 checks.
+func Ed25519Counters() Ed25519Stats {
+	c := ed25519Keys
+	return Ed25519Stats{Lone: c.lone.Load(), Batches: c.batches.Load(), Batched: c.batched.Load(), FailedBatches: c.failed.Load()}
 }
 
 var ed25519Keys = &ed25519KeyCache{keys: make(map[[ed25519.PublicKeySize]byte]*voied25519.ExpandedPublicKey)}
@@ -71,6 +89,7 @@ func (c *ed25519KeyCache) putExpanded(k ed25519.PublicKey, e *voied25519.Expande
 // a cached key is used expanded; otherwise the check runs the plain way,
 // and the key is cached once a signature has verified under it.
 func (c *ed25519KeyCache) verify(k ed25519.PublicKey, msg, sig []byte) bool {
+	c.lone.Add(1)
 	if e := c.get(k); e != nil {
 		return voied25519.VerifyExpandedWithOptions(e, msg, sig, ed25519Rules)
 	}

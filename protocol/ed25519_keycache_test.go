@@ -149,6 +149,9 @@ func TestEd25519BatchPausesAfterAFailure(t *testing.T) {
 	if got := c.pause.Load(); got != ed25519BatchPause {
 		t.Fatalf("after a failed batch the pause is %d, want %d", got, ed25519BatchPause)
 	}
+	if b, n, f, lone := c.batches.Load(), c.batched.Load(), c.failed.Load(), c.lone.Load(); b != 2 || n != 16 || f != 1 || lone != 0 {
+		t.Fatalf("counted %d batches of %d signatures, %d failed, %d lone checks; want 2, 16, 1, 0", b, n, f, lone)
+	}
 	for left := int64(ed25519BatchPause); left > 0; left -= int64(len(good)) {
 		if ok := batch(good); slices.Contains(ok, false) {
 			t.Fatalf("during the pause: verdicts %v", ok)
@@ -156,6 +159,9 @@ func TestEd25519BatchPausesAfterAFailure(t *testing.T) {
 		if got := c.pause.Load(); got != left-int64(len(good)) {
 			t.Fatalf("the pause is %d after a batch of %d, want %d", got, len(good), left-int64(len(good)))
 		}
+	}
+	if lone := c.lone.Load(); lone < ed25519BatchPause {
+		t.Fatalf("counted %d lone checks during a pause of %d", lone, ed25519BatchPause)
 	}
 	before := c.pause.Load()
 	if ok := batch(good); slices.Contains(ok, false) || c.pause.Load() != before {

@@ -143,7 +143,10 @@ func (c *ed25519KeyCache) verifyBatch(keys []ed25519.PublicKey, msgs, sigs [][]b
 		bv.AddExpandedWithOptions(e, msgs[j], sigs[j], ed25519Rules)
 	}
 	allValid, valid := bv.Verify(nil) // crypto/rand draws the weights
+	c.batches.Add(1)
+	c.batched.Add(uint64(len(keys)))
 	if !allValid {
+		c.failed.Add(1)
 		c.pause.Store(ed25519BatchPause)
 	}
 	for j, k := range keys {

@@ -574,7 +574,8 @@ func TestMetrics(t *testing.T) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	for _, want := range []string{"aglx_frames_appended_total 1\n", "aglx_wal_commits_total 1\n", "aglx_wal_committed_events_total 1\n", "# TYPE aglx_connections_open gauge\n",
-		"# TYPE aglx_wal_commit_duration_seconds histogram\n", "aglx_wal_commit_duration_seconds_bucket{le=\"+Inf\"} 1\n", "aglx_wal_commit_duration_seconds_count 1\n", "aglx_ack_duration_seconds_count 1\n"} {
+		"# TYPE aglx_wal_commit_duration_seconds histogram\n", "aglx_wal_commit_duration_seconds_bucket{le=\"+Inf\"} 1\n", "aglx_wal_commit_duration_seconds_count 1\n", "aglx_ack_duration_seconds_count 1\n",
+		"# TYPE aglx_ed25519_failed_batches_total counter\n"} {
 		if !strings.Contains(string(b), want) {
 			t.Fatalf("/metrics lacks %q:\n%s", want, b)
 		}
