@@ -298,18 +298,32 @@ func NewVerdictCache() *VerdictCache { return &VerdictCache{} }
 // Put records that the signature of event eventID did (ok) or did not
 // verify against the key keyID (protocol.KeyID of it).
 func (c *VerdictCache) Put(eventID, keyID string, ok bool) {
+	c.PutAll([]VerdictEntry{{eventID, keyID, ok}})
+}
+
+// VerdictEntry is one verdict for PutAll.
+type VerdictEntry struct {
+	EventID, KeyID string
+	OK             bool
+}
+
+// PutAll is Put for each of vs, under one hold of the cache's lock: the
+// validation workers record a batch's verdicts at once.
+func (c *VerdictCache) PutAll(vs []VerdictEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = make(map[string]cachedVerdict)
+		c.m = make(map[string]cachedVerdict, VerdictCacheMax+1)
 	}
-	if _, dup := c.m[eventID]; !dup {
-		c.order = append(c.order, eventID)
-	}
-	c.m[eventID] = cachedVerdict{keyID, ok}
-	for len(c.m) > VerdictCacheMax {
-		delete(c.m, c.order[0])
-		c.order = c.order[1:]
+	for _, v := range vs {
+		if _, dup := c.m[v.EventID]; !dup {
+			c.order = append(c.order, v.EventID)
+		}
+		c.m[v.EventID] = cachedVerdict{v.KeyID, v.OK}
+		for len(c.m) > VerdictCacheMax {
+			delete(c.m, c.order[0])
+			c.order = c.order[1:]
+		}
 	}
 }
 

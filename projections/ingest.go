@@ -39,17 +39,17 @@ func (v *IngestVerifier) VerifyBatch(envs []*events.Envelope) {
 		return
 	}
 	var (
-		checks [ingestBatchMax]protocol.SigCheck
-		kids   [ingestBatchMax]string
-		which  [ingestBatchMax]*events.Envelope
-		errs   [ingestBatchMax]error
-		n      int
+		checks   [ingestBatchMax]protocol.SigCheck
+		verdicts [ingestBatchMax]VerdictEntry
+		errs     [ingestBatchMax]error
+		n        int
 	)
 	flush := func() {
 		protocol.VerifyBatch(checks[:n], errs[:n])
 		for j := range n {
-			v.Cache.Put(which[j].ID, kids[j], errs[j] == nil)
+			verdicts[j].OK = errs[j] == nil
 		}
+		v.Cache.PutAll(verdicts[:n])
 		clear(checks[:n])
 		n = 0
 	}
@@ -65,7 +65,7 @@ func (v *IngestVerifier) VerifyBatch(envs []*events.Envelope) {
 			continue
 		}
 		checks[n] = envelopeCheck(pub, env)
-		kids[n], which[n] = kid, env
+		verdicts[n] = VerdictEntry{EventID: env.ID, KeyID: kid}
 		if n++; n == ingestBatchMax {
 			flush()
 		}
