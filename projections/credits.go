@@ -2,6 +2,7 @@ package projections
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/aglx/ledger/ledger"
 	"github.com/aglx/ledger/protocol"
@@ -109,6 +110,37 @@ type creditAck struct {
 	Replayed      bool            `json:"replayed,omitempty"`
 }
 
+// appendJSON appends what json.Marshal writes for a, byte for byte,
+// without reflection: every settled transfer is answered with one, on the
+// fold's goroutine.
+func (a creditAck) appendJSON(b []byte) []byte {
+	b = append(b, `{"transaction_id":`...)
+	b = appendMarshalledString(b, a.TransactionID)
+	b = append(b, `,"balance":`...)
+	b = strconv.AppendQuote(b, a.Balance.String()) // digits, a sign and a point
+	b = append(b, `,"available":`...)
+	b = strconv.AppendQuote(b, a.Available.String())
+	if a.Replayed {
+		b = append(b, `,"replayed":true`...)
+	}
+	return append(b, '}')
+}
+
+// appendMarshalledString appends s as json.Marshal writes a string. Plain
+// printable ASCII, what transaction ids are in practice, is copied; for
+// anything else json.Marshal itself does the escaping.
+func appendMarshalledString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7F || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
 // creditBalance is the node's answer to a balance query: the ledger's
 // figures, money as strings.
 type creditBalance struct {
@@ -138,8 +170,8 @@ func creditReply(e *Event, out ledger.Outcome) (Reply, bool) {
 		body, _ := json.Marshal(b)
 		return Reply{Type: protocol.TypeCreditBalance, Status: protocol.StatusOK, Body: body}, true
 	case out.TransactionID != "":
-		body, _ := json.Marshal(creditAck{TransactionID: out.TransactionID, Balance: out.Balance, Available: out.Available, Replayed: out.Replayed})
-		return Reply{Type: "ack", Status: protocol.StatusOK, Body: body}, true
+		ack := creditAck{TransactionID: out.TransactionID, Balance: out.Balance, Available: out.Available, Replayed: out.Replayed}
+		return Reply{Type: "ack", Status: protocol.StatusOK, Body: ack.appendJSON(nil)}, true
 	}
 	return Reply{}, false
 }
