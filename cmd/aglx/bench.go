@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto"
-	"crypto/ed25519"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -105,6 +102,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		r, vt, replay := sr.load, sr.verify, sr.replay
 		fmt.Fprintf(stdout, "cold replay: %d events in %s\n", replay.events, replay.elapsed)
+		fmt.Fprintf(stdout, "signature checks during the load: %s\n", sr.batching())
 		ratio := func(per time.Duration) float64 { return r.PerSec / (float64(runtime.NumCPU()) / per.Seconds()) }
 		fmt.Fprintf(stdout, "signed ingest %.0f/s (%d refused), verify %s, ceiling %.0f/s, ratio %.2f (crypto/ed25519: %s, ratio %.2f; batches of %d: %s, ratio %.2f), p50 %s p99 %s, CPU %s per frame\n",
 			r.PerSec, r.Errors, vt.single, vt.ceiling, ratio(vt.single), vt.stdlib, ratio(vt.stdlib), verifyBatchBench, vt.batch, ratio(vt.batch), r.P50, r.P99, r.CPUPerFrame())
@@ -180,6 +178,8 @@ type benchReport struct {
 	// reference, beside the goal's one-at-a-time ceiling.
 	StdlibVerifyNS time.Duration `json:"stdlib_verify_ns"`
 	BatchVerifyNS  time.Duration `json:"batch_verify_ns"`
+	// SignedBatching says how the signed run's checks were made.
+	SignedBatching string        `json:"signed_batching"`
 	ReplayEvents   uint64        `json:"replay_events"`
 	ReplayNS       time.Duration `json:"replay_ns"`
 }
@@ -241,7 +241,7 @@ func benchFull(ctx context.Context, dir string, frame func(int) []byte, n, conns
 	}
 	signedRow.Ratio = signed.PerSec / sr.verify.ceiling
 	return benchReport{Rows: rows, Signed: signedRow, VerifyNS: sr.verify.single, VerifyCeiling: sr.verify.ceiling,
-		StdlibVerifyNS: sr.verify.stdlib, BatchVerifyNS: sr.verify.batch,
+		StdlibVerifyNS: sr.verify.stdlib, BatchVerifyNS: sr.verify.batch, SignedBatching: sr.batching(),
 		ReplayEvents: sr.replay.events, ReplayNS: sr.replay.elapsed}, nil
 }
 
@@ -277,6 +277,9 @@ func (rep benchReport) print(stdout io.Writer, frameBytes, n int) {
 	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s|%s|\n", dashes(60), dashes(10), dashes(7), dashes(11), dashes(11), dashes(11))
 	fmt.Fprintf(stdout, "| %-58s | %8.0f | %5.2f | %9s | %9s | %9s |\n", signedRow.Name+" (ratio: to the verify ceiling)", signedRow.PerSec, signedRow.Ratio,
 		signedRow.P50.Round(10*time.Microsecond), signedRow.P99.Round(10*time.Microsecond), signedRow.CPUPerFrame.Round(100*time.Nanosecond))
+	if rep.SignedBatching != "" {
+		fmt.Fprintf(stdout, "\nthe signed run's signature checks: %s\n", rep.SignedBatching)
+	}
 	if rep.ReplayEvents > 0 {
 		fmt.Fprintf(stdout, "\ncold replay of that log (registry and ledger, every signature checked again, in parallel): %d events in %s, %.0f events/s\n",
 			rep.ReplayEvents, rep.ReplayNS.Round(time.Millisecond), float64(rep.ReplayEvents)/rep.ReplayNS.Seconds())
@@ -453,219 +456,4 @@ func benchIngest(ctx context.Context, dir string, sync time.Duration, load bridg
 	load.Addr = n.addr
 	r, err := timedLoad(ctx, filepath.Base(dir), load)
 	return r, nodeStats{commits: n.log.CommitStats(), ack: n.srv.AckLatency()}, err
-}
-
-// benchAgents is how many agents the signed run spreads its transfers over.
-const benchAgents = 64
-
-// signedFrame builds a frame from its parts and signs it with key.
-func signedFrame(key crypto.Signer, from, to, typ, body string) ([]byte, error) {
-	f := &protocol.Frame{Transport: protocol.TransportTCP, Body: []byte(body), Headers: []protocol.Header{
-		{Name: protocol.HeaderFrom, Value: from}, {Name: protocol.HeaderTo, Value: to}, {Name: protocol.HeaderType, Value: typ},
-	}}
-	if err := protocol.SignFrame(key, f); err != nil {
-		return nil, err
-	}
-	return protocol.Encode(f), nil
-}
-
-// verifyTimes are the signature check's costs, each measured on one core.
-type verifyTimes struct {
-	ceiling float64       // checks per second on all cores, one at a time: the goal's ceiling
-	single  time.Duration // the node's check of one signature, canonical form included
-	stdlib  time.Duration // the same with crypto/ed25519's verification, for reference
-	batch   time.Duration // per signature, in batches of verifyBatchBench, as the workers check under load
-}
-
-// verifyBatchBench is the batch size timed for reference: the validation
-// workers' largest.
-const verifyBatchBench = 32 // signatures
-
-// verifyCeiling measures the signature check on one core and returns what
-// all cores could check per second one at a time: the ceiling the signed
-// goal is judged against, as raw JetStream's publish is the ingest goal's
-// ceiling though the node groups its writes. It also times, for
-// reference, the same steps with crypto/ed25519 (the library the node used
-// before curve25519-voi) and the node's check in batches of
-// verifyBatchBench of the given frames and keys.
-func verifyCeiling(frames [][]byte, keys []crypto.PublicKey) (verifyTimes, error) {
-	pub, ok := keys[0].(ed25519.PublicKey)
-	if !ok {
-		return verifyTimes{}, fmt.Errorf("the bench's keys must be Ed25519, not %T", keys[0])
-	}
-	checks := make([]protocol.SigCheck, len(frames))
-	for i, b := range frames {
-		f, err := protocol.NewDecoder(bytes.NewReader(b), protocol.DecoderOptions{}).Decode()
-		if err != nil {
-			return verifyTimes{}, err
-		}
-		checks[i] = protocol.SigCheck{Key: keys[i], From: f.From(), To: f.To(), Type: f.Type(), Body: f.Body}
-	}
-	const rounds = 3000
-	timed := func(check func() error) (time.Duration, error) {
-		start := time.Now()
-		for range rounds {
-			if err := check(); err != nil {
-				return 0, err
-			}
-		}
-		return time.Since(start) / rounds, nil
-	}
-	var vt verifyTimes
-	var err error
-	c := checks[0]
-	if vt.single, err = timed(func() error { return protocol.Verify(c.Key, c.From, c.To, c.Type, c.Body) }); err != nil {
-		return verifyTimes{}, err
-	}
-	var input, sig []byte
-	prepare, err := timed(func() error {
-		text, _, err := protocol.SignatureOf(c.Body)
-		if err != nil {
-			return err
-		}
-		if _, sig, err = protocol.ParseSignature(text); err != nil {
-			return err
-		}
-		input, err = protocol.SigningInput(c.From, c.To, c.Type, c.Body)
-		return err
-	})
-	if err != nil {
-		return verifyTimes{}, err
-	}
-	stdlib, err := timed(func() error {
-		if !ed25519.Verify(pub, input, sig) {
-			return errors.New("crypto/ed25519 refused a signature the node accepted")
-		}
-		return nil
-	})
-	if err != nil {
-		return verifyTimes{}, err
-	}
-	vt.stdlib = prepare + stdlib
-	errs := make([]error, len(checks))
-	batches, err := timed(func() error {
-		protocol.VerifyBatch(checks, errs)
-		return errors.Join(errs...)
-	})
-	if err != nil {
-		return verifyTimes{}, err
-	}
-	vt.batch = batches / time.Duration(len(checks))
-	vt.ceiling = float64(runtime.NumCPU()) / vt.single.Seconds()
-	return vt, nil
-}
-
-// benchSigned binds benchAgents Ed25519 keys, funds them, and then sends n
-// signed credit.transfers among them: the full path of a value-moving
-// message, signature check and ledger included.
-func benchSigned(ctx context.Context, dir string, n, conns int) (signedResult, error) {
-	node, err := startBenchNode(ctx, dir, 0)
-	if err != nil {
-		return signedResult{}, err
-	}
-	defer node.close()
-	keys := make([]crypto.Signer, benchAgents)
-	uri := func(i int) string { return fmt.Sprintf("agent://a%02d.bench", i%benchAgents) }
-	now := time.Now().UTC().Format(time.RFC3339)
-	var setup []byte
-	for i := range keys {
-		if keys[i], err = protocol.GenerateKey(protocol.KeyEd25519); err != nil {
-			return signedResult{}, err
-		}
-		pub, _ := protocol.MarshalPublicKey(keys[i].Public())
-		auth, err := signedFrame(keys[i], uri(i), node.name, protocol.TypeAuthRequest,
-			fmt.Sprintf(`{"agent_id": "a%02d", "public_key": %q, "timestamp": %q}`, i, pub, now))
-		if err != nil {
-			return signedResult{}, err
-		}
-		mint, err := signedFrame(node.key, node.name, uri(i), protocol.TypeCreditTransfer,
-			fmt.Sprintf(`{"amount": 1000000000, "currency": "AGLX", "timestamp": %q, "transaction_id": "mint-%02d"}`, now, i))
-		if err != nil {
-			return signedResult{}, err
-		}
-		setup = append(append(setup, auth...), mint...)
-	}
-	c, err := bridge.Dial(ctx, node.addr)
-	if err != nil {
-		return signedResult{}, err
-	}
-	c.Write(setup)
-	c.CloseWrite()
-	for range 2 * benchAgents {
-		r, err := c.ReadReply()
-		if err != nil {
-			c.Close()
-			return signedResult{}, fmt.Errorf("setup: %w", err)
-		}
-		if r.Type() == "error" {
-			c.Close()
-			return signedResult{}, fmt.Errorf("setup refused: %s", r.Body)
-		}
-	}
-	c.Close()
-	var frames frameSet
-	for i := range n {
-		f, err := signedFrame(keys[i%benchAgents], uri(i), uri(i+1), protocol.TypeCreditTransfer,
-			fmt.Sprintf(`{"amount": 1, "currency": "AGLX", "timestamp": %q, "transaction_id": "tx-%08d"}`, now, i))
-		if err != nil {
-			return signedResult{}, err
-		}
-		frames.add(f)
-	}
-	var sr signedResult
-	batchFrames, batchKeys := make([][]byte, verifyBatchBench), make([]crypto.PublicKey, verifyBatchBench)
-	for i := range batchFrames {
-		batchFrames[i], batchKeys[i] = frames.at(i), keys[i%benchAgents].Public()
-	}
-	if sr.verify, err = verifyCeiling(batchFrames, batchKeys); err != nil {
-		return signedResult{}, err
-	}
-	if sr.load, err = timedLoad(ctx, filepath.Base(dir), bridge.Load{Addr: node.addr, Conns: conns, Frames: n, Frame: frames.at}); err != nil {
-		return signedResult{}, err
-	}
-	sr.replay.events, sr.replay.elapsed, err = benchReplay(ctx, node)
-	return sr, err
-}
-
-// replayResult is how long a cold rebuild of the folds took.
-type replayResult struct {
-	events  uint64
-	elapsed time.Duration
-}
-
-// signedResult is the signed run: the load, the check times verifyCeiling
-// measured, and the cold replay of the log it wrote.
-type signedResult struct {
-	load   bridge.LoadResult
-	verify verifyTimes
-	replay replayResult
-}
-
-// benchReplay rebuilds the registry and the ledger from the whole log, as
-// a restarted node does: through a consumer, with no verdicts cached, so
-// every signature is checked again, by the prefetcher on every core.
-func benchReplay(ctx context.Context, node *benchNode) (uint64, time.Duration, error) {
-	l, err := events.Attach(ctx, node.nc, events.StreamNameDefault)
-	if err != nil {
-		return 0, 0, err
-	}
-	last, err := l.LastSeq(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cache := projections.NewVerdictCache()
-	registry := projections.NewRegistry(projections.RegistryConfig{NodeURI: node.name, NodeKey: node.key, Verdicts: cache})
-	r := projections.NewRunner(l, quiet, registry, projections.NewCredits(node.name, registry, nil), projections.NewStats())
-	r.Prefetcher = &projections.IngestVerifier{Registry: registry, Cache: cache}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	start := time.Now()
-	go r.Run(runCtx)
-	select {
-	case <-r.Ready():
-	case <-ctx.Done():
-		return 0, 0, ctx.Err()
-	}
-	return last, time.Since(start), nil
 }
