@@ -20,7 +20,7 @@ var alreadyValidated = func() chan struct{} {
 
 // verifyBatchMax bounds the frames one validation worker takes at once.
 // The worker takes whatever is waiting, up to this, and checks their
-// signatures as one batch (protocol.VerifyBatch): about half the cost of
+// signatures as one batch (protocol.SigBatcher): about half the cost of
 // one by one at 32. A lone frame is checked alone, at once.
 const verifyBatchMax = 32 // frames
 

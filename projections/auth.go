@@ -313,7 +313,7 @@ func (c *VerdictCache) PutAll(vs []VerdictEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = make(map[string]cachedVerdict, VerdictCacheMax+1)
+		c.m = make(map[string]cachedVerdict)
 	}
 	for _, v := range vs {
 		if _, dup := c.m[v.EventID]; !dup {

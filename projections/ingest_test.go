@@ -10,8 +10,9 @@ import (
 )
 
 // TestIngestVerifierBatchVerdicts: the verdicts the validation workers
-// record for a batch of mixed frames (good and forged Ed25519 and RSA
-// signatures, senders without a key, frames the policy does not cover),
+// record for a batch of frames, honest ones first, then mixed (good and
+// forged Ed25519 and RSA signatures, senders without a key, frames the
+// policy does not cover),
 // more than one protocol batch long, are each what VerifyEnvelope says of
 // the frame alone; and none is recorded where nothing was to be checked.
 // The fold trusts a recorded verdict made under the key it would use, so
@@ -39,6 +40,9 @@ func TestIngestVerifierBatchVerdicts(t *testing.T) {
 		a := i % (len(keys) + 1) // the last is an agent without a key
 		var f *protocol.Frame
 		switch {
+		case i < ingestBatchMax: // a first stretch of honest Ed25519 signatures: batches that pass
+			a = i % 2
+			f = signed(t, keys[a], update(a, i))
 		case a == len(keys):
 			f = signed(t, stranger, update(a, i))
 		case i%7 == 0:
@@ -55,7 +59,12 @@ func TestIngestVerifierBatchVerdicts(t *testing.T) {
 	}
 	cache := NewVerdictCache()
 	v := &IngestVerifier{Registry: h.r, Cache: cache}
+	before := protocol.Ed25519Counters()
 	v.VerifyBatch(envs)
+	after := protocol.Ed25519Counters()
+	if batches, failed := after.Batches-before.Batches, after.FailedBatches-before.FailedBatches; batches-failed < 2 || failed < 1 {
+		t.Fatalf("%d batches, %d of them failed; want passing and failing batches both", batches, failed)
+	}
 	good, bad := 0, 0
 	for _, w := range wants {
 		kid, ok, found := cache.Get(w.env.ID)

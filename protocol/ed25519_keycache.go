@@ -24,21 +24,21 @@ const ed25519KeyCacheMax = 4096 // keys
 type ed25519KeyCache struct {
 	mu   sync.RWMutex
 	keys map[[ed25519.PublicKeySize]byte]*voied25519.ExpandedPublicKey
-	// pause counts down the signatures still to be checked one by one
-	// after a batch failed (ed25519BatchPause).
-	pause atomic.Int64
 	// The counters of Ed25519Counters.
 	lone, batches, batched, failed atomic.Uint64
 }
 
 // Ed25519Stats counts the node's Ed25519 checks since it started, for
 // operators: how much of the work batching takes, and how often a batch
-// failed, which happens only with a bad signature in it.
+// failed. A batch fails when at least one signature in it does not verify
+// under the key it was checked with: a forged or broken signature, or one
+// checked ahead of the fold with a key its sender has since rotated (the
+// fold then checks it again with the right key).
 type Ed25519Stats struct {
-	Lone          uint64 // signatures checked one by one
-	Batches       uint64 // batches checked
+	Lone          uint64 // signatures the node chose to check one by one
+	Batches       uint64 // batches handed to the batch verifier
 	Batched       uint64 // signatures in those batches
-	FailedBatches uint64 // batches with a bad signature, then checked one by one
+	FailedBatches uint64 // batches with a signature that failed; each of theirs was then checked alone
 }
 
 // Ed25519Counters returns the counts of the node's Ed25519 checks.

@@ -120,51 +120,55 @@ func TestEd25519KeyCacheBatchTakesOnlyKeysThatSigned(t *testing.T) {
 	}
 }
 
-// TestEd25519BatchPausesAfterAFailure: after a batch with a bad signature
-// fails, the next ed25519BatchPause signatures are checked one by one, to
-// the same verdicts, and batches resume after them.
+// TestEd25519BatchPausesAfterAFailure: after a batch of a SigBatcher's
+// fails, its next ed25519BatchPause signatures are checked one by one, to
+// the same verdicts, and batches resume after them; another batcher is
+// not affected. The cache's counters count what was done.
 func TestEd25519BatchPausesAfterAFailure(t *testing.T) {
 	c := newKeyCache()
+	var b, other SigBatcher
 	good := honestCases(t, 8)
-	batch := func(cases []sigCase) []bool {
+	batch := func(b *SigBatcher, cases []sigCase) []bool {
 		var keys []ed25519.PublicKey
 		var msgs, sigs [][]byte
 		for _, h := range cases {
 			keys, msgs, sigs = append(keys, h.pub), append(msgs, h.msg), append(sigs, h.sig)
 		}
 		ok := make([]bool, len(keys))
-		c.verifyBatch(keys, msgs, sigs, ok)
+		b.verifyEd25519(c, keys, msgs, sigs, ok)
 		return ok
 	}
-	c.verifyBatch(nil, nil, nil, nil)
-	if ok := batch(good); slices.Contains(ok, false) || c.pause.Load() != 0 {
-		t.Fatalf("honest batch: verdicts %v, pause %d", ok, c.pause.Load())
+	if ok := batch(&b, good); slices.Contains(ok, false) || b.pause.Load() != 0 {
+		t.Fatalf("honest batch: verdicts %v, pause %d", ok, b.pause.Load())
 	}
 	spoilt := slices.Clone(good)
 	spoilt[3].sig = slices.Clone(spoilt[3].sig)
 	spoilt[3].sig[40] ^= 1
-	if ok := batch(spoilt); ok[3] || slices.Contains(append(ok[:3:3], ok[4:]...), false) {
+	if ok := batch(&b, spoilt); ok[3] || slices.Contains(append(ok[:3:3], ok[4:]...), false) {
 		t.Fatalf("batch with one bad signature: verdicts %v", ok)
 	}
-	if got := c.pause.Load(); got != ed25519BatchPause {
+	if got := b.pause.Load(); got != ed25519BatchPause {
 		t.Fatalf("after a failed batch the pause is %d, want %d", got, ed25519BatchPause)
 	}
-	if b, n, f, lone := c.batches.Load(), c.batched.Load(), c.failed.Load(), c.lone.Load(); b != 2 || n != 16 || f != 1 || lone != 0 {
-		t.Fatalf("counted %d batches of %d signatures, %d failed, %d lone checks; want 2, 16, 1, 0", b, n, f, lone)
+	if n, sigs, f, lone := c.batches.Load(), c.batched.Load(), c.failed.Load(), c.lone.Load(); n != 2 || sigs != 16 || f != 1 || lone != 0 {
+		t.Fatalf("counted %d batches of %d signatures, %d failed, %d lone checks; want 2, 16, 1, 0", n, sigs, f, lone)
+	}
+	if ok := batch(&other, good); slices.Contains(ok, false) || c.batches.Load() != 3 || other.pause.Load() != 0 {
+		t.Fatalf("another batcher: verdicts %v, %d batches counted, pause %d; want a batch of its own", ok, c.batches.Load(), other.pause.Load())
 	}
 	for left := int64(ed25519BatchPause); left > 0; left -= int64(len(good)) {
-		if ok := batch(good); slices.Contains(ok, false) {
+		if ok := batch(&b, good); slices.Contains(ok, false) {
 			t.Fatalf("during the pause: verdicts %v", ok)
 		}
-		if got := c.pause.Load(); got != left-int64(len(good)) {
+		if got := b.pause.Load(); got != left-int64(len(good)) {
 			t.Fatalf("the pause is %d after a batch of %d, want %d", got, len(good), left-int64(len(good)))
 		}
 	}
-	if lone := c.lone.Load(); lone < ed25519BatchPause {
+	if lone := c.lone.Load(); lone != ed25519BatchPause {
 		t.Fatalf("counted %d lone checks during a pause of %d", lone, ed25519BatchPause)
 	}
-	before := c.pause.Load()
-	if ok := batch(good); slices.Contains(ok, false) || c.pause.Load() != before {
-		t.Fatalf("after the pause: verdicts %v, pause %d; want a batch, which leaves the pause at %d", ok, c.pause.Load(), before)
+	before := c.batches.Load()
+	if ok := batch(&b, good); slices.Contains(ok, false) || c.batches.Load() != before+1 {
+		t.Fatalf("after the pause: verdicts %v, %d batches counted; want one more than %d", ok, c.batches.Load(), before)
 	}
 }

@@ -132,8 +132,7 @@ func checkBatches(t *testing.T, cases []sigCase) {
 			keys[j], msgs[j], sigs[j] = c.pub, c.msg, c.sig
 		}
 		ok := make([]bool, len(group))
-		ed25519Keys.pause.Store(0) // a batch, not lone checks after an earlier failure
-		verifyEd25519Batch(keys, msgs, sigs, ok)
+		ed25519Keys.verifyBatch(keys, msgs, sigs, ok)
 		for j := range group {
 			if ok[j] != want[j] {
 				t.Errorf("%s: %s: the batch says %v, the single check %v", what, group[j].name, ok[j], want[j])
@@ -279,8 +278,7 @@ func FuzzEd25519Rule(f *testing.F) {
 			keys, msgs, sigs = append(keys, h.pub), append(msgs, h.msg), append(sigs, h.sig)
 		}
 		ok := make([]bool, len(keys))
-		ed25519Keys.pause.Store(0)
-		verifyEd25519Batch(keys, msgs, sigs, ok)
+		ed25519Keys.verifyBatch(keys, msgs, sigs, ok)
 		if ok[0] != got || slices.Contains(ok[1:], false) {
 			t.Fatalf("key %x msg %x sig %x: in a batch %v (and the honest ones %v), alone %v", c.pub, c.msg, c.sig, ok[0], ok[1:], got)
 		}

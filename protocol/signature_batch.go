@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"crypto/ed25519"
 	"sync"
+	"sync/atomic"
 
 	voied25519 "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 )
@@ -22,14 +23,15 @@ const ed25519BatchMax = 32 // signatures
 // twice the lone checks; at four 1.7 times, at 32 1.5 (docs/DESIGN.md).
 const ed25519BatchMin = 4 // signatures
 
-// ed25519BatchPause is how many signatures are checked one by one after a
-// batch failed. A bad signature makes its batch cost the batch and then
-// every check alone, so a sender who slips one into every batch would
-// make the node pay 1.5 to 1.7 times what lone checks cost; after a
-// failure the node checks alone for a while, and such traffic costs about
-// what it did before batching, while honest traffic loses the batches
-// only for this long after each bad signature.
-const ed25519BatchPause = 256 // signatures
+// ed25519BatchPause is how many signatures a SigBatcher checks one by one
+// after a batch of its failed. A bad signature makes its batch cost the
+// batch and then every check alone, 1.5 to 1.7 times the lone checks; a
+// sender who slipped one into every batch would make the node pay that
+// for all its traffic. After a failure the batcher checks one batch's
+// worth alone: with a bad signature in every batch, that brings the cost
+// to about 1.3 times the lone checks, and a rare bad signature costs the
+// honest traffic only one batch's gain (docs/DESIGN.md).
+const ed25519BatchPause = ed25519BatchMax // signatures
 
 // SigCheck is one signature for VerifyBatch to check: the sender's public
 // key and the frame's FROM, TO, TYPE and body, as Verify takes them.
@@ -39,17 +41,26 @@ type SigCheck struct {
 	Body           []byte
 }
 
+// SigBatcher checks signatures in batches (VerifyBatch). It remembers
+// only when a batch last failed, to check alone for a while after
+// (ed25519BatchPause); each caller keeps its own, so that a failure on
+// one path (a replay, say) does not change how another checks. Its zero
+// value is ready to use; it is safe for concurrent use and must not be
+// copied.
+type SigBatcher struct {
+	pause atomic.Int64 // signatures still to check alone
+}
+
 // VerifyBatch checks the signature of every check and sets errs[i] to what
 // Verify would return for checks[i]; errs must be as long as checks.
 // Ed25519 signatures are checked in batches of up to ed25519BatchMax:
 // one multi-scalar multiplication under random weights for the whole
 // batch, about half the cost of checking them one by one. A batch that
-// fails is checked one by one, so a bad signature costs its batch the
-// batch's price on top, and only honest traffic gains. Under the node's
-// cofactored rule (ed25519Rules) a batch's verdict on every signature is
-// that signature's own verdict, except with probability 2^-128 per batch,
-// so how signatures were grouped never changes an outcome.
-func VerifyBatch(checks []SigCheck, errs []error) {
+// fails is checked one by one. Under the node's cofactored rule
+// (ed25519Rules) a batch's verdict on every signature is that signature's
+// own verdict, except with probability 2^-128 per batch, so how
+// signatures were grouped never changes an outcome.
+func (b *SigBatcher) VerifyBatch(checks []SigCheck, errs []error) {
 	if len(errs) != len(checks) {
 		panic("protocol: VerifyBatch needs one error slot per check")
 	}
@@ -62,7 +73,7 @@ func VerifyBatch(checks []SigCheck, errs []error) {
 		n          int
 	)
 	flush := func() {
-		verifyEd25519Batch(keys[:n], msgs[:n], sigs[:n], ok[:n])
+		b.verifyEd25519(ed25519Keys, keys[:n], msgs[:n], sigs[:n], ok[:n])
 		for j := range n {
 			if !ok[j] {
 				c := checks[idx[j]]
@@ -95,25 +106,40 @@ func VerifyBatch(checks []SigCheck, errs []error) {
 // worth reusing.
 var batchVerifiers = sync.Pool{New: func() any { return voied25519.NewBatchVerifierWithCapacity(ed25519BatchMax) }}
 
-// verifyEd25519Batch sets ok[j] to whether sigs[j] verifies over msgs[j]
-// under keys[j] by ed25519Rules: the same verdicts as verifyWith gives one
-// by one, reached together. At most ed25519BatchMax signatures.
-func verifyEd25519Batch(keys []ed25519.PublicKey, msgs, sigs [][]byte, ok []bool) {
-	ed25519Keys.verifyBatch(keys, msgs, sigs, ok)
+// verifyEd25519 sets ok[j] to whether sigs[j] verifies over msgs[j] under
+// keys[j] by ed25519Rules, through the cache c: as a batch, unless a batch
+// of b's failed within the last ed25519BatchPause signatures. At most
+// ed25519BatchMax signatures.
+func (b *SigBatcher) verifyEd25519(c *ed25519KeyCache, keys []ed25519.PublicKey, msgs, sigs [][]byte, ok []bool) {
+	if b.pause.Load() > 0 {
+		b.pause.Add(-int64(len(keys)))
+		c.verifyEach(keys, msgs, sigs, ok)
+		return
+	}
+	if c.verifyBatch(keys, msgs, sigs, ok) {
+		b.pause.Store(ed25519BatchPause)
+	}
 }
 
-// verifyBatch is verifyEd25519Batch through the cache c: cached keys are
-// used expanded, a key not cached is expanded once per batch however often
-// it occurs, and kept once a signature has verified under it, as in the
-// single check. After a batch fails, the next ed25519BatchPause
-// signatures are checked one by one.
-func (c *ed25519KeyCache) verifyBatch(keys []ed25519.PublicKey, msgs, sigs [][]byte, ok []bool) {
-	if len(keys) < ed25519BatchMin || c.pause.Load() > 0 {
-		c.pause.Add(-int64(len(keys)))
-		for j, k := range keys {
-			ok[j] = len(k) == ed25519.PublicKeySize && c.verify(k, msgs[j], sigs[j])
-		}
-		return
+// verifyEach checks the signatures one by one.
+func (c *ed25519KeyCache) verifyEach(keys []ed25519.PublicKey, msgs, sigs [][]byte, ok []bool) {
+	for j, k := range keys {
+		ok[j] = len(k) == ed25519.PublicKeySize && c.verify(k, msgs[j], sigs[j])
+	}
+}
+
+// verifyBatch sets ok[j] to whether sigs[j] verifies over msgs[j] under
+// keys[j] by ed25519Rules: the same verdicts as verifyWith gives one by
+// one, reached together, through the cache c. Cached keys are used
+// expanded, a key not cached is expanded once per batch however often it
+// occurs, and kept once a signature has verified under it, as in the
+// single check. Fewer than ed25519BatchMin are checked one by one. It
+// reports whether a batch was checked and failed. At most
+// ed25519BatchMax signatures.
+func (c *ed25519KeyCache) verifyBatch(keys []ed25519.PublicKey, msgs, sigs [][]byte, ok []bool) (failed bool) {
+	if len(keys) < ed25519BatchMin {
+		c.verifyEach(keys, msgs, sigs, ok)
+		return false
 	}
 	bv := batchVerifiers.Get().(*voied25519.BatchVerifier)
 	defer func() { batchVerifiers.Put(bv.Reset()) }()
@@ -147,7 +173,6 @@ func (c *ed25519KeyCache) verifyBatch(keys []ed25519.PublicKey, msgs, sigs [][]b
 	c.batched.Add(uint64(len(keys)))
 	if !allValid {
 		c.failed.Add(1)
-		c.pause.Store(ed25519BatchPause)
 	}
 	for j, k := range keys {
 		ok[j] = valid[j] && len(k) == ed25519.PublicKeySize
@@ -155,4 +180,5 @@ func (c *ed25519KeyCache) verifyBatch(keys []ed25519.PublicKey, msgs, sigs [][]b
 			c.putExpanded(k, fresh[j])
 		}
 	}
+	return !allValid
 }

@@ -108,7 +108,7 @@ func verifyCeiling(frames [][]byte, keys []crypto.PublicKey) (verifyTimes, error
 	vt.stdlib = prepare + stdlib
 	errs := make([]error, len(checks))
 	batches, err := timed(func() error {
-		protocol.VerifyBatch(checks, errs)
+		new(protocol.SigBatcher).VerifyBatch(checks, errs)
 		return errors.Join(errs...)
 	})
 	if err != nil {
