@@ -631,6 +631,8 @@ func TestLedgerReplayIsByteIdentical(t *testing.T) {
 	adjust := fmt.Sprintf(`{"transaction_id":"p-2","adjustment":-0.2,"reason":"duplicate","timestamp":%q}`, lfNow())
 	lfExpect(t, s.send(t, node.signed(t, worker.uri, protocol.TypeCreditAdjust, adjust)), "ack", 200)
 	lfExpect(t, s.transfer(t, owner, worker.uri, "11", "p-2"), "error", 409) // a refusal is part of the log too
+	forger := lfNewParty(t, owner.uri, protocol.KeyEd25519)                  // owner's name, another key
+	lfExpect(t, s.transfer(t, forger, worker.uri, "50", "forged-1"), "error", 401)
 	claim := `{"balance":"1","earned_total":"0"}`
 	lfExpect(t, s.send(t, lfFrame(worker.uri, worker.uri, protocol.TypeCreditBalance, claim)), "ack", 202)
 	s.query(t, worker)
