@@ -254,8 +254,17 @@ func (rep benchReport) print(stdout io.Writer, frameBytes, n int) {
 	for _, r := range rows {
 		node, commits, cpu := "", "", ""
 		if r.PerCommit > 0 {
-			node = fmt.Sprintf("%s/%s", r.NodeP50, r.NodeP99)
-			commits = fmt.Sprintf("%s/%s (%.0f)", r.CommitP50, r.CommitP99, r.PerCommit)
+			// Bucket bounds, or the largest value seen when a quantile
+			// falls past the last bucket: two or three digits are precision
+			// enough.
+			ms := func(d time.Duration) time.Duration {
+				if d >= 10*time.Millisecond {
+					return d.Round(time.Millisecond)
+				}
+				return d.Round(10 * time.Microsecond)
+			}
+			node = fmt.Sprintf("%s/%s", ms(r.NodeP50), ms(r.NodeP99))
+			commits = fmt.Sprintf("%s/%s (%.0f)", ms(r.CommitP50), ms(r.CommitP99), r.PerCommit)
 			cpu = r.CPUPerFrame.Round(100 * time.Nanosecond).String()
 		}
 		fmt.Fprintf(stdout, "| %-58s | %8.0f | %5.2f | %9s | %9s | %15s | %19s | %9s |\n", r.Name, r.PerSec, r.Ratio,
