@@ -12,24 +12,24 @@ import (
 
 // ed25519BatchMax bounds the Ed25519 signatures checked in one batch. A
 // batch's cost per signature falls quickly up to a few dozen and little
-// after (docs/DESIGN.md, "The Ed25519 check": 16 µs at 8, 14 at 32, 13 at
-// 64, against 27 alone), while every signature in it waits for the whole
-// batch, about 0.45 ms at 32.
+// after (docs/DESIGN.md, "The Ed25519 check": 16-17 µs at 8, 14-15 at 32
+// and at 64, against 26-30 alone), while every signature in it waits for
+// the whole batch, about 0.5 ms at 32.
 const ed25519BatchMax = 32 // signatures
 
 // ed25519BatchMin is the fewest Ed25519 signatures checked as a batch.
 // A batch of two costs what two lone checks cost, and a batch with a bad
 // signature in it costs the batch and then every check alone: at two,
-// twice the lone checks; at four 1.7 times, at 32 1.5 (docs/DESIGN.md).
+// twice the lone checks; at four 1.7 times, at 32 1.4 (docs/DESIGN.md).
 const ed25519BatchMin = 4 // signatures
 
 // ed25519BatchPause is how many signatures a SigBatcher checks one by one
 // after a batch of its failed. A bad signature makes its batch cost the
-// batch and then every check alone, 1.5 to 1.7 times the lone checks; a
+// batch and then every check alone, 1.4 to 1.7 times the lone checks; a
 // sender who slipped one into every batch would make the node pay that
 // for all its traffic. After a failure the batcher checks one batch's
 // worth alone: with a bad signature in every batch, that brings the cost
-// to about 1.3 times the lone checks, and a rare bad signature costs the
+// to 1.25 to 1.3 times the lone checks, and a rare bad signature costs the
 // honest traffic only one batch's gain (docs/DESIGN.md).
 const ed25519BatchPause = ed25519BatchMax // signatures
 
@@ -43,8 +43,9 @@ type SigCheck struct {
 
 // SigBatcher checks signatures in batches (VerifyBatch). It remembers
 // only when a batch last failed, to check alone for a while after
-// (ed25519BatchPause); each caller keeps its own, so that a failure on
-// one path (a replay, say) does not change how another checks. Its zero
+// (ed25519BatchPause); each path that checks keeps its own (aglxd: its
+// validation workers one, its replay one), so that a failure on one does
+// not change how another checks. Its zero
 // value is ready to use; it is safe for concurrent use and must not be
 // copied.
 type SigBatcher struct {

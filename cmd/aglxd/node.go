@@ -124,8 +124,11 @@ func (m *Main) Run(ctx context.Context) error {
 	m.stats = projections.NewStats()
 	// The registry comes first: the ledger asks it about the same event.
 	m.runner = projections.NewRunner(m.log, m.lg, m.registry, m.credits, m.stats)
+	// The edge's workers and the replay check with verifiers of their own,
+	// so that a failed batch on one path does not make the other check one
+	// by one (protocol.SigBatcher); both record into the same cache.
 	verifier := &projections.IngestVerifier{Registry: m.registry, Cache: m.verdicts}
-	m.runner.Prefetcher = verifier
+	m.runner.Prefetcher = &projections.IngestVerifier{Registry: m.registry, Cache: m.verdicts}
 	if m.cfg.Relay {
 		nets, _ := m.cfg.RelayPrefixes()
 		m.relay = &bridge.Relay{Log: m.log, Runner: m.runner, Registry: m.registry, NodeURI: m.cfg.Name, Lg: m.lg, Networks: nets}
