@@ -211,7 +211,7 @@ func readSignature(body []byte) (canon []byte, alg string, sig []byte, err error
 // The signature's algorithm must be the one for the key's type, so that a
 // signature can never be checked under a scheme the key's owner did not
 // choose. Any failure is a 401 whose reason says what failed; a body that is
-// not valid JSON is a 400. VerifyBatch gives the same results for many
+// not valid JSON is a 400. SigBatcher.VerifyBatch gives the same results for many
 // signatures at once, faster.
 func Verify(key crypto.PublicKey, from, to, typ string, body []byte) error {
 	c, err := prepareCheck(key, from, to, typ, body)
@@ -285,7 +285,7 @@ func keyAlg(key crypto.PublicKey) (alg, reason string) {
 // accepts under a key the node would bind, the node accepts.
 //
 // The cofactored equation is what makes batch verification sound
-// (VerifyBatch): a batch's verdict on each signature is then the same as
+// (SigBatcher): a batch's verdict on each signature is then the same as
 // the signature's own, so a replay reaches the live node's verdicts
 // however its checks were grouped. Under the cofactorless equation, two
 // signatures crafted with the same point of order 2 in R fail alone but
