@@ -65,15 +65,25 @@ func verifyCeiling(frames [][]byte, keys []crypto.PublicKey) (verifyTimes, error
 		}
 		checks[i] = protocol.SigCheck{Key: keys[i], From: f.From(), To: f.To(), Type: f.Type(), Body: f.Body}
 	}
-	const rounds = 3000
+	// Each figure is the fastest of several timed rounds: on a shared
+	// machine a neighbour only ever makes a round slower, so the fastest
+	// is the nearest to what the check costs, and the ceiling drawn from
+	// it the highest, the hardest for the node to reach.
+	const rounds, calls = 6, 500
 	timed := func(check func() error) (time.Duration, error) {
-		start := time.Now()
+		best := time.Duration(0)
 		for range rounds {
-			if err := check(); err != nil {
-				return 0, err
+			start := time.Now()
+			for range calls {
+				if err := check(); err != nil {
+					return 0, err
+				}
+			}
+			if d := time.Since(start) / calls; best == 0 || d < best {
+				best = d
 			}
 		}
-		return time.Since(start) / rounds, nil
+		return best, nil
 	}
 	var vt verifyTimes
 	var err error
