@@ -154,7 +154,7 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 			// wrong last sequence (a batch stored whose ack was lost) is
 			// over once resync has reached the stream.
 			failed := fmt.Errorf("events: the write-ahead stream failed: %w", err)
-			if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+			if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && !wrongLastSeq(err) {
 				l.lastCommitErr.set(failed)
 			}
 			l.unhealthy.set(failed)
@@ -449,8 +449,7 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 		// landing (after a dropped connection, repair does not wait for
 		// them): a wrong last sequence then is no refusal, and marking the
 		// log failing would answer 503 for nothing.
-		var apiErr *jetstream.APIError
-		if attempt > 1 || !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+		if attempt > 1 || !wrongLastSeq(err) {
 			l.setPublisherFailing(err)
 		}
 		l.lg.Error("repairing the event stream failed; retrying", "err", err, "wait", wait)
@@ -463,3 +462,10 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 }
 
 var errGap = errors.New("events: gap between the event stream and the write-ahead stream")
+
+// wrongLastSeq reports whether JetStream refused a publish because the
+// stream's last sequence was not the one the publish expected.
+func wrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}

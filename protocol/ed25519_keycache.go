@@ -87,9 +87,14 @@ func (c *ed25519KeyCache) putExpanded(k ed25519.PublicKey, e *voied25519.Expande
 
 // verify checks sig over msg under k with ed25519Rules, through the cache:
 // a cached key is used expanded; otherwise the check runs the plain way,
-// and the key is cached once a signature has verified under it.
+// and the key is cached once a signature has verified under it. A key of
+// the wrong length fails: voi, like the standard library, panics on it,
+// and the cache's lookup would cut it to size.
 func (c *ed25519KeyCache) verify(k ed25519.PublicKey, msg, sig []byte) bool {
 	c.lone.Add(1)
+	if len(k) != ed25519.PublicKeySize {
+		return false
+	}
 	if e := c.get(k); e != nil {
 		return voied25519.VerifyExpandedWithOptions(e, msg, sig, ed25519Rules)
 	}

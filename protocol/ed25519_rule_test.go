@@ -206,15 +206,22 @@ func TestEd25519RuleOnPublishedVectors(t *testing.T) {
 	if len(cases) != 12+196 {
 		t.Fatalf("read %d vectors, want 208", len(cases))
 	}
+	checkRuleSet(t, "vectors", cases)
+}
+
+// checkRuleSet holds every case to the rule alone (checkRule) and in
+// batches (checkBatches). A set is only a test of the rule if the node
+// accepts some of it and refuses some.
+func checkRuleSet(t *testing.T, what string, cases []sigCase) {
+	t.Helper()
 	accepted := 0
 	for _, c := range cases {
 		if checkRule(t, c) {
 			accepted++
 		}
 	}
-	// The vectors are only a test of the rule if both verdicts occur.
 	if accepted == 0 || accepted == len(cases) {
-		t.Fatalf("the node accepted %d of %d vectors; the set no longer tells the rules apart", accepted, len(cases))
+		t.Fatalf("the node accepted %d of %d %s; the set no longer tells the rules apart", accepted, len(cases), what)
 	}
 	checkBatches(t, cases)
 }

@@ -125,7 +125,7 @@ func (b *SigBatcher) verifyEd25519(c *ed25519KeyCache, keys []ed25519.PublicKey,
 // verifyEach checks the signatures one by one.
 func (c *ed25519KeyCache) verifyEach(keys []ed25519.PublicKey, msgs, sigs [][]byte, ok []bool) {
 	for j, k := range keys {
-		ok[j] = len(k) == ed25519.PublicKeySize && c.verify(k, msgs[j], sigs[j])
+		ok[j] = c.verify(k, msgs[j], sigs[j])
 	}
 }
 
