@@ -1,10 +1,12 @@
 package protocol
 
 import (
+	"bytes"
 	"slices"
-	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Canonical returns the canonical form of a JSON object body with its
@@ -27,32 +29,59 @@ import (
 // deeper than JSONDepthMax. A body larger than BodySizeMaxLimit is refused
 // with 413.
 func Canonical(body []byte) ([]byte, error) {
-	canon, _, e := parseSigned(body)
+	canon, _, e := parseSigned(nil, body)
 	if e != nil {
 		return nil, e
 	}
 	return canon, nil
 }
 
-// parseSigned canonicalizes body and reports its signature member.
-func parseSigned(body []byte) ([]byte, signedBody, *Error) {
-	var info signedBody
+// parseSigned appends body's canonical form to dst, so that a caller can
+// put the signing input's headers in front without copying the body again,
+// and reports the body's signature member.
+func parseSigned(dst, body []byte) ([]byte, signedBody, *Error) {
 	if len(body) > BodySizeMaxLimit {
-		return nil, info, Errorf(StatusTooLarge, "the body is larger than %d bytes", BodySizeMaxLimit)
+		return nil, signedBody{}, Errorf(StatusTooLarge, "the body is larger than %d bytes", BodySizeMaxLimit)
 	}
-	p := jcsParser{in: body, out: make([]byte, 0, len(body)), info: &info}
+	if dst == nil {
+		dst = make([]byte, 0, len(body))
+	}
+	p := jcsParsers.Get().(*jcsParser)
+	defer p.release()
+	p.in, p.out = body, dst
 	p.skipSpace()
 	if p.pos >= len(p.in) || p.in[p.pos] != '{' {
-		return nil, info, p.fail("the body must be one JSON object")
+		return nil, p.info, p.fail("the body must be one JSON object")
 	}
 	if e := p.object(0); e != nil {
-		return nil, info, e
+		return nil, p.info, e
 	}
 	p.skipSpace()
 	if p.pos != len(p.in) {
-		return nil, info, p.fail("data after the JSON object")
+		return nil, p.info, p.fail("data after the JSON object")
 	}
-	return p.out, info, nil
+	return p.out, p.info, nil
+}
+
+// jcsParsers keep parsers between checks, with the room they grew for
+// members and sorting: a check then allocates only its output.
+var jcsParsers = sync.Pool{New: func() any { return new(jcsParser) }}
+
+// jcsScratchMax is the most scratch room, in bytes, a parser keeps for the
+// next body, so that one large body does not pin its buffers in the pool.
+const jcsScratchMax = 64 << 10 // bytes
+
+func (p *jcsParser) release() {
+	members, sorted := p.members[:0], p.sorted[:0]
+	if cap(sorted) > jcsScratchMax {
+		sorted = nil
+	}
+	if cap(members)*int(unsafe.Sizeof(canonMember{})) > jcsScratchMax {
+		members = nil
+	}
+	clear(members[:cap(members)]) // the keys point into the body
+	*p = jcsParser{members: members, sorted: sorted}
+	jcsParsers.Put(p)
 }
 
 // jcsParser is a recursive-descent JSON parser that writes the canonical
@@ -63,7 +92,14 @@ type jcsParser struct {
 	in   []byte
 	pos  int
 	out  []byte
-	info *signedBody // filled in for the top-level object only
+	info signedBody // filled in for the top-level object only
+	// members holds the members of every object being parsed: an object's
+	// own start where it began, and nested objects push theirs above them
+	// and pop them when they end. One slice for the whole body, kept with
+	// the parser in jcsParsers, instead of a slice and a map of seen names
+	// per object: these were most of a check's allocations.
+	members []canonMember
+	sorted  []byte // one object's members in order, before they are copied back
 }
 
 func (p *jcsParser) fail(what string) *Error {
@@ -108,9 +144,10 @@ func (p *jcsParser) value(depth int) *Error {
 }
 
 // canonMember is one member's canonical bytes in p.out, with its decoded
-// key, which compareUTF16 sorts by.
+// key, which compareUTF16 sorts by. The key is the input's own bytes
+// unless it holds an escape.
 type canonMember struct {
-	key        string
+	key        []byte
 	start, end int
 }
 
@@ -119,16 +156,16 @@ type canonMember struct {
 // no rune is at or above U+E000 (from U+10000 on, UTF-16 writes surrogates,
 // which sort below U+E000-U+FFFF): keys below that, nearly all keys, are
 // compared as they are, without encoding them.
-func compareUTF16(a, b string) int {
+func compareUTF16(a, b []byte) int {
 	if below(a) && below(b) {
-		return strings.Compare(a, b)
+		return bytes.Compare(a, b)
 	}
-	return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
+	return slices.Compare(utf16.Encode([]rune(string(a))), utf16.Encode([]rune(string(b))))
 }
 
 // below reports whether every rune of s is below U+E000: every byte of its
 // UTF-8 below 0xEE (0xEE is the lead byte of U+E000).
-func below(s string) bool {
+func below(s []byte) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= 0xEE {
 			return false
@@ -138,18 +175,18 @@ func below(s string) bool {
 }
 
 // object parses an object at p.pos. Its members are written one after the
-// other as they come, then rewritten once in sorted order with commas.
+// other as they come, then rewritten once in sorted order with commas. A
+// name that appears twice is found once they are sorted, side by side.
 func (p *jcsParser) object(depth int) *Error {
 	if depth >= JSONDepthMax {
 		return p.fail("objects and arrays nested deeper than the limit")
 	}
 	p.pos++ // '{'
 	start := len(p.out)
-	var members []canonMember
-	seen := make(map[string]struct{})
+	base := len(p.members)
 	p.skipSpace()
 	for more := p.pos >= len(p.in) || p.in[p.pos] != '}'; more; {
-		if e := p.member(depth, seen, &members); e != nil {
+		if e := p.member(depth); e != nil {
 			return e
 		}
 		p.skipSpace()
@@ -170,23 +207,35 @@ func (p *jcsParser) object(depth int) *Error {
 	p.pos++ // '}'
 	// JCS sorts by key as UTF-16 code units, so that signers in languages
 	// whose strings are UTF-16 (JavaScript, Java, C#) sort the same way.
+	members := p.members[base:]
 	slices.SortFunc(members, func(a, b canonMember) int { return compareUTF16(a.key, b.key) })
-	sorted := make([]byte, 0, len(p.out)-start+len(members)+2)
-	sorted = append(sorted, '{')
+	sorted := append(p.sorted[:0], '{')
 	for i, m := range members {
 		if i > 0 {
+			if compareUTF16(members[i-1].key, m.key) == 0 {
+				return twice(m.key)
+			}
 			sorted = append(sorted, ',')
 		}
 		sorted = append(sorted, p.out[m.start:m.end]...)
 	}
 	sorted = append(sorted, '}')
 	p.out = append(p.out[:start], sorted...)
+	p.sorted = sorted
+	p.members = p.members[:base]
 	return nil
 }
 
-// member parses one member of an object at depth and appends it to members,
-// or, for the top-level signature, records it in p.info and drops it.
-func (p *jcsParser) member(depth int, seen map[string]struct{}, members *[]canonMember) *Error {
+// twice is the refusal of an object that names a member twice: two readers
+// could take different ones.
+func twice(key []byte) *Error {
+	return Errorf(StatusBadRequest, "member %s appears twice in one object; a member may appear only once", sigQuote(string(key)))
+}
+
+// member parses one member of an object at depth and pushes it on
+// p.members, or, for the top-level signature, records it in p.info and
+// drops it.
+func (p *jcsParser) member(depth int) *Error {
 	span := memberSpan{lead: p.pos}
 	p.skipSpace()
 	if p.pos >= len(p.in) || p.in[p.pos] != '"' {
@@ -199,10 +248,10 @@ func (p *jcsParser) member(depth int, seen map[string]struct{}, members *[]canon
 		return e
 	}
 	span.keyEnd = p.pos
-	if _, dup := seen[key]; dup {
-		return Errorf(StatusBadRequest, "member %s appears twice in one object; a member may appear only once", sigQuote(key))
+	isSig := depth == 0 && string(key) == sigMemberName
+	if isSig && p.info.sigFound {
+		return twice(key)
 	}
-	seen[key] = struct{}{}
 	p.skipSpace()
 	if p.pos >= len(p.in) || p.in[p.pos] != ':' {
 		return p.fail("expected ':' after a member name")
@@ -211,9 +260,10 @@ func (p *jcsParser) member(depth int, seen map[string]struct{}, members *[]canon
 	p.out = append(p.out, ':')
 	p.skipSpace()
 	span.val = p.pos
-	isSig := depth == 0 && key == sigMemberName
 	if isSig && p.pos < len(p.in) && p.in[p.pos] == '"' {
-		p.info.sigValue, e = p.str(true)
+		var v []byte
+		v, e = p.str(true)
+		p.info.sigValue = string(v)
 		p.info.sigIsString = true
 	} else {
 		e = p.value(depth + 1)
@@ -231,7 +281,7 @@ func (p *jcsParser) member(depth int, seen map[string]struct{}, members *[]canon
 		p.out = p.out[:mStart] // signed bytes never include the signature
 		return nil
 	}
-	*members = append(*members, canonMember{key, mStart, len(p.out)})
+	p.members = append(p.members, canonMember{key, mStart, len(p.out)})
 	return nil
 }
 
@@ -321,8 +371,10 @@ func (p *jcsParser) literal(word string) *Error {
 }
 
 // str parses a string at p.pos, writes it JCS-escaped, and returns its
-// decoded text when decode is set (member names, the signature).
-func (p *jcsParser) str(decode bool) (string, *Error) {
+// decoded text when decode is set (member names, the signature): the
+// input's own bytes when the string holds no escape, so that most names
+// cost no allocation.
+func (p *jcsParser) str(decode bool) ([]byte, *Error) {
 	p.pos++ // '"'
 	p.out = append(p.out, '"')
 	begin := p.pos
@@ -348,7 +400,7 @@ func (p *jcsParser) str(decode bool) (string, *Error) {
 			}
 		}
 		if p.pos >= len(p.in) {
-			return "", p.fail("unterminated string")
+			return nil, p.fail("unterminated string")
 		}
 		c := p.in[p.pos]
 		var r rune
@@ -359,13 +411,13 @@ func (p *jcsParser) str(decode bool) (string, *Error) {
 			p.out = append(p.out, '"')
 			switch {
 			case !decode:
-				return "", nil
+				return nil, nil
 			case escaped:
-				return string(text), nil
+				return text, nil
 			}
-			return string(p.in[begin:end]), nil
+			return p.in[begin:end:end], nil
 		case c < 0x20:
-			return "", p.fail("control character in a string")
+			return nil, p.fail("control character in a string")
 		case c == '\\':
 			if decode && !escaped {
 				escaped = true
@@ -373,7 +425,7 @@ func (p *jcsParser) str(decode bool) (string, *Error) {
 			}
 			var e *Error
 			if r, e = p.escape(); e != nil {
-				return "", e
+				return nil, e
 			}
 		case c < utf8.RuneSelf:
 			r = rune(c)
@@ -382,7 +434,7 @@ func (p *jcsParser) str(decode bool) (string, *Error) {
 			var size int
 			r, size = utf8.DecodeRune(p.in[p.pos:])
 			if r == utf8.RuneError && size <= 1 {
-				return "", p.fail("invalid UTF-8 in a string")
+				return nil, p.fail("invalid UTF-8 in a string")
 			}
 			p.pos += size
 		}

@@ -25,7 +25,7 @@ func TestCompareUTF16(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		a, b := str.Draw(t, "a"), str.Draw(t, "b")
 		want := slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
-		if got := compareUTF16(a, b); got != want {
+		if got := compareUTF16([]byte(a), []byte(b)); got != want {
 			t.Fatalf("compareUTF16(%q, %q) = %d; by UTF-16 code units %d", a, b, got, want)
 		}
 	})

@@ -75,35 +75,43 @@ type signedBody struct {
 // hold a line break, since a line break would make two different header sets
 // give the same input. Refusals are 400s.
 func SigningInput(from, to, typ string, body []byte) ([]byte, error) {
-	canon, _, e := parseSigned(body)
-	if e != nil {
+	head, headErr := signingHead(from, to, typ, len(body))
+	input, _, e := parseSigned(head, body)
+	switch {
+	case e != nil:
 		return nil, e
-	}
-	input, e := signingInput(from, to, typ, canon)
-	if e != nil {
-		return nil, e
+	case headErr != nil:
+		return nil, headErr
 	}
 	return input, nil
 }
 
-func signingInput(from, to, typ string, canon []byte) ([]byte, *Error) {
+// signingHead is the signing input up to the body, in a buffer with room
+// for a body of bodyLen bytes, which parseSigned appends in canonical form
+// (never longer than the body, less the signature it drops). A refused
+// header set gives a fresh buffer with the error, so that the caller can
+// still read the body and report its faults first.
+func signingHead(from, to, typ string, bodyLen int) ([]byte, *Error) {
+	var bad *Error
 	switch {
 	case from == "":
-		return nil, Errorf(StatusBadRequest, "a signed message needs a FROM header")
+		bad = Errorf(StatusBadRequest, "a signed message needs a FROM header")
 	case typ == "":
-		return nil, Errorf(StatusBadRequest, "a signed message needs a TYPE header")
-	case strings.ContainsAny(from+to+typ, "\r\n"):
-		return nil, Errorf(StatusBadRequest, "the FROM, TO and TYPE of a signed message may not hold a line break")
+		bad = Errorf(StatusBadRequest, "a signed message needs a TYPE header")
+	case strings.ContainsAny(from, "\r\n") || strings.ContainsAny(to, "\r\n") || strings.ContainsAny(typ, "\r\n"):
+		bad = Errorf(StatusBadRequest, "the FROM, TO and TYPE of a signed message may not hold a line break")
 	}
-	input := make([]byte, 0, len(SigContext)+len(from)+len(to)+len(typ)+3+len(canon))
+	if bad != nil {
+		return make([]byte, 0, bodyLen), bad
+	}
+	input := make([]byte, 0, len(SigContext)+len(from)+len(to)+len(typ)+3+bodyLen)
 	input = append(input, SigContext...)
 	input = append(input, from...)
 	input = append(input, '\n')
 	input = append(input, to...)
 	input = append(input, '\n')
 	input = append(input, typ...)
-	input = append(input, '\n')
-	return append(input, canon...), nil
+	return append(input, '\n'), nil
 }
 
 // ParseSignature splits a signature "ALG:hex" into its algorithm and bytes.
@@ -177,7 +185,7 @@ func sigLengthProblem(alg string, n int) string {
 // (400), so that the signature read is the one a verifier would use; a
 // signature member that is not a string is refused with 400.
 func SignatureOf(body []byte) (string, bool, error) {
-	_, info, e := parseSigned(body)
+	_, info, e := parseSigned(nil, body)
 	switch {
 	case e != nil:
 		return "", false, e
@@ -190,10 +198,10 @@ func SignatureOf(body []byte) (string, bool, error) {
 }
 
 // readSignature parses body once for Verify and VerifyHMAC: its canonical
-// form and its signature, parsed. A body that is not valid JSON is a 400;
-// a missing or unreadable signature is a 401.
-func readSignature(body []byte) (canon []byte, alg string, sig []byte, err error) {
-	canon, info, e := parseSigned(body)
+// form, appended to dst, and its signature, parsed. A body that is not
+// valid JSON is a 400; a missing or unreadable signature is a 401.
+func readSignature(dst, body []byte) (canon []byte, alg string, sig []byte, err error) {
+	canon, info, e := parseSigned(dst, body)
 	switch {
 	case e != nil:
 		return nil, "", nil, e
@@ -237,7 +245,8 @@ func prepareCheck(key crypto.PublicKey, from, to, typ string, body []byte) (prep
 	if key == nil {
 		return preparedCheck{}, Errorf(StatusUnauthorized, "no public key is known for %s", sigQuote(from))
 	}
-	canon, alg, sig, err := readSignature(body)
+	head, headErr := signingHead(from, to, typ, len(body))
+	input, alg, sig, err := readSignature(head, body)
 	if err != nil {
 		return preparedCheck{}, err
 	}
@@ -248,9 +257,8 @@ func prepareCheck(key crypto.PublicKey, from, to, typ string, body []byte) (prep
 	if alg != want {
 		return preparedCheck{}, Errorf(StatusUnauthorized, "the signature uses %s, but the key of %s is for %s", alg, sigQuote(from), want)
 	}
-	input, e := signingInput(from, to, typ, canon)
-	if e != nil {
-		return preparedCheck{}, e
+	if headErr != nil {
+		return preparedCheck{}, headErr
 	}
 	return preparedCheck{alg: alg, input: input, sig: sig}, nil
 }
@@ -317,16 +325,16 @@ func VerifyHMAC(secret []byte, from, to, typ string, body []byte) error {
 	if len(secret) < HMACSecretSizeMin {
 		return Errorf(StatusUnauthorized, "the zone's secret is unusable: shorter than %d bytes", HMACSecretSizeMin)
 	}
-	canon, alg, sig, err := readSignature(body)
+	head, headErr := signingHead(from, to, typ, len(body))
+	input, alg, sig, err := readSignature(head, body)
 	if err != nil {
 		return err
 	}
 	if alg != AlgHMACSHA256 {
 		return Errorf(StatusUnauthorized, "the signature uses %s, but a zone secret verifies only %s", alg, AlgHMACSHA256)
 	}
-	input, e := signingInput(from, to, typ, canon)
-	if e != nil {
-		return e
+	if headErr != nil {
+		return headErr
 	}
 	if !hmac.Equal(hmacSum(secret, input), sig) {
 		return Errorf(StatusUnauthorized, "the %s signature does not match FROM, TO, TYPE and body under the zone's secret", alg)
@@ -398,7 +406,7 @@ func SetSignature(body []byte, sig string) ([]byte, error) {
 	if _, _, err := ParseSignature(sig); err != nil {
 		return nil, err
 	}
-	canon, info, e := parseSigned(body)
+	canon, info, e := parseSigned(nil, body)
 	if e != nil {
 		return nil, e
 	}
@@ -418,7 +426,7 @@ func SetSignature(body []byte, sig string) ([]byte, error) {
 	}
 	// The result must sign as body does and carry sig; anything else is a
 	// bug here, caught before a broken body leaves the node.
-	if canonOut, infoOut, e := parseSigned(out); e != nil || !bytes.Equal(canonOut, canon) || infoOut.sigValue != sig {
+	if canonOut, infoOut, e := parseSigned(nil, out); e != nil || !bytes.Equal(canonOut, canon) || infoOut.sigValue != sig {
 		return nil, errors.New("protocol: SetSignature changed the meaning of the body")
 	}
 	return out, nil
