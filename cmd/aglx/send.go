@@ -57,7 +57,7 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	if *udp {
-		return sendUDP(ctx, *addr, inputs)
+		return sendUDP(ctx, *addr, inputs, stdout)
 	}
 	var c *bridge.Client
 	if *useTLS {
@@ -130,7 +130,10 @@ func readInputs(files []string, stdin io.Reader) ([][]byte, error) {
 	return out, nil
 }
 
-func sendUDP(ctx context.Context, addr string, inputs [][]byte) error {
+// sendUDP sends each input as one datagram. The node answers no datagram
+// (docs/PROTOCOL.md), so it says what it sent and where to look instead of
+// leaving the terminal silent.
+func sendUDP(ctx context.Context, addr string, inputs [][]byte, stdout io.Writer) error {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "udp", addr)
 	if err != nil {
@@ -142,5 +145,6 @@ func sendUDP(ctx context.Context, addr string, inputs [][]byte) error {
 			return err
 		}
 	}
-	return nil
+	_, err = fmt.Fprintf(stdout, "sent %d datagram(s) to %s; UDP gets no reply: `aglx tail` shows what was stored, /v1/stats counts udp_appended and udp_refused\n", len(inputs), addr)
+	return err
 }
