@@ -125,6 +125,12 @@ func TestReadFilters(t *testing.T) {
 		{"by recipient", ReadOptions{Subjects: []string{SubjectPrefix + ".*.*.*." + a}}, []uint64{3, 5}},
 		{"by sender or recipient", ReadOptions{Subjects: []string{SubjectPrefix + ".*.*." + b + ".*", SubjectPrefix + ".*.*.*." + b}}, []uint64{1, 3}},
 		{"no match", ReadOptions{Subjects: []string{SubjectPrefix + ".zone.>"}}, nil},
+		// Nothing to read from a start inside the log: the read must end,
+		// not wait for an event that may never come.
+		{"no match from a seq", ReadOptions{StartSeq: 2, Subjects: []string{SubjectPrefix + ".task.>"}}, nil},
+		{"no match from the last seq", ReadOptions{StartSeq: 5, Subjects: []string{SubjectPrefix + ".credit.>"}}, nil},
+		{"after the last event", ReadOptions{StartTime: time.Now().Add(time.Hour)}, nil},
+		{"after the last event, filtered", ReadOptions{StartTime: time.Now().Add(time.Hour), Subjects: []string{SubjectPrefix + ".credit.>"}}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -64,7 +64,14 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn func(*Envelope) err
 		if err != nil {
 			return fmt.Errorf("events: read: %w", err)
 		}
-		if info.NumPending == 0 && info.Delivered.Stream == 0 {
+		// Nothing left to read and nothing handed out yet: the read is
+		// empty. Delivered.Stream would not do: the server sets it to the
+		// sequence before the start, which is 0 only for a read from the
+		// beginning, so a read starting later (a time after the last event,
+		// a filter nothing after StartSeq matches) waited for an event that
+		// might never come. A node idle for longer than the duplicate
+		// window hung at its next start rebuilding the index.
+		if info.NumPending == 0 && info.Delivered.Consumer == 0 {
 			return nil
 		}
 	}

@@ -165,6 +165,35 @@ func TestDuplicateWindowSurvivesRestart(t *testing.T) {
 	}
 }
 
+// TestOpenAfterAQuietSpell: a node whose last event is older than the
+// duplicate window starts. Rebuilding the duplicate index reads the events
+// of the last window, and there are none: that read must end, not wait for
+// an event. (It waited, so every restart after two quiet minutes hung.)
+// The wait is wall time passing, which nothing can poll for.
+func TestOpenAfterAQuietSpell(t *testing.T) {
+	nc := connectTest(t, t.TempDir())
+	cfg := Config{DuplicateWindow: 100 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := Open(ctx, nc, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * cfg.DuplicateWindow)
+	l, err = Open(ctx, nc, cfg, nil)
+	if err != nil {
+		t.Fatalf("open after %v without events: %v", 3*cfg.DuplicateWindow, err)
+	}
+	defer l.Close(context.Background())
+	if got := appendAll(t, l, testEnvelope(2, "task.assign", "agent://a.local", "agent://b.local")); got[0].Seq != 2 {
+		t.Fatalf("append after the restart landed at %d, want 2", got[0].Seq)
+	}
+}
+
 // TestRecoverAfterTheWALWasRecreated: the write-ahead stream is deleted
 // while the node is stopped (the event stream holds everything, so it
 // looks disposable) and created anew by the next start, whose numbering
