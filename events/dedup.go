@@ -10,17 +10,25 @@ type idIndex struct {
 	window time.Duration
 	max    int
 	byKey  map[string]idEntry
-	order  []idKey // insertion order, oldest first; a ring would save the copy
+	// order is the keys in insertion order, oldest first, from head on;
+	// the forgotten ones before head are dropped in one copy once they
+	// are half of it. Copying the rest at every expiry instead cost every
+	// append the whole window: 160 µs an append at 100,000 keys, on the
+	// committer, which every append waits for.
+	order []idKey
+	head  int
+	adds  uint64 // numbers the adds, so that an old place in order never forgets a newer add of its key
 }
 
 type idEntry struct {
-	a  Appended
-	at time.Time
+	a   Appended
+	add uint64
 }
 
 type idKey struct {
 	key string
 	at  time.Time
+	add uint64
 }
 
 func newIDIndex(window time.Duration, max int) *idIndex {
@@ -32,23 +40,28 @@ func newIDIndex(window time.Duration, max int) *idIndex {
 func isClientID(msgID string) bool { return len(msgID) > 3 && msgID[:3] == "id:" }
 
 // expire forgets what is older than the window at now, and the oldest
-// beyond max entries.
+// beyond max entries. It costs O(1) per key forgotten, amortised.
 func (x *idIndex) expire(now time.Time) {
-	cut := 0
-	for cut < len(x.order) {
-		k := x.order[cut]
-		if len(x.order)-cut <= x.max && now.Sub(k.at) <= x.window {
+	for x.head < len(x.order) {
+		k := x.order[x.head]
+		if len(x.order)-x.head <= x.max && now.Sub(k.at) <= x.window {
 			break
 		}
-		if e, ok := x.byKey[k.key]; ok && e.at.Equal(k.at) {
+		if e, ok := x.byKey[k.key]; ok && e.add == k.add {
 			delete(x.byKey, k.key)
 		}
-		cut++
+		x.order[x.head] = idKey{}
+		x.head++
 	}
-	if cut > 0 {
-		x.order = append(x.order[:0], x.order[cut:]...)
+	if x.head > 0 && x.head >= len(x.order)/2 {
+		n := copy(x.order, x.order[x.head:])
+		clear(x.order[n:]) // the old copies would keep their keys alive
+		x.order, x.head = x.order[:n], 0
 	}
 }
+
+// size is how many keys the index holds.
+func (x *idIndex) size() int { return len(x.order) - x.head }
 
 func (x *idIndex) lookup(key string, now time.Time) (Appended, bool) {
 	x.expire(now)
@@ -57,8 +70,9 @@ func (x *idIndex) lookup(key string, now time.Time) (Appended, bool) {
 }
 
 func (x *idIndex) add(key string, a Appended, at time.Time) {
-	x.byKey[key] = idEntry{a: a, at: at}
-	x.order = append(x.order, idKey{key: key, at: at})
+	x.adds++
+	x.byKey[key] = idEntry{a: a, add: x.adds}
+	x.order = append(x.order, idKey{key: key, at: at, add: x.adds})
 	x.expire(at)
 }
 

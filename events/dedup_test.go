@@ -1,0 +1,122 @@
+package events
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// modelIDIndex is the duplicate index written as plainly as possible: every
+// key with when it was added, forgotten when it is older than the window
+// or beyond the newest max.
+type modelIDIndex struct {
+	window time.Duration
+	max    int
+	keys   []modelKey // oldest first
+}
+
+type modelKey struct {
+	key     string
+	a       Appended
+	at      time.Time
+	removed bool
+}
+
+func (m *modelIDIndex) expire(now time.Time) {
+	for len(m.keys) > 0 && (len(m.keys) > m.max || now.Sub(m.keys[0].at) > m.window) {
+		m.keys = m.keys[1:]
+	}
+}
+
+func (m *modelIDIndex) lookup(key string, now time.Time) (Appended, bool) {
+	m.expire(now)
+	for i := len(m.keys) - 1; i >= 0; i-- {
+		if k := m.keys[i]; k.key == key && !k.removed {
+			return k.a, true
+		} else if k.key == key {
+			return Appended{}, false
+		}
+	}
+	return Appended{}, false
+}
+
+func (m *modelIDIndex) add(key string, a Appended, at time.Time) {
+	m.keys = append(m.keys, modelKey{key: key, a: a, at: at})
+	m.expire(at)
+}
+
+func (m *modelIDIndex) remove(key string) {
+	for i := len(m.keys) - 1; i >= 0; i-- {
+		if m.keys[i].key == key {
+			m.keys[i].removed = true
+			return
+		}
+	}
+}
+
+// TestIDIndexMatchesModel: whatever mix of appends, resends, removals
+// (a failed batch takes its keys back) and time passing, the index
+// answers a resend exactly as the model does, and holds what it holds.
+func TestIDIndexMatchesModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		window := time.Duration(rapid.IntRange(1, 50).Draw(t, "window")) * time.Millisecond
+		max := rapid.IntRange(1, 40).Draw(t, "max")
+		x := newIDIndex(window, max)
+		m := &modelIDIndex{window: window, max: max}
+		now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+		seq := uint64(0)
+		for range rapid.IntRange(1, 300).Draw(t, "ops") {
+			key := fmt.Sprintf("id:agent://a.local:%d", rapid.IntRange(0, 30).Draw(t, "key"))
+			now = now.Add(time.Duration(rapid.IntRange(0, 5).Draw(t, "step")) * time.Millisecond)
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 0, 1:
+				got, gotOK := x.lookup(key, now)
+				want, wantOK := m.lookup(key, now)
+				if gotOK != wantOK || got != want {
+					t.Fatalf("lookup(%s) at %v = %+v, %v; the model says %+v, %v", key, now, got, gotOK, want, wantOK)
+				}
+				if !gotOK {
+					seq++
+					a := Appended{EventID: fmt.Sprint("ev-", seq), Seq: seq}
+					x.add(key, a, now)
+					m.add(key, a, now)
+				}
+			case 2:
+				x.remove(key)
+				m.remove(key)
+			case 3:
+				x.expire(now)
+				m.expire(now)
+			}
+			if x.size() != len(m.keys) {
+				t.Fatalf("the index holds %d keys; the model %d", x.size(), len(m.keys))
+			}
+		}
+	})
+}
+
+// BenchmarkIDIndexAdd adds keys to a full window of n: the cost of an
+// append must not grow with the window (it did: each add copied it all).
+func BenchmarkIDIndexAdd(b *testing.B) {
+	for _, n := range []int{1_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			x := newIDIndex(time.Hour, n)
+			at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+			keys := make([]string, 2*n)
+			for i := range keys {
+				keys[i] = fmt.Sprint("id:agent://a.local:", i)
+			}
+			for i := range n {
+				x.add(keys[i], Appended{Seq: uint64(i + 1)}, at)
+			}
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				x.add(keys[n+i%n], Appended{Seq: uint64(n + i + 1)}, at)
+				i++
+			}
+		})
+	}
+}
