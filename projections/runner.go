@@ -84,13 +84,26 @@ func NewRunner(log *events.Log, lg *slog.Logger, projs ...Projection) *Runner {
 // A restart of the node therefore resumes every projection where the log
 // stands; a full replay at start is the simple, always-correct way to get
 // there.
+//
+// Run returns only when ctx ends. Where the log ends is read first, for
+// the readiness mark; while that fails (a reader whose server restarts),
+// Run retries, as it retries reads later: a runner that gave up here would
+// leave the node's folds empty and its answers waiting forever.
 func (r *Runner) Run(ctx context.Context) error {
+	wait := 100 * time.Millisecond
 	end, err := r.log.LastSeq(ctx)
-	if err != nil {
-		return fmt.Errorf("projections: %w", err)
+	for err != nil {
+		r.lg.Warn("projections: reading where the log ends failed; retrying", "err", err, "wait", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
+		wait = min(2*wait, retryWaitMax)
+		end, err = r.log.LastSeq(ctx)
 	}
 	r.markReadyAt(end)
-	wait := 100 * time.Millisecond
+	wait = 100 * time.Millisecond
 	for {
 		from := r.Applied() + 1
 		var err error

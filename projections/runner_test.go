@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,5 +168,82 @@ func TestWaitFor(t *testing.T) {
 	}
 	if got := r.Applied(); got < 3 {
 		t.Fatalf("Applied() = %d after WaitFor(3)", got)
+	}
+}
+
+// TestRunnerWaitsForItsServer: a reader's runner started while its NATS
+// server is down (where the log ends cannot be read yet) keeps trying, and
+// folds the log once the server is back, instead of giving up for good.
+func TestRunnerWaitsForItsServer(t *testing.T) {
+	dir := t.TempDir()
+	start := func(listen string) *events.Server {
+		s, err := events.StartServer(events.ServerConfig{DataDir: dir, Listen: listen})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := start("127.0.0.1:0")
+	url := s.ClientURL()
+	nc, err := s.Connect("writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := events.Open(context.Background(), nc, events.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(4, 4))
+	envs := make([]*events.Envelope, 3)
+	for i := range envs {
+		envs[i] = randomEnvelope(rng, i)
+	}
+	appendAll(t, l, envs)
+	l.Close(context.Background())
+	nc.Close()
+
+	// No reconnect buffer: requests fail at once while the server is away.
+	reader, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	rl, err := events.Attach(context.Background(), reader, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Shutdown()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := NewRunner(rl, nil, NewStats())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	// Let the first reads of the log's end fail against the stopped server.
+	deadline := time.Now().Add(10 * time.Second)
+	for reader.Status() == nats.CONNECTED && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned %v while the server was down", err)
+	case <-r.Ready():
+		t.Fatal("ready with the server down")
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	s = start(strings.TrimPrefix(url, "nats://"))
+	defer s.Shutdown()
+	select {
+	case <-r.Ready():
+	case err := <-done:
+		t.Fatalf("Run returned %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the runner did not get ready once the server was back")
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := r.WaitFor(wctx, 3); err != nil {
+		t.Fatalf("WaitFor(3) after the server came back: %v", err)
 	}
 }
