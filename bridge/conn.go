@@ -367,7 +367,7 @@ func (s *Server) validate(it *item) (verify bool) {
 	if v := f.ID(); v != "" {
 		// The sender named the message: a resend within the duplicate window
 		// finds the first event instead of making a second.
-		env.MsgID = "id:" + env.From + ":" + v
+		env.MsgID = events.ClientKey(env.From, v)
 	}
 	it.accepted = protocol.StatusAccepted
 	if env.To == s.cfg.Name {

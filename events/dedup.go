@@ -1,6 +1,9 @@
 package events
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // idIndex remembers the client IDs (FROM plus the frame's ID header) of the
 // events appended within the duplicate window, so that a resend is answered
@@ -38,6 +41,22 @@ func newIDIndex(window time.Duration, max int) *idIndex {
 // isClientID reports whether a dedup key came from the client (an ID
 // header) rather than being the node's own unique event id.
 func isClientID(msgID string) bool { return len(msgID) > 3 && msgID[:3] == "id:" }
+
+// ClientKey is the deduplication key of a frame from FROM with an ID
+// header: "id:FROM:ID", with every '%' and ':' of the ID written %25 and
+// %3A. A FROM may hold a colon (a port), so without the escapes agent://a
+// with ID 80:x and agent://a:80 with ID x shared a key, and the second
+// frame was answered with the first one's event. The last colon now always
+// ends FROM; an ID without either character is written as it is, as
+// before.
+func ClientKey(from, id string) string {
+	if !strings.ContainsAny(id, "%:") {
+		return "id:" + from + ":" + id
+	}
+	return "id:" + from + ":" + clientIDEscaper.Replace(id)
+}
+
+var clientIDEscaper = strings.NewReplacer("%", "%25", ":", "%3A")
 
 // expire forgets what is older than the window at now, and the oldest
 // beyond max entries. It costs O(1) per key forgotten, amortised.

@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,4 +120,31 @@ func BenchmarkIDIndexAdd(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestClientKeyIsUnambiguous: two different senders or IDs never share a
+// key. The last colon ends FROM, and the ID unescapes back.
+func TestClientKeyIsUnambiguous(t *testing.T) {
+	tests := []struct{ from, id, want string }{
+		{"agent://a.local", "17", "id:agent://a.local:17"},
+		{"agent://a", "80:x", "id:agent://a:80%3Ax"},
+		{"agent://a:80", "x", "id:agent://a:80:x"},
+		{"agent://a", "100%", "id:agent://a:100%25"},
+		{"agent://a", "%3A", "id:agent://a:%253A"},
+	}
+	for _, tc := range tests {
+		if got := ClientKey(tc.from, tc.id); got != tc.want {
+			t.Errorf("ClientKey(%q, %q) = %q, want %q", tc.from, tc.id, got, tc.want)
+		}
+	}
+	text := rapid.StringOfN(rapid.RuneFrom([]rune("a:%3A/.")), 0, 8, -1)
+	rapid.Check(t, func(t *rapid.T) {
+		from, id := "agent://"+text.Draw(t, "host"), text.Draw(t, "id")
+		key := ClientKey(from, id)
+		cut := strings.LastIndexByte(key, ':')
+		gotFrom, gotID := key[len("id:"):cut], strings.NewReplacer("%3A", ":", "%25", "%").Replace(key[cut+1:])
+		if gotFrom != from || gotID != id {
+			t.Fatalf("ClientKey(%q, %q) = %q, which reads back as %q, %q", from, id, key, gotFrom, gotID)
+		}
+	})
 }
