@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/aglx/ledger/protocol"
 )
@@ -78,6 +80,19 @@ func (c *Client) ReadReply() (*protocol.Frame, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// PeerClosed reports whether the other side has closed or reset the
+// connection, waiting at most wait for a sign of it. A write to a closed
+// connection can still succeed, so a message that gets no reply would be
+// lost without a word; the relay asks before sending one on a connection it
+// kept from an earlier delivery.
+func (c *Client) PeerClosed(wait time.Duration) bool {
+	c.nc.SetReadDeadline(time.Now().Add(wait))
+	defer c.nc.SetReadDeadline(time.Time{})
+	err := c.dec.Probe()
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
 }
 
 // Conn is the underlying connection.

@@ -474,9 +474,12 @@ func (r *Relay) allowed(addr string) bool {
 	return false
 }
 
-// deliver sends env's frame to addr and waits for the addressee's reply.
-// Only addr's lane calls it, so a connection is never used by two
-// deliveries at once.
+// deliver sends env's frame to addr and waits for the addressee's reply,
+// except for the TYPEs that are never answered (ack, error): written and
+// flushed, they are delivered. Waiting for their reply counted every one
+// as failed after relayTimeout and sent it again, up to ten times, while
+// the address was marked down. Only addr's lane calls it, so a connection
+// is never used by two deliveries at once.
 //
 // A kept connection may have been closed by the addressee while it was
 // idle (an aglxd closes connections idle for --idle-timeout): if a
@@ -490,16 +493,29 @@ func (r *Relay) deliver(ctx context.Context, addr string, env *events.Envelope) 
 	}
 	// A copy of the headers: the envelope may be shared with the folds.
 	f.Headers = append(append([]protocol.Header(nil), f.Headers...), protocol.Header{Name: HeaderRelayedBy, Value: r.NodeURI})
+	info, _ := protocol.Lookup(env.Type)
+	answered := !info.NoReply
 	for {
 		c, kept, err := r.conn(ctx, addr)
 		if err != nil {
 			return err
 		}
-		err = r.send(ctx, c, f)
+		if kept && !answered && c.PeerClosed(staleProbeWait) {
+			// No reply would show that the write went nowhere.
+			r.drop(addr)
+			continue
+		}
+		err = r.send(ctx, c, f, answered)
 		var pe *protocol.Error
 		if err == nil || errors.As(err, &pe) {
 			// An answer, even one that does not decode, is the
 			// addressee's receipt: sending again would only duplicate.
+			// After one that ends the byte stream, though, the
+			// connection reads that same error for ever after: every
+			// later message on it would count as delivered unsent.
+			if pe != nil && pe.Fatal {
+				r.drop(addr)
+			}
 			return nil
 		}
 		r.drop(addr)
@@ -516,8 +532,9 @@ func closedByPeer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-// send writes f on c and reads the addressee's reply, within relayTimeout.
-func (r *Relay) send(ctx context.Context, c *Client, f *protocol.Frame) error {
+// send writes f on c and, if answered, reads the addressee's reply, within
+// relayTimeout.
+func (r *Relay) send(ctx context.Context, c *Client, f *protocol.Frame, answered bool) error {
 	// Shutdown cuts a delivery short instead of waiting out its timeout.
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
@@ -526,11 +543,15 @@ func (r *Relay) send(ctx context.Context, c *Client, f *protocol.Frame) error {
 	if err == nil {
 		err = c.Flush()
 	}
-	if err == nil {
+	if err == nil && answered {
 		_, err = c.ReadReply()
 	}
 	return err
 }
+
+// staleProbeWait is how long the relay waits for a kept connection to
+// show that its peer closed it, before a message that gets no reply.
+const staleProbeWait = time.Millisecond
 
 // conn returns the connection to addr, and whether it was kept from an
 // earlier delivery rather than dialled now.

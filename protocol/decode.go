@@ -61,6 +61,15 @@ func NewDecoder(r io.Reader, opts DecoderOptions) *Decoder {
 // decoded. The bridge uses it to decide when to flush replies.
 func (d *Decoder) Buffered() int { return d.r.Buffered() }
 
+// Probe waits for the next byte without taking it, and returns what
+// the read gave: nil when a byte is there, the connection's error (io.EOF
+// when the peer closed it, a timeout under a read deadline) otherwise. A
+// relay asks a connection it kept whether the peer has closed it.
+func (d *Decoder) Probe() error {
+	_, err := d.r.Peek(1)
+	return err
+}
+
 // Decode reads the next frame.
 //
 // It returns io.EOF when the stream ends cleanly between frames. A refusal is

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -417,4 +418,98 @@ func TestRelayRedialsAConnectionTheAddresseeClosed(t *testing.T) {
 	if got := m.relay.Counters(); got.Failed != 0 {
 		t.Fatalf("counters %+v: the closed connection counted as a failed attempt", got)
 	}
+}
+
+// oneFrameAgent accepts connections and reads one frame from each; then
+// it writes reply (if any) and closes the connection, and only then hands
+// the frame to the test, so that the close is done when the test goes on.
+func oneFrameAgent(t *testing.T, reply []byte) (addr string, got <-chan *protocol.Frame) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	ch := make(chan *protocol.Frame, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f, err := protocol.NewDecoder(c, protocol.DecoderOptions{}).Decode()
+			if reply != nil {
+				c.Write(reply)
+			}
+			c.Close()
+			if err == nil {
+				ch <- f
+			}
+		}
+	}()
+	return ln.Addr().String(), ch
+}
+
+// relayOnce sends frames from agent://src.local through the node and
+// checks that each reaches the addressee once, in order, and that the
+// relay counts each delivered and none failed.
+func relayOnce(t *testing.T, m *Main, got <-chan *protocol.Frame, frames ...string) {
+	t.Helper()
+	c := dial(t, m.TCPAddr())
+	for i, fr := range frames {
+		c.Write([]byte(fr))
+		c.Flush()
+		if !strings.Contains(fr, "\nTYPE: ack\n") { // the node answers no ack
+			readReply(t, c)
+		}
+		select {
+		case f := <-got:
+			if want := fmt.Sprintf(`"n%d"`, i); !bytes.Contains(f.Body, []byte(want)) {
+				t.Fatalf("delivered %s, want the message with %s", f.Body, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("message %d was not delivered", i)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); m.relay.Counters().Delivered < int64(len(frames)); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("deliveries never counted: %+v", m.relay.Counters())
+		}
+	}
+	if cs := m.relay.Counters(); cs.Failed != 0 || cs.Retrying != 0 {
+		t.Fatalf("counters %+v: a delivery counted as failed or waits to be sent again", cs)
+	}
+	select {
+	case f := <-got:
+		t.Fatalf("delivered a second time: %s", f.Body)
+	default:
+	}
+}
+
+// TestRelayDeliversAnAckWithoutWaitingForAReply: ack and error are never
+// answered, so the relay must not wait for an answer to count them
+// delivered (it waited 10 s, counted a failure, marked the address down
+// and sent the ack again, up to ten times). The addressee closes each
+// connection after one frame, so the second ack also checks that a kept
+// connection the addressee closed is noticed before a message that no
+// reply would show lost.
+func TestRelayDeliversAnAckWithoutWaitingForAReply(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
+	addr, got := oneFrameAgent(t, nil)
+	registerAt(t, m, "agent://quiet.local", addr)
+	ack := "AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://quiet.local\nTYPE: ack\n\n{\"note\": \"n%d\"}\n"
+	relayOnce(t, m, got, fmt.Sprintf(ack, 0), fmt.Sprintf(ack, 1))
+}
+
+// TestRelayDropsAConnectionThatAnsweredGarbage: an addressee that answers
+// with something that is not AGLX (here an HTTP error) and closes has
+// received the message; the next one must go out on a new connection, not
+// on the old one, whose decoder would report the same garbage again and
+// have the relay count a message delivered that was never sent.
+func TestRelayDropsAConnectionThatAnsweredGarbage(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
+	addr, got := oneFrameAgent(t, []byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+	registerAt(t, m, "agent://web.local", addr)
+	cancel := "AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://web.local\nTYPE: task.cancel\n\n{\"task_id\": \"n%d\", \"reason\": \"r\"}\n"
+	relayOnce(t, m, got, fmt.Sprintf(cancel, 0), fmt.Sprintf(cancel, 1))
 }
