@@ -47,6 +47,12 @@ type conn struct {
 	idleMu     sync.Mutex
 	unanswered int
 
+	// owed holds a token for every frame read and not yet answered: the
+	// reader takes one before it reads a frame, the writer gives it back.
+	// So a connection owes at most PipelineMax replies, however the frames
+	// are spread over the two queues (each of which could hold that many).
+	owed chan struct{}
+
 	// bytesInFlight is the wire size of the frames read and not yet
 	// answered; guarded by the server's budget.
 	bytesInFlight int64
@@ -85,18 +91,30 @@ func (s *Server) startConn(nc net.Conn, transport string) {
 		return
 	}
 	if len(s.conns) >= s.cfg.ConnectionsMax {
+		// A slot for telling it why, taken under s.mu as every s.wg.Add
+		// is, so that none comes after Shutdown's Wait began.
+		told := false
+		select {
+		case s.refusing <- struct{}{}:
+			told = true
+			s.wg.Add(1)
+		default:
+		}
 		s.mu.Unlock()
 		s.n.connsShed.Add(1)
 		s.lg.Warn("connection refused: limit reached", "peer", nc.RemoteAddr().String(), "limit", s.cfg.ConnectionsMax)
-		nc.SetWriteDeadline(time.Now().Add(time.Second))
-		nc.Write(s.errorFrame("", ulid.Make().String(), protocol.Errorf(protocol.StatusTooManyRequests, "the node serves at most %d connections; try again later", s.cfg.ConnectionsMax)))
-		nc.Close()
+		if !told {
+			nc.Close()
+			return
+		}
+		go s.refuseConn(nc)
 		return
 	}
 	c := &conn{
 		s: s, nc: nc, transport: transport, peer: nc.RemoteAddr().String(),
 		queue:   make(chan *item, s.cfg.PipelineMax),
 		replies: make(chan *item, s.cfg.PipelineMax),
+		owed:    make(chan struct{}, s.cfg.PipelineMax),
 		stopped: make(chan struct{}),
 	}
 	s.conns[c] = struct{}{}
@@ -106,6 +124,27 @@ func (s *Server) startConn(nc net.Conn, transport string) {
 	s.n.connsTotal.Add(1)
 	go c.serve()
 }
+
+// refuseConn tells a connection over the limit why it is closed, off the
+// accept loop and within refuseTimeout, read and write: on TLS the write
+// first runs the handshake, which reads. Refused on the accept loop with a
+// write deadline only, one silent peer on the TLS port stopped every later
+// TLS connection and held Shutdown for as long as it stayed. startConn
+// runs at most RefusingMax of these at once; beyond that it closes a
+// connection without a reason.
+func (s *Server) refuseConn(nc net.Conn) {
+	defer func() { <-s.refusing; s.wg.Done() }()
+	nc.SetDeadline(time.Now().Add(refuseTimeout))
+	nc.Write(s.errorFrame("", ulid.Make().String(), protocol.Errorf(protocol.StatusTooManyRequests, "the node serves at most %d connections; try again later", s.cfg.ConnectionsMax)))
+	nc.Close()
+}
+
+// RefusingMax bounds the connections over the limit that are being told
+// so at once, and refuseTimeout how long telling one may take.
+const (
+	RefusingMax   = 64 // connections
+	refuseTimeout = time.Second
+)
 
 func (c *conn) serve() {
 	defer c.s.wg.Done()
@@ -165,6 +204,7 @@ func (c *conn) read() {
 // answered counts a frame dealt with by the writer, and starts the idle
 // clock when it was the last one owed.
 func (c *conn) answered() {
+	<-c.owed
 	c.idleMu.Lock()
 	defer c.idleMu.Unlock()
 	if c.unanswered--; c.unanswered == 0 && !c.isStopped() {
@@ -185,6 +225,11 @@ func (c *conn) readLoop() {
 	defer close(c.queue)
 	dec := protocol.NewDecoder(c.nc, protocol.DecoderOptions{BodySizeMax: c.s.cfg.BodySizeMax, DeferJSONCheck: true})
 	for !c.isStopped() {
+		select {
+		case c.owed <- struct{}{}:
+		case <-c.stopped:
+			return
+		}
 		if !c.armRead() {
 			return
 		}

@@ -150,7 +150,8 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	packets   map[net.PacketConn]struct{}
 	conns     map[*conn]struct{}
-	wg        sync.WaitGroup // every connection and UDP waiter
+	wg        sync.WaitGroup // every connection, refusal and UDP waiter
+	refusing  chan struct{}  // a slot per refusal in progress (RefusingMax)
 
 	workOnce sync.Once
 	stopWork sync.Once
@@ -176,6 +177,7 @@ func New(log *events.Log, cfg Config, lg *slog.Logger) *Server {
 		packets:   map[net.PacketConn]struct{}{},
 		conns:     map[*conn]struct{}{},
 		budget:    newBudget(),
+		refusing:  make(chan struct{}, RefusingMax),
 	}
 	s.abort, s.abortWait = context.WithCancel(context.Background())
 	return s
@@ -215,13 +217,22 @@ func (s *Server) ServeTCP(ln net.Listener, transport string) error {
 			if s.isClosing() {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
-				time.Sleep(tempDelay)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return err
 			}
-			return err
+			// Out of file descriptors (EMFILE, ENFILE), out of buffers,
+			// a connection reset before it was taken: wait and go on, as
+			// net/http does. Ending here left the node running without
+			// its listener, with /healthz still saying ok.
+			if tempDelay == 0 {
+				s.lg.Warn("accepting connections failed; retrying", "addr", ln.Addr().String(), "err", err)
+			}
+			tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(tempDelay):
+			case <-s.abort.Done():
+			}
+			continue
 		}
 		tempDelay = 0
 		s.startConn(nc, transport)

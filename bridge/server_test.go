@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,5 +102,106 @@ func TestShutdownEndsWhileTheFoldsAreStalled(t *testing.T) {
 	}
 	if took := time.Since(start); took >= AnswerTimeout {
 		t.Fatalf("Shutdown took %s with a one-second deadline: it waited out AnswerTimeout (%s)", took, AnswerTimeout)
+	}
+}
+
+// failingListener fails its first Accept calls as a process out of file
+// descriptors does, then accepts.
+type failingListener struct {
+	net.Listener
+	fails atomic.Int32
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.fails.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestAcceptOutlivesRunningOutOfFiles: accept errors that pass (EMFILE,
+// ENFILE, ENOBUFS) make the server wait and try again; it ended, and the
+// node went on without its listener.
+func TestAcceptOutlivesRunningOutOfFiles(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	srv := New(l, Config{}, quiet)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &failingListener{Listener: inner}
+	ln.fails.Store(5)
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTCP(ln, events.TransportTCP) }()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		select {
+		case err := <-served:
+			if !errors.Is(err, ErrServerClosed) {
+				t.Errorf("ServeTCP ended with %v, want ErrServerClosed after Shutdown", err)
+			}
+		case <-ctx.Done():
+			t.Error("ServeTCP did not return after Shutdown")
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Conn().SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.cancel\n\n{\"task_id\": \"t\", \"reason\": \"r\"}\n"))
+	c.Flush()
+	f, err := c.ReadReply()
+	if err != nil {
+		t.Fatalf("no reply after the failed accepts: %v", err)
+	}
+	if f.Type() != "ack" {
+		t.Fatalf("reply %s %s, want an ack", f.Type(), f.Body)
+	}
+}
+
+// TestPipelineBoundsUnansweredFrames: a connection owes at most
+// PipelineMax replies; then the node reads nothing more from it. With the
+// replies held up (the folds never answer), only that many frames reach
+// the log. Each of the connection's two queues took PipelineMax, so it
+// read about twice that, and more.
+func TestPipelineBoundsUnansweredFrames(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	const pipeline = 2
+	srv := New(l, Config{Answerer: stalledFolds{asked: make(chan struct{}, 1)}, PipelineMax: pipeline}, quiet)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeTCP(ln, events.TransportTCP)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}()
+	c, err := Dial(context.Background(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 10 {
+		c.Write(benchFrame(i))
+	}
+	c.Flush()
+	for deadline := time.Now().Add(10 * time.Second); l.Published() < pipeline; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d frames reached the log, want %d", l.Published(), pipeline)
+		}
+	}
+	// Reading more would take a moment; give it one, then count again.
+	time.Sleep(300 * time.Millisecond)
+	if got := l.Published(); got != pipeline {
+		t.Fatalf("%d frames reached the log with their replies held up, want PipelineMax = %d", got, pipeline)
 	}
 }

@@ -127,8 +127,14 @@ func parseFlags(args []string) (Config, error) {
 
 // Validate bounds every setting, so a typo fails at start, not under load.
 func (c Config) Validate() error {
-	if _, err := protocol.ParseURI(c.Name); err != nil {
+	u, err := protocol.ParseURI(c.Name)
+	if err != nil {
 		return fmt.Errorf("--name: %w", err)
+	}
+	if u.String() != c.Name {
+		// The node's URI is compared with FROM and TO as they are written
+		// in canonical form; a name in another spelling would match no one.
+		return fmt.Errorf("--name %q: write it in canonical form, %q", c.Name, u.String())
 	}
 	for flagName, addr := range map[string]string{"--listen": c.Listen, "--tls-listen": c.TLSListen, "--udp": c.UDP, "--http": c.HTTP, "--nats-listen": c.NATSListen} {
 		if addr == "" && flagName != "--listen" {

@@ -186,6 +186,8 @@ func TestConfigValidate(t *testing.T) {
 		{"body too small", func(c *Config) { c.BodySizeMax = 10 }, "--body-max 10"},
 		{"bad fsync", func(c *Config) { c.Fsync = "sometimes" }, "--fsync"},
 		{"idle timeout too short", func(c *Config) { c.IdleTimeout = time.Millisecond }, "--idle-timeout 1ms: must be between 1s and 24h"},
+		{"name not canonical", func(c *Config) { c.Name = "registry://Node.Local" }, `canonical form, "registry://node.local"`},
+		{"name not a URI", func(c *Config) { c.Name = "node" }, "--name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()
