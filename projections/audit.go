@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/ledger"
@@ -128,10 +130,17 @@ func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodeKey crypto.S
 	}
 	fold()
 	// The running sum above is zero by construction of each posting; this
-	// adds every balance afresh.
+	// adds every balance afresh, in a context wide enough that no partial
+	// sum rounds (each balance has at most 34 digits, but a partial sum of
+	// two of them may need 35: summing in MoneyContext reported a sound
+	// ledger as rounded, depending on the map's order), and in URI order,
+	// so that two audits of one log list the same problems.
+	wide := &apd.Context{Precision: 100, MaxExponent: 100, MinExponent: -100,
+		Traps: apd.DefaultTraps | apd.Inexact | apd.Rounded, Rounding: apd.RoundHalfEven}
 	var total apd.Decimal
-	for uri, d := range books {
-		if _, err := mc.Add(&total, &total, d); err != nil {
+	for _, uri := range slices.Sorted(maps.Keys(books)) {
+		d := books[uri]
+		if _, err := wide.Add(&total, &total, d); err != nil {
 			problem("summing %s: %v", uri, err)
 		}
 		if v, ok := credits.L.Account(uri); !ok || v.Balance.Decimal().Cmp(d) != 0 {

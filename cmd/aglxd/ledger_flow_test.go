@@ -671,3 +671,34 @@ func TestLedgerReplayIsByteIdentical(t *testing.T) {
 			rep.Events, rep.Postings, rep.Digest, live.SHA256, strings.Join(rep.Problems, "\n"))
 	}
 }
+
+// TestAuditAddsWideBalances: balances of 34 digits each can have partial
+// sums of 35. The audit added them up in the ledger's own 34-digit
+// context, in map order, and so reported a sound ledger as "rounded" in
+// some runs and not others.
+func TestAuditAddsWideBalances(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	s := lfNewSession(t, m)
+	node := lfParty{uri: m.cfg.Name, key: m.key}
+	x, y := s.boundPair(t, "agent://x.local", "agent://y.local")
+	lfExpect(t, s.transfer(t, node, x.uri, "1000000000000000000000000000000000", "mint-x"), "ack", 200)
+	lfExpect(t, s.transfer(t, x, y.uri, "0.1", "x-y"), "ack", 200)
+	lfExpect(t, s.transfer(t, node, "agent://w.local", "5", "mint-w"), "ack", 200)
+	s.query(t, x)
+	var live projections.Digest
+	if err := json.Unmarshal(lfGet(t, m, "/v1/ledger/digest", s.last), &live); err != nil {
+		t.Fatal(err)
+	}
+	lg := openLog(t, m)
+	for range 20 { // the order of the accounts varies from run to run
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		rep, err := projections.Audit(ctx, lg, m.cfg.Name, m.key, live)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Problems) > 0 {
+			t.Fatalf("audit of a sound ledger found:\n%s", strings.Join(rep.Problems, "\n"))
+		}
+	}
+}
