@@ -73,7 +73,7 @@ func (s *Server) answer(it *item, a events.Appended) (projections.Reply, bool) {
 	defer cancel()
 	r, ok, err := s.cfg.Answerer.Answer(ctx, a.Seq)
 	if err != nil {
-		s.lg.Warn("no answer from the projections in time; acknowledging as recorded", "seq", a.Seq, "err", err)
+		s.lg.Warn("no answer from the projections; acknowledging as recorded (202), the outcome is to be read from the state", "seq", a.Seq, "err", err)
 		it.accepted = protocol.StatusAccepted
 	}
 	if ok && r.Status != protocol.StatusOK && r.Status != protocol.StatusAccepted {

@@ -36,8 +36,7 @@ func (a *Answers) Answer(ctx context.Context, seq uint64) (Reply, bool, error) {
 	if err := a.runner.WaitFor(ctx, seq); err != nil {
 		return Reply{}, false, err
 	}
-	r, ok := a.outbox.Take(seq)
-	return r, ok, nil
+	return a.outbox.Take(seq)
 }
 
 // Ready reports whether the event at seq is applied, so that Answer

@@ -24,7 +24,7 @@ func TestRSANodeKeySignsDeterministically(t *testing.T) {
 	e := h.event(signed(t, kd, frame(dave, testNode, protocol.TypeAuthRequest,
 		fmt.Sprintf(`{"agent_id":"d","public_key":%q,"timestamp":%q}`, pubText(t, kd), ts(regT0)))), regT0)
 	h.applyEvent(e)
-	rep, _ := h.out.Take(e.Seq)
+	rep, _, _ := h.out.Take(e.Seq)
 	if rep.Status != protocol.StatusOK {
 		t.Fatalf("auth.request: %d %s", rep.Status, rep.Body)
 	}
@@ -32,7 +32,7 @@ func TestRSANodeKeySignsDeterministically(t *testing.T) {
 		t.Errorf("auth.response does not verify with the node's key: %v", err)
 	}
 	r2 := h.replay()
-	if again, _ := r2.cfg.Outbox.Take(e.Seq); !bytes.Equal(again.Body, rep.Body) {
+	if again, _, _ := r2.cfg.Outbox.Take(e.Seq); !bytes.Equal(again.Body, rep.Body) {
 		t.Errorf("replayed auth.response differs:\n got %s\nwant %s", again.Body, rep.Body)
 	}
 	// A signed update with the RSA key.

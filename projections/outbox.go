@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/aglx/ledger/protocol"
@@ -27,6 +28,10 @@ type Outbox struct {
 	mu    sync.Mutex
 	bySeq map[uint64]Reply
 	order []uint64 // insertion order, for eviction
+	// evicted is the highest sequence whose reply was dropped untaken.
+	// Replies are put in log order, so any reply at or below it that is
+	// not here may have been dropped.
+	evicted uint64
 }
 
 // NewOutbox returns an empty outbox.
@@ -42,7 +47,10 @@ func (o *Outbox) Put(seq uint64, r Reply) {
 	o.bySeq[seq] = r
 	o.order = append(o.order, seq)
 	for len(o.bySeq) > OutboxMax {
-		delete(o.bySeq, o.order[0])
+		if _, ok := o.bySeq[o.order[0]]; ok {
+			delete(o.bySeq, o.order[0])
+			o.evicted = max(o.evicted, o.order[0])
+		}
 		o.order = o.order[1:]
 	}
 	if len(o.order) > 2*OutboxMax { // taken entries linger in order
@@ -56,11 +64,22 @@ func (o *Outbox) Put(seq uint64, r Reply) {
 	}
 }
 
-// Take removes and returns the reply to the event at seq.
-func (o *Outbox) Take(seq uint64) (Reply, bool) {
+// Take removes and returns the reply to the event at seq. It fails with
+// ErrReplyDropped when there is none but one may have been dropped to
+// keep the bound: "no reply" must not be mistaken for "no reply decided",
+// which the bridge answers with a plain ack, when the dropped reply was,
+// say, a refusal.
+func (o *Outbox) Take(seq uint64) (Reply, bool, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r, ok := o.bySeq[seq]
+	if !ok && seq <= o.evicted {
+		return Reply{}, false, ErrReplyDropped
+	}
 	delete(o.bySeq, seq)
-	return r, ok
+	return r, ok, nil
 }
+
+// ErrReplyDropped is Take's failure for a reply the outbox may have
+// dropped: more than OutboxMax newer replies came before it was taken.
+var ErrReplyDropped = errors.New("projections: the reply was dropped from the outbox before it was taken; its outcome is in the state")

@@ -151,7 +151,7 @@ func (h *harness) apply(f *protocol.Frame, at time.Time) (*Event, Reply, bool) {
 	h.t.Helper()
 	e := h.event(f, at)
 	h.applyEvent(e)
-	rep, ok := h.out.Take(e.Seq)
+	rep, ok, _ := h.out.Take(e.Seq)
 	return e, rep, ok
 }
 

@@ -115,7 +115,7 @@ func TestZoneJoinChecks(t *testing.T) {
 	for _, e := range h.events {
 		r2.Apply(e)
 	}
-	if again, ok := r2.cfg.Outbox.Take(ev.Seq); !ok || str(t, again.Body, "session_token") != token {
+	if again, ok, _ := r2.cfg.Outbox.Take(ev.Seq); !ok || str(t, again.Body, "session_token") != token {
 		t.Errorf("replayed zone.confirm = %s, want the same token %s", again.Body, token)
 	}
 	snap := h.snapshot()
