@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"encoding/json"
@@ -20,9 +21,14 @@ const (
 	// SyncIntervalDefault is how often the node pushes its changed registry
 	// entries to each peer registry.
 	SyncIntervalDefault = 10 * time.Second
-	// syncEntriesPerFrame keeps one registry.sync well under the peer's
-	// default body limit (an entry is about 200 bytes).
-	syncEntriesPerFrame = 1000 // entries
+	// syncEntriesPerFrame and syncBodyMax bound one registry.sync: the
+	// entries are packed by their encoded size, well under a peer's
+	// default body limit (protocol.BodySizeMaxDefault, 1 MiB), with room
+	// for the timestamp and the signature. An entry is about 200 bytes,
+	// but its free text (status, capabilities) is bounded only by the
+	// body that registered it.
+	syncEntriesPerFrame = 1000      // entries
+	syncBodyMax         = 512 << 10 // bytes
 	// syncDialTimeout bounds one push attempt's connection and replies.
 	syncDialTimeout = 10 * time.Second
 )
@@ -64,10 +70,15 @@ type Federation struct {
 	Log      *slog.Logger
 
 	failures atomic.Int64
+	skipped  atomic.Int64 // entries too large to push
 }
 
 // Failures counts the pushes that did not reach the peer.
 func (f *Federation) Failures() int64 { return f.failures.Load() }
+
+// Skipped counts the entries left out of a push for being too large for a
+// registry.sync of their own.
+func (f *Federation) Skipped() int64 { return f.skipped.Load() }
 
 // Run pushes until ctx ends.
 func (f *Federation) Run(ctx context.Context) {
@@ -113,16 +124,14 @@ func (f *Federation) push(ctx context.Context, seq uint64) (uint64, error) {
 		c.Conn().SetDeadline(dl)
 	}
 	frames := 0
-	for len(entries) > 0 {
-		n := min(len(entries), syncEntriesPerFrame)
-		fr, err := f.frame(entries[:n])
+	for _, part := range f.pack(entries) {
+		fr, err := f.frame(part)
 		if err != nil {
 			return seq, err
 		}
 		if err := c.WriteFrame(fr); err != nil {
 			return seq, err
 		}
-		entries = entries[n:]
 		frames++
 	}
 	if err := c.Flush(); err != nil {
@@ -140,14 +149,55 @@ func (f *Federation) push(ctx context.Context, seq uint64) (uint64, error) {
 	return at, nil
 }
 
-func (f *Federation) frame(entries []projections.SyncEntry) (*protocol.Frame, error) {
-	body, err := json.Marshal(struct {
-		Entries   []projections.SyncEntry `json:"entries"`
-		Timestamp string                  `json:"timestamp"`
-	}{entries, time.Now().UTC().Format(time.RFC3339)})
-	if err != nil {
-		return nil, err
+// pack encodes the entries and groups them into the bodies of
+// registry.sync frames of at most syncEntriesPerFrame entries and
+// syncBodyMax bytes. Packing by count alone made one entry with a long
+// status (JSON writes '<' as six bytes) a body every peer refused, and the
+// push retried that same body for ever, so no later change reached the
+// peer. An entry too large for a body of its own is left out, and said so:
+// the peer cannot take it.
+func (f *Federation) pack(entries []projections.SyncEntry) [][][]byte {
+	var parts [][][]byte
+	var part [][]byte
+	size := 0
+	for _, e := range entries {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(e); err != nil {
+			f.Log.Warn("registry sync: an entry does not encode; left out", "peer", f.Peer.URI, "agent", e.AgentURI.String(), "err", err)
+			continue
+		}
+		raw := bytes.TrimRight(buf.Bytes(), "\n")
+		if len(raw) > syncBodyMax-syncBodySlack {
+			f.skipped.Add(1)
+			f.Log.Warn("registry sync: an entry is too large for a registry.sync; left out", "peer", f.Peer.URI, "agent", e.AgentURI.String(), "bytes", len(raw), "max", syncBodyMax-syncBodySlack)
+			continue
+		}
+		if len(part) == syncEntriesPerFrame || size+len(raw)+1 > syncBodyMax-syncBodySlack {
+			parts, part, size = append(parts, part), nil, 0
+		}
+		part = append(part, raw)
+		size += len(raw) + 1
 	}
+	if len(part) > 0 {
+		parts = append(parts, part)
+	}
+	return parts
+}
+
+// syncBodySlack is room in a registry.sync body for what surrounds the
+// entries: the member names, the timestamp and the signature.
+const syncBodySlack = 1 << 10 // bytes
+
+// frame builds a signed registry.sync of the entries, each already
+// encoded.
+func (f *Federation) frame(entries [][]byte) (*protocol.Frame, error) {
+	body := append([]byte(nil), `{"entries":[`...)
+	body = append(body, bytes.Join(entries, []byte(","))...)
+	body = append(body, `],"timestamp":"`...)
+	body = time.Now().UTC().AppendFormat(body, time.RFC3339)
+	body = append(body, `"}`...)
 	fr := &protocol.Frame{Transport: protocol.TransportTCP, Body: body, Headers: []protocol.Header{
 		{Name: protocol.HeaderFrom, Value: f.NodeURI},
 		{Name: protocol.HeaderTo, Value: f.Peer.URI},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"strings"
 	"net/http"
 	"testing"
 	"time"
@@ -123,5 +124,50 @@ func TestFederationConverges(t *testing.T) {
 			t.Fatalf("registries did not converge:\nmain   %v\nbackup %v", va, vb)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// registerWithStatus registers agent on m with the given status text.
+func registerWithStatus(t *testing.T, m *Main, agent, status string) {
+	t.Helper()
+	c := dial(t, m.TCPAddr())
+	c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: %s\nTO: %s\nTYPE: registry.update\n\n{\"agent_name\": \"n\", \"agent_type\": \"worker\", \"capabilities\": [\"data.analyze\"], \"status\": %q, \"ttl\": 3600}\n", agent, m.cfg.Name, status))
+	c.Flush()
+	if f, _ := readReply(t, c); f.Type() != "registry.ack" {
+		t.Fatalf("registry.update on %s: %s %.200s", m.cfg.Name, f.Type(), f.Body)
+	}
+}
+
+// TestFederationPacksBySize: entries with long status texts travel in
+// registry.sync bodies the peer takes, and one too long for any body is
+// left out without stopping the rest. Entries were packed 1,000 to a body
+// whatever their size: one entry of 200,000 '<' (which JSON wrote as six
+// bytes each) made a body the peer refused, and the push retried it for
+// ever, so nothing after it reached the peer.
+func TestFederationPacksBySize(t *testing.T) {
+	b := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name = "registry://backup.local" })
+	a := startNodeWith(t, t.TempDir(), func(c *Config) {
+		c.Name = "registry://main.local"
+		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + b.TCPAddr()}, 100*time.Millisecond
+	})
+	registerWithStatus(t, a, "agent://angle.local", strings.Repeat("<", 200_000))
+	registerWithStatus(t, a, "agent://huge.local", strings.Repeat("a", 600_000))
+	registerWithStatus(t, a, "agent://plain.local", "READY")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ids := agentIDs(t, b)
+		if _, ok := ids["agent://angle.local"]; ok {
+			if _, ok := ids["agent://plain.local"]; ok {
+				if _, ok := ids["agent://huge.local"]; ok {
+					t.Fatal("an entry larger than a registry.sync reached the peer")
+				}
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the peer has %v; want the long and the plain entry", ids)
+		}
+	}
+	if n := a.federations[0].Skipped(); n != 1 {
+		t.Fatalf("Skipped() = %d, want 1 (the entry too large to push)", n)
 	}
 }
