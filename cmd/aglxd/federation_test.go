@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"strings"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
