@@ -135,11 +135,12 @@ func replayKey(e *Event) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// remember records the answer to e and forgets answers too old to matter.
-func (r *Registry) remember(key string, e *Event, rep Reply) {
+// remember records the answer to e in seen and forgets answers too old to
+// matter.
+func (r *Registry) remember(seen *recentMap[seenOutcome], key string, e *Event, rep Reply) {
 	horizon := r.now.Add(-2 * r.window)
-	r.seen.dropWhile(func(o seenOutcome) bool { return o.At.Before(horizon) })
-	r.seen.put(key, seenOutcome{Type: e.Type, Seq: e.Seq, At: r.now, Status: int(rep.Status), reply: rep})
+	seen.dropWhile(func(o seenOutcome) bool { return o.At.Before(horizon) })
+	seen.put(key, seenOutcome{Type: e.Type, Seq: e.Seq, At: r.now, Status: int(rep.Status), reply: rep})
 }
 
 // answerReplay answers e with the first answer to the same message, if
@@ -200,7 +201,7 @@ func (r *Registry) authRequest(e *Event, p *protocol.AuthRequest) {
 	rep := r.bindFirstKey(e, p, pub)
 	r.put(e, rep)
 	if rep.Status == protocol.StatusOK {
-		r.remember(key, e, rep)
+		r.remember(r.seen, key, e, rep)
 	}
 }
 
@@ -284,7 +285,7 @@ func (r *Registry) keyRotate(e *Event, p *protocol.KeyRotate) {
 	rep := r.rotate(e, p, cur)
 	r.put(e, rep)
 	if rep.Status == protocol.StatusOK {
-		r.remember(key, e, rep)
+		r.remember(r.seen, key, e, rep)
 	}
 }
 

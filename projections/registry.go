@@ -145,6 +145,11 @@ type Registry struct {
 	hints     *recentMap[Hint]
 	sightings *recentMap[Sighting]
 	seen      *recentMap[seenOutcome]
+	// joins remembers answered zone.joins apart from seen: anyone with a
+	// key can fill seen with answered auth.requests, and a join pushed out
+	// of it within its window could be replayed for a fresh session token.
+	// Filling joins takes a zone's secret.
+	joins *recentMap[seenOutcome]
 }
 
 // NewRegistry returns an empty registry. It panics if cfg fails Validate.
@@ -168,6 +173,7 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 		hints:     newRecentMap[Hint](HintsMax),
 		sightings: newRecentMap[Sighting](SightingsMax),
 		seen:      newRecentMap[seenOutcome](seenOutcomesMax),
+		joins:     newRecentMap[seenOutcome](seenOutcomesMax),
 	}
 	r.zones, r.zoneIDs = newZoneStates(cfg.Zones)
 	return r

@@ -138,6 +138,7 @@ type registrySnapshot struct {
 	Hints     map[string]Hint         `json:"hints"`
 	Sightings map[string]Sighting     `json:"sightings"`
 	Answered  map[string]seenOutcome  `json:"answered"`
+	Joins     map[string]seenOutcome  `json:"joins_answered"`
 }
 
 type zoneSnapshot struct {
@@ -157,6 +158,7 @@ func (r *Registry) Snapshot() ([]byte, error) {
 		Hints:     r.hints.all(),
 		Sightings: r.sightings.all(),
 		Answered:  r.seen.all(),
+		Joins:     r.joins.all(),
 	}
 	for uri, kr := range r.keys {
 		s.Keys[uri] = kr.keys

@@ -243,14 +243,14 @@ func (r *Registry) zoneJoin(e *Event, p *protocol.ZoneJoin) {
 		return
 	}
 	key := replayKey(e)
-	if _, replayed := r.seen.get(key); replayed {
+	if _, replayed := r.joins.get(key); replayed {
 		r.zoneDeny(e, protocol.StatusConflict, p.ZoneID, "This zone.join was answered before; send a new one with a fresh timestamp")
 		return
 	}
 	status := r.admit(e, p, z)
 	// The outcome is remembered so that a replay is refused; the answer
 	// itself is not, since a confirm carries a session token.
-	r.remember(key, e, Reply{Type: e.Type, Status: status})
+	r.remember(r.joins, key, e, Reply{Type: e.Type, Status: status})
 }
 
 // admit takes the checks of zone.join that depend on the agent, answers,

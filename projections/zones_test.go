@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
 )
 
@@ -147,4 +148,25 @@ func TestZoneJoinChecks(t *testing.T) {
 	if h.r.ValidSession("research-hub", carol, token) {
 		t.Error("the session is valid after it expired")
 	}
+}
+
+// TestZoneJoinReplayOutlivesAFullAnswerMemory: answered auth.requests
+// fill a bounded memory that anyone with a key can fill; a zone.join
+// remembered there was pushed out within its window, and a replay of it
+// got a fresh session token. Joins are remembered apart.
+func TestZoneJoinReplayOutlivesAFullAnswerMemory(t *testing.T) {
+	const carol = "agent://carol.local"
+	h := newHarness(t)
+	at := func(d time.Duration) time.Time { return regT0.Add(d) }
+	h.register(carol, 3600, at(0))
+	join := hmacSigned(t, testZoneSecretA, frame(carol, testNode, protocol.TypeZoneJoin,
+		fmt.Sprintf(`{"zone_id":"research-hub","agent_id":"c","timestamp":%q}`, ts(at(time.Second)))))
+	h.mustReply(join, at(time.Second), protocol.TypeZoneConfirm, protocol.StatusOK)
+	// As many answered auth.requests as the memory holds, within the
+	// window (remembered as the fold remembers them).
+	for i := range seenOutcomesMax {
+		e := &Event{Envelope: &events.Envelope{Seq: uint64(1_000_000 + i), Type: protocol.TypeAuthRequest}}
+		h.r.remember(h.r.seen, fmt.Sprint("flood-", i), e, Reply{Type: protocol.TypeAuthResponse, Status: protocol.StatusOK})
+	}
+	h.mustReply(join, at(2*time.Second), protocol.TypeZoneDeny, protocol.StatusConflict)
 }
