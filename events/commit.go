@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -123,8 +124,15 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 	var added []string
 	for _, p := range pend {
 		e := p.env
+		var digest uint64
 		if isClientID(e.MsgID) {
-			if a, ok := l.ids.lookup(e.MsgID, e.ReceivedAt); ok {
+			digest = contentDigest(e)
+			if a, first, ok := l.ids.lookup(e.MsgID, e.ReceivedAt); ok {
+				if first != digest {
+					p.fail(protocol.Errorf(protocol.StatusConflict, "the ID %s was used for another message (TYPE, TO or body differ) within the last %s; a resend must be the same message, a new message needs a new ID",
+						e.Header(protocol.HeaderID), l.cfg.DuplicateWindow))
+					continue
+				}
 				a.Duplicate = true
 				dups = append(dups, dupOf{p, a})
 				continue
@@ -134,7 +142,7 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 		b.events = append(b.events, e)
 		stored = append(stored, p)
 		if isClientID(e.MsgID) {
-			l.ids.add(e.MsgID, Appended{EventID: e.ID, Seq: e.Seq}, e.ReceivedAt)
+			l.ids.add(e.MsgID, Appended{EventID: e.ID, Seq: e.Seq}, e.ReceivedAt, digest)
 			added = append(added, e.MsgID)
 		}
 	}
@@ -158,8 +166,12 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 				l.lastCommitErr.set(failed)
 			}
 			l.unhealthy.set(failed)
-			for _, p := range pend {
+			// Not every append of pend: a conflicting ID was answered.
+			for _, p := range stored {
 				p.fail(err)
+			}
+			for _, d := range dups {
+				d.p.fail(err)
 			}
 			l.lg.Error("group commit failed", "first_seq", b.firstSeq, "events", len(b.events), "err", err)
 			l.resync()
@@ -286,7 +298,7 @@ func (l *Log) resync() bool {
 		b.walSeq = seq
 		for _, e := range b.events {
 			if isClientID(e.MsgID) {
-				l.ids.add(e.MsgID, Appended{EventID: e.ID, Seq: e.Seq}, e.ReceivedAt)
+				l.ids.add(e.MsgID, Appended{EventID: e.ID, Seq: e.Seq}, e.ReceivedAt, contentDigest(e))
 			}
 		}
 		l.walLast = seq

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"hash/fnv"
 	"strings"
 	"time"
 )
@@ -24,8 +25,9 @@ type idIndex struct {
 }
 
 type idEntry struct {
-	a   Appended
-	add uint64
+	a      Appended
+	add    uint64
+	digest uint64 // contentDigest of the event
 }
 
 type idKey struct {
@@ -58,6 +60,23 @@ func ClientKey(from, id string) string {
 
 var clientIDEscaper = strings.NewReplacer("%", "%25", ":", "%3A")
 
+// contentDigest names what a message says, apart from who sent it and
+// its ID (the key): its TYPE, TO and body. A resend under an ID already
+// used must say the same; FROM is not authenticated, so without this
+// anyone who guessed another sender's next ID could send something else
+// under it first, and the real message would be answered as a duplicate
+// of that and never stored. FNV-1a: no adversary chooses the message the
+// digest is compared with.
+func contentDigest(e *Envelope) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(e.Type))
+	h.Write([]byte{0})
+	h.Write([]byte(e.To))
+	h.Write([]byte{0})
+	h.Write(e.Body)
+	return h.Sum64()
+}
+
 // expire forgets what is older than the window at now, and the oldest
 // beyond max entries. It costs O(1) per key forgotten, amortised.
 func (x *idIndex) expire(now time.Time) {
@@ -82,15 +101,17 @@ func (x *idIndex) expire(now time.Time) {
 // size is how many keys the index holds.
 func (x *idIndex) size() int { return len(x.order) - x.head }
 
-func (x *idIndex) lookup(key string, now time.Time) (Appended, bool) {
+// lookup returns the event appended under key within the window, and the
+// contentDigest of that event.
+func (x *idIndex) lookup(key string, now time.Time) (Appended, uint64, bool) {
 	x.expire(now)
 	e, ok := x.byKey[key]
-	return e.a, ok
+	return e.a, e.digest, ok
 }
 
-func (x *idIndex) add(key string, a Appended, at time.Time) {
+func (x *idIndex) add(key string, a Appended, at time.Time, digest uint64) {
 	x.adds++
-	x.byKey[key] = idEntry{a: a, add: x.adds}
+	x.byKey[key] = idEntry{a: a, add: x.adds, digest: digest}
 	x.order = append(x.order, idKey{key: key, at: at, add: x.adds})
 	x.expire(at)
 }

@@ -73,7 +73,7 @@ func TestIDIndexMatchesModel(t *testing.T) {
 			now = now.Add(time.Duration(rapid.IntRange(0, 5).Draw(t, "step")) * time.Millisecond)
 			switch rapid.IntRange(0, 3).Draw(t, "op") {
 			case 0, 1:
-				got, gotOK := x.lookup(key, now)
+				got, _, gotOK := x.lookup(key, now)
 				want, wantOK := m.lookup(key, now)
 				if gotOK != wantOK || got != want {
 					t.Fatalf("lookup(%s) at %v = %+v, %v; the model says %+v, %v", key, now, got, gotOK, want, wantOK)
@@ -81,7 +81,7 @@ func TestIDIndexMatchesModel(t *testing.T) {
 				if !gotOK {
 					seq++
 					a := Appended{EventID: fmt.Sprint("ev-", seq), Seq: seq}
-					x.add(key, a, now)
+					x.add(key, a, now, 0)
 					m.add(key, a, now)
 				}
 			case 2:
@@ -110,12 +110,12 @@ func BenchmarkIDIndexAdd(b *testing.B) {
 				keys[i] = fmt.Sprint("id:agent://a.local:", i)
 			}
 			for i := range n {
-				x.add(keys[i], Appended{Seq: uint64(i + 1)}, at)
+				x.add(keys[i], Appended{Seq: uint64(i + 1)}, at, 0)
 			}
 			b.ResetTimer()
 			i := 0
 			for b.Loop() {
-				x.add(keys[n+i%n], Appended{Seq: uint64(n + i + 1)}, at)
+				x.add(keys[n+i%n], Appended{Seq: uint64(n + i + 1)}, at, 0)
 				i++
 			}
 		})

@@ -100,6 +100,46 @@ func TestAppendIsIdempotentByMsgID(t *testing.T) {
 	}
 }
 
+// TestAppendRefusesAnotherMessageUnderAUsedID: FROM is not
+// authenticated, so an ID is only a resend's key if the resend says the
+// same (TYPE, TO, body); another message under it is refused with 409
+// instead of being answered as a duplicate of the first and never stored.
+func TestAppendRefusesAnotherMessageUnderAUsedID(t *testing.T) {
+	l, _ := openTestLog(t, t.TempDir())
+	first := testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local")
+	first.MsgID = ClientKey("agent://a.local", "x")
+	appendAll(t, l, first)
+	tests := []struct {
+		name string
+		edit func(e *Envelope)
+		want protocol.Status // 0: a duplicate of the first
+	}{
+		{"the same message", func(*Envelope) {}, 0},
+		{"another body", func(e *Envelope) { e.Body = []byte(`{"amount": 1000}`) }, protocol.StatusConflict},
+		{"another TYPE", func(e *Envelope) { e.Type = "task.cancel" }, protocol.StatusConflict},
+		{"another TO", func(e *Envelope) { e.To = "agent://c.local" }, protocol.StatusConflict},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := testEnvelope(10+i, "task.assign", "agent://a.local", "agent://b.local")
+			e.MsgID = first.MsgID
+			tc.edit(e)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			a, err := l.Append(ctx, e).Wait(ctx)
+			switch {
+			case tc.want == 0 && (err != nil || !a.Duplicate || a.EventID != first.ID):
+				t.Fatalf("resend = %+v, %v; want a duplicate of %s", a, err, first.ID)
+			case tc.want != 0 && protocol.StatusOf(err) != tc.want:
+				t.Fatalf("another message under the ID = %+v, %v; want %d", a, err, tc.want)
+			}
+		})
+	}
+	if last, _ := l.LastSeq(context.Background()); last != 1 {
+		t.Fatalf("LastSeq = %d, want 1: nothing but the first was stored", last)
+	}
+}
+
 func TestReadFilters(t *testing.T) {
 	l, _ := openTestLog(t, t.TempDir())
 	appendAll(t, l,

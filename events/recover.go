@@ -34,7 +34,7 @@ func (l *Log) recover(ctx context.Context) error {
 	since := time.Now().Add(-l.cfg.DuplicateWindow)
 	return l.Read(ctx, ReadOptions{StartTime: since}, func(e *Envelope) error {
 		if isClientID(e.MsgID) {
-			l.ids.add(e.MsgID, Appended{EventID: e.ID, Seq: e.Seq}, e.ReceivedAt)
+			l.ids.add(e.MsgID, Appended{EventID: e.ID, Seq: e.Seq}, e.ReceivedAt, contentDigest(e))
 		}
 		return nil
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats.go"
 )
 
@@ -146,22 +147,36 @@ func TestRecoverRefusesAGap(t *testing.T) {
 func TestDuplicateWindowSurvivesRestart(t *testing.T) {
 	nc := connectTest(t, t.TempDir())
 	ctx := context.Background()
-	send := func() Appended {
+	envelope := func() *Envelope {
+		e := testEnvelope(1, "credit.transfer", "agent://a.local", "agent://b.local")
+		e.ID = "01RESEND" + e.ID[8:]
+		e.MsgID = "id:agent://a.local:resend-1"
+		e.ReceivedAt = time.Now().UTC()
+		return e
+	}
+	send := func(e *Envelope) (Appended, error) {
 		l, err := Open(ctx, nc, Config{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer l.Close(ctx)
-		e := testEnvelope(1, "credit.transfer", "agent://a.local", "agent://b.local")
-		e.ID = "01RESEND" + e.ID[8:]
-		e.MsgID = "id:agent://a.local:resend-1"
-		e.ReceivedAt = time.Now().UTC()
-		return appendAll(t, l, e)[0]
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return l.Append(wctx, e).Wait(wctx)
 	}
-	first := send()
-	again := send()
-	if !again.Duplicate || again.Seq != first.Seq || again.EventID != first.EventID {
-		t.Fatalf("resend after a restart = %+v, want the first event %+v", again, first)
+	first, err := send(envelope())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := send(envelope())
+	if err != nil || !again.Duplicate || again.Seq != first.Seq || again.EventID != first.EventID {
+		t.Fatalf("resend after a restart = %+v, %v; want the first event %+v", again, err, first)
+	}
+	// The index rebuilt at start knows what the first message said, too.
+	other := envelope()
+	other.Body = []byte(`{"amount": 999}`)
+	if a, err := send(other); protocol.StatusOf(err) != protocol.StatusConflict {
+		t.Fatalf("another message under the ID after a restart = %+v, %v; want 409", a, err)
 	}
 }
 
