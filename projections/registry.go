@@ -145,6 +145,7 @@ type Registry struct {
 	hints     *recentMap[Hint]
 	sightings *recentMap[Sighting]
 	seen      *recentMap[seenOutcome]
+	synced    int // agents known only from peers (Source == SourceSync)
 	// joins remembers answered zone.joins apart from seen: anyone with a
 	// key can fill seen with answered auth.requests, and a join pushed out
 	// of it within its window could be replayed for a fresh session token.

@@ -22,6 +22,11 @@ const (
 	// RegistryAgentsMax bounds the agents the registry knows. Entries are
 	// history and are never evicted; past the bound new ones are refused.
 	RegistryAgentsMax = 1 << 20 // agents
+	// RegistrySyncedMax bounds the agents known only from peer registries
+	// (registry.sync, which an unsigned registry:// sender may send), so
+	// that peers cannot fill the registry and leave agents that register
+	// themselves a 503: half of RegistryAgentsMax is always theirs.
+	RegistrySyncedMax = RegistryAgentsMax / 2 // agents
 	// TTLDefault is the ttl of an entry that never stated one (seconds).
 	TTLDefault = 3600
 	// StatusHistoryMax bounds the status changes kept per agent.
@@ -162,6 +167,9 @@ func (r *Registry) update(e *Event, p *protocol.RegistryUpdate) {
 		}
 	} else {
 		a.noteExpiry(r.now)
+		if a.Source == SourceSync {
+			r.synced-- // the agent's own word now
+		}
 	}
 	a.Source, a.Via = SourceSelf, ""
 	a.Name = p.AgentName
@@ -349,8 +357,12 @@ func (r *Registry) merge(e *Event, in *protocol.RegistryEntry) bool {
 			return false
 		}
 		a.noteExpiry(r.now)
+	} else if r.synced >= RegistrySyncedMax {
+		return false
 	} else if a = r.newEntry(uri, in.AgentID); a == nil {
 		return false
+	} else {
+		r.synced++
 	}
 	a.AgentID, a.Source, a.Via = in.AgentID, SourceSync, e.From
 	if in.Status != "" {

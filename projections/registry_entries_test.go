@@ -238,3 +238,33 @@ func TestRecentMapEvictsOldest(t *testing.T) {
 		t.Errorf("len = %d, want 3", got)
 	}
 }
+
+// TestSyncedEntriesLeaveRoomForAgents: peers may send registry.sync
+// unsigned, so the agents known only from them are bounded apart
+// (RegistrySyncedMax); past that, synced entries are left out, and an
+// agent that registers itself is still taken, and stops counting as
+// synced.
+func TestSyncedEntriesLeaveRoomForAgents(t *testing.T) {
+	const peer = "registry://peer.local"
+	h := newHarness(t)
+	entry := func(uri string) string {
+		return fmt.Sprintf(`{"agent_id":"id-%s","agent_uri":%q,"status":"READY","ttl":600}`, uri[8:9], uri)
+	}
+	rep := h.mustReply(frame(peer, testNode, protocol.TypeRegistrySync, `{"entries":[`+entry("agent://a.local")+`]}`), regT0, protocol.TypeRegistryAck, protocol.StatusOK)
+	if got := field(t, rep.Body, "merged"); got != 1.0 || h.r.synced != 1 {
+		t.Fatalf("merged %v, synced %d; want 1 and 1", got, h.r.synced)
+	}
+	h.r.synced = RegistrySyncedMax - 1 // as if peers had sent that many
+	rep = h.mustReply(frame(peer, testNode, protocol.TypeRegistrySync, `{"entries":[`+entry("agent://b.local")+","+entry("agent://c.local")+`]}`), regT0, protocol.TypeRegistryAck, protocol.StatusOK)
+	if got := field(t, rep.Body, "merged"); got != 1.0 {
+		t.Fatalf("merged = %v at the bound, want 1: the second new entry is left out", got)
+	}
+	if _, ok := h.r.Agent("agent://c.local"); ok {
+		t.Fatal("a synced entry past RegistrySyncedMax was taken")
+	}
+	h.register("agent://d.local", 3600, regT0)
+	h.register("agent://a.local", 3600, regT0) // was second-hand
+	if d, ok := h.r.Agent("agent://a.local"); !ok || d.Source != SourceSelf || h.r.synced != RegistrySyncedMax-1 {
+		t.Fatalf("after a's own registration: %+v, synced %d; want self and %d", d, h.r.synced, RegistrySyncedMax-1)
+	}
+}
