@@ -349,6 +349,12 @@ func (l *Log) Close(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		// The committer has stopped, so nextSeq is settled. Whatever was
+		// committed and not published is safe in the write-ahead stream
+		// and is copied at the next start, but the caller should know.
+		if committed, published := l.nextSeq-1, l.Published(); published < committed {
+			return fmt.Errorf("events: close: events %d to %d are durable in the write-ahead stream but not yet in the event stream; the next start copies them", published+1, committed)
+		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("events: close: %w", ctx.Err())
