@@ -50,12 +50,32 @@ func parseTimestamp(s string) (Timestamp, string) {
 }
 
 // strictRFC3339 refuses what time.Parse takes but RFC 3339 does not, so that
-// a reader in another language agrees with the node: a comma before the
-// fraction ("04,5Z") and offsets of 24 hours or more ("+24:00"). It is called
-// on text time.Parse has accepted, so the offset's digits are digits.
+// a reader in another language agrees with the node: a one-digit hour
+// ("T8:22:04Z"), a comma before the fraction ("04,5Z") and offsets of 24
+// hours or more ("+24:00"). It is called on text time.Parse has accepted,
+// so the offset's digits are digits.
 func strictRFC3339(s string) bool {
-	if strings.IndexByte(s, ',') >= 0 {
+	if strings.IndexByte(s, ',') >= 0 || len(s) < len("2006-01-02T15:04:05Z") {
 		return false
+	}
+	// Every field of the date and time has its two (or four) digits:
+	// time.Parse takes a one-digit hour.
+	for i := range len("2006-01-02T15:04:05") {
+		switch i {
+		case 4, 7:
+			if s[i] != '-' {
+				return false
+			}
+		case 10:
+		case 13, 16:
+			if s[i] != ':' {
+				return false
+			}
+		default:
+			if s[i] < '0' || s[i] > '9' {
+				return false
+			}
+		}
 	}
 	if n := len(s); n >= 6 && (s[n-6] == '+' || s[n-6] == '-') {
 		hours := int(s[n-5]-'0')*10 + int(s[n-4]-'0')

@@ -44,6 +44,8 @@ func TestParseTimestampRejects(t *testing.T) {
 		"2025-10-29t18:22:04z",
 		"1761765000",
 		"2025-10-29T18:22:04,5Z",
+		"2025-10-29T8:22:04Z", // a one-digit hour: time.Parse takes it
+		"2025-10-29T08:22:04.Z",
 		"2025-10-29T18:22:04+24:00",
 		"2025-10-29T18:22:04+01:60",
 		"2025-10-29T18:22:04Z" + strings.Repeat(" ", 60),

@@ -22,9 +22,6 @@ func runKeygen(args []string, stdout io.Writer) error {
 	if stop, err := parseFlags(fs, args); stop {
 		return err
 	}
-	if _, err := os.Stat(*out); err == nil {
-		return fmt.Errorf("%s exists; not overwriting a key", *out)
-	}
 	k, err := protocol.GenerateKey(*alg)
 	if err != nil {
 		return err
@@ -33,7 +30,20 @@ func runKeygen(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(*out, b, 0o600); err != nil {
+	// O_EXCL: an existing key is never overwritten, not even one made
+	// between a check and the write.
+	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%s exists; not overwriting a key", *out)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
 		return err
 	}
 	pub, err := protocol.MarshalPublicKey(k.Public())

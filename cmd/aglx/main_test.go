@@ -242,3 +242,23 @@ func TestKeygenSignVerify(t *testing.T) {
 		t.Fatalf("aglx sign output does not verify: %v\n%s", err, f.Body)
 	}
 }
+
+// TestMintBodyIsValidJSON: whatever the reason holds, the mint's body is a
+// valid credit.transfer body that can be signed.
+func TestMintBodyIsValidJSON(t *testing.T) {
+	for _, reason := range []string{"issuance", "a\x01b", "a\x7fb", "bad \xff utf-8", `quote " and \ backslash`, "ünïcode"} {
+		body := mintBody("100", reason, "2026-11-30T12:00:00Z", "mint-1")
+		f := &protocol.Frame{Transport: protocol.TransportTCP, Body: body, Headers: []protocol.Header{
+			{Name: protocol.HeaderFrom, Value: "registry://localhost"},
+			{Name: protocol.HeaderTo, Value: "agent://a.local"},
+			{Name: protocol.HeaderType, Value: protocol.TypeCreditTransfer},
+		}}
+		if _, err := protocol.Parse(f); err != nil {
+			t.Errorf("mint body with reason %q: %v\n%s", reason, err, body)
+		}
+		key, _ := protocol.GenerateKey(protocol.KeyEd25519)
+		if err := protocol.SignFrame(key, f); err != nil {
+			t.Errorf("mint body with reason %q cannot be signed: %v", reason, err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,8 +46,7 @@ func runMint(args []string, stdout io.Writer) error {
 	if id := protocol.KeyID(key.Public()); id != node.KeyID {
 		return fmt.Errorf("%s is not the key of %s (key id %s, the node's is %s)", *keyPath, node.Name, id, node.KeyID)
 	}
-	body := fmt.Appendf(nil, `{"amount": %s, "currency": "AGLX", "reason": %q, "timestamp": %q, "transaction_id": %q}`,
-		*amount, *reason, time.Now().UTC().Format(time.RFC3339), "mint-"+ulid.Make().String())
+	body := mintBody(*amount, *reason, time.Now().UTC().Format(time.RFC3339), "mint-"+ulid.Make().String())
 	f := &protocol.Frame{Transport: protocol.TransportTCP, Body: body, Headers: []protocol.Header{
 		{Name: protocol.HeaderFrom, Value: node.Name},
 		{Name: protocol.HeaderTo, Value: *to},
@@ -79,4 +79,14 @@ func runMint(args []string, stdout io.Writer) error {
 		return exitCode(1)
 	}
 	return nil
+}
+
+// mintBody is the credit.transfer body of a mint. amount is checked
+// already; the strings are written as JSON strings, not with Go's %q,
+// so that a reason with a control character or invalid UTF-8 still
+// makes a valid body.
+func mintBody(amount, reason, timestamp, txID string) []byte {
+	quote := func(s string) []byte { b, _ := json.Marshal(s); return b }
+	return fmt.Appendf(nil, `{"amount": %s, "currency": "AGLX", "reason": %s, "timestamp": %s, "transaction_id": %s}`,
+		amount, quote(reason), quote(timestamp), quote(txID))
 }
