@@ -95,6 +95,11 @@ func (c *Client) PeerClosed(wait time.Duration) bool {
 	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
 }
 
+// Buffered reports how many bytes were read from the connection and not
+// yet decoded: on a connection whose replies are all read, bytes nobody
+// asked for.
+func (c *Client) Buffered() int { return c.dec.Buffered() }
+
 // Conn is the underlying connection.
 func (c *Client) Conn() net.Conn { return c.nc }
 

@@ -174,7 +174,7 @@ func (f *Federation) pack(entries []projections.SyncEntry) [][][]byte {
 			f.Log.Warn("registry sync: an entry is too large for a registry.sync; left out", "peer", f.Peer.URI, "agent", e.AgentURI.String(), "bytes", len(raw), "max", syncBodyMax-syncBodySlack)
 			continue
 		}
-		if len(part) == syncEntriesPerFrame || size+len(raw)+1 > syncBodyMax-syncBodySlack {
+		if len(part) > 0 && (len(part) == syncEntriesPerFrame || size+len(raw)+1 > syncBodyMax-syncBodySlack) {
 			parts, part, size = append(parts, part), nil, 0
 		}
 		part = append(part, raw)

@@ -3,8 +3,10 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aglx/ledger/events"
@@ -56,7 +58,7 @@ type NodeInfo struct {
 //	GET /v1/agents                                 registry (?status=&capability=&zone=&after=&limit=)
 //	GET /v1/agents/{scheme}/{name}                 entry, key ids, zones, status history
 //	GET /v1/zones/{zone}                           a zone and its members
-//	GET /v1/mentors                                the mentor directory
+//	GET /v1/mentors                                the mentor directory (?after=URI&limit=N, at most 1,000)
 func HTTPHandler(api API) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", api.health)
@@ -98,11 +100,26 @@ func HTTPHandler(api API) http.Handler {
 		}
 		return http.StatusOK, map[string]any{"mismatches": ms}
 	}))
+	// The digest hashes a snapshot of the whole ledger, under the fold's
+	// read lock: it is made once per log position, and callers asking at
+	// the same time wait for that one instead of each making their own.
+	var digest struct {
+		sync.Mutex
+		at   uint64
+		have bool
+		d    projections.Digest
+	}
 	mux.HandleFunc("GET /v1/ledger/digest", api.viewAt(func(r *http.Request, applied uint64) (int, any) {
+		digest.Lock()
+		defer digest.Unlock()
+		if digest.have && digest.at == applied {
+			return http.StatusOK, digest.d
+		}
 		d, err := projections.DigestOf(api.Credits, applied)
 		if err != nil {
 			return http.StatusInternalServerError, errBody(err.Error())
 		}
+		digest.at, digest.have, digest.d = applied, true, d
 		return http.StatusOK, d
 	}))
 	mux.HandleFunc("GET /v1/agents", api.view(func(r *http.Request) (int, any) {
@@ -126,7 +143,12 @@ func HTTPHandler(api API) http.Handler {
 		return http.StatusOK, z
 	}))
 	mux.HandleFunc("GET /v1/mentors", api.view(func(r *http.Request) (int, any) {
-		return http.StatusOK, map[string]any{"mentors": api.Registry.Mentors()}
+		q := r.URL.Query()
+		limit, _ := strconv.Atoi(q.Get("limit"))
+		if limit <= 0 || limit > projections.MentorsPageMax {
+			limit = projections.MentorsPageMax
+		}
+		return http.StatusOK, map[string]any{"mentors": api.Registry.MentorsPage(q.Get("after"), limit)}
 	}))
 	return mux
 }
@@ -200,6 +222,55 @@ func pageOf(r *http.Request, max int) (uint64, int) {
 }
 
 func errBody(msg string) map[string]string { return map[string]string{"error": msg} }
+
+// HTTPConnectionsMax bounds the HTTP API's open connections; further ones
+// wait in the listen backlog until one closes.
+const HTTPConnectionsMax = 256 // connections
+
+// LimitListener lets at most n connections from ln be open at once: the
+// HTTP API reads projection state under the fold's read lock, and any
+// number of clients must not be able to hold it, or the node's memory.
+func LimitListener(ln net.Listener, n int) net.Listener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+type limitListener struct {
+	net.Listener
+	slots     chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+func (l *limitListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -505,6 +505,13 @@ func (r *Relay) deliver(ctx context.Context, addr string, env *events.Envelope) 
 			r.drop(addr)
 			continue
 		}
+		if kept && c.Buffered() > 0 {
+			// The addressee sent something nobody asked for (an answer to
+			// an ack, say): read as this message's reply, it would put
+			// every later reply on the connection one behind.
+			r.drop(addr)
+			continue
+		}
 		err = r.send(ctx, c, f, answered)
 		var pe *protocol.Error
 		if err == nil || errors.As(err, &pe) {

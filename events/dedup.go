@@ -4,6 +4,8 @@ import (
 	"hash/fnv"
 	"strings"
 	"time"
+
+	"github.com/aglx/ledger/protocol"
 )
 
 // idIndex remembers the client IDs (FROM plus the frame's ID header) of the
@@ -61,7 +63,8 @@ func ClientKey(from, id string) string {
 var clientIDEscaper = strings.NewReplacer("%", "%25", ":", "%3A")
 
 // contentDigest names what a message says, apart from who sent it and
-// its ID (the key): its TYPE, TO and body. A resend under an ID already
+// its ID (the key): its TYPE, TO, CREDITS header (which sets a task's
+// hold) and body. A resend under an ID already
 // used must say the same; FROM is not authenticated, so without this
 // anyone who guessed another sender's next ID could send something else
 // under it first, and the real message would be answered as a duplicate
@@ -72,6 +75,8 @@ func contentDigest(e *Envelope) uint64 {
 	h.Write([]byte(e.Type))
 	h.Write([]byte{0})
 	h.Write([]byte(e.To))
+	h.Write([]byte{0})
+	h.Write([]byte(e.Header(protocol.HeaderCredits)))
 	h.Write([]byte{0})
 	h.Write(e.Body)
 	return h.Sum64()

@@ -118,6 +118,9 @@ func TestAppendRefusesAnotherMessageUnderAUsedID(t *testing.T) {
 		{"another body", func(e *Envelope) { e.Body = []byte(`{"amount": 1000}`) }, protocol.StatusConflict},
 		{"another TYPE", func(e *Envelope) { e.Type = "task.cancel" }, protocol.StatusConflict},
 		{"another TO", func(e *Envelope) { e.To = "agent://c.local" }, protocol.StatusConflict},
+		{"another CREDITS", func(e *Envelope) {
+			e.Headers = append(e.Headers, protocol.Header{Name: protocol.HeaderCredits, Value: "5000"})
+		}, protocol.StatusConflict},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

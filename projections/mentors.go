@@ -105,13 +105,31 @@ type MentorView struct {
 }
 
 // Mentors lists the directory, sorted by URI. Call it under Runner.View.
-func (r *Registry) Mentors() []MentorView {
-	out := make([]MentorView, 0, len(r.mentors))
+func (r *Registry) Mentors() []MentorView { return r.MentorsPage("", len(r.mentors)) }
+
+// MentorsPage is the mentor directory in URI order, from the first URI
+// after after, at most limit entries (MentorsPageMax when limit is out of
+// range): the whole directory, up to MentorsMax entries of free text,
+// is too much for one answer.
+func (r *Registry) MentorsPage(after string, limit int) []MentorView {
+	if limit <= 0 || limit > max(MentorsPageMax, len(r.mentors)) {
+		limit = MentorsPageMax
+	}
+	out := []MentorView{}
 	for _, uri := range sortedKeys(r.mentors) {
+		if uri <= after {
+			continue
+		}
+		if len(out) == limit {
+			break
+		}
 		out = append(out, r.mentorView(uri, r.mentors[uri]))
 	}
 	return out
 }
+
+// MentorsPageMax is the most mentors one page of the directory holds.
+const MentorsPageMax = 1_000 // mentors
 
 func (r *Registry) mentorView(uri string, m *mentor) MentorView {
 	v := MentorView{AgentURI: uri, mentor: *m}

@@ -268,3 +268,34 @@ func TestSyncedEntriesLeaveRoomForAgents(t *testing.T) {
 		t.Fatalf("after a's own registration: %+v, synced %d; want self and %d", d, h.r.synced, RegistrySyncedMax-1)
 	}
 }
+
+// TestMentorsPages: the mentor directory comes in URI order, a page at a
+// time, each page starting after the last URI of the one before.
+func TestMentorsPages(t *testing.T) {
+	h := newHarness(t)
+	for _, n := range []string{"c", "a", "b"} {
+		f := frame("agent://"+n+".local", testNode, protocol.TypeMentorRegister, `{"agent_name":"M","expertise":["nlp"],"available":true}`)
+		h.mustReply(f, regT0, protocol.TypeAck, protocol.StatusOK)
+	}
+	uris := func(ms []MentorView) (out []string) {
+		for _, m := range ms {
+			out = append(out, m.AgentURI)
+		}
+		return out
+	}
+	tests := []struct {
+		after string
+		limit int
+		want  string
+	}{
+		{"", 2, "[agent://a.local agent://b.local]"},
+		{"agent://b.local", 2, "[agent://c.local]"},
+		{"agent://c.local", 2, "[]"},
+		{"", 0, "[agent://a.local agent://b.local agent://c.local]"}, // out of range: a full page
+	}
+	for _, tc := range tests {
+		if got := fmt.Sprint(uris(h.r.MentorsPage(tc.after, tc.limit))); got != tc.want {
+			t.Errorf("MentorsPage(%q, %d) = %s, want %s", tc.after, tc.limit, got, tc.want)
+		}
+	}
+}

@@ -9,15 +9,22 @@ import (
 // the span of receive times. It is the first projection because it shows
 // the shape every other one follows, and operators want the figures.
 type Stats struct {
-	Events      uint64            `json:"events"`
-	ByType      map[string]uint64 `json:"by_type"`
-	BySender    map[string]uint64 `json:"by_sender"`
-	ByTransport map[string]uint64 `json:"by_transport"`
+	Events uint64            `json:"events"`
+	ByType map[string]uint64 `json:"by_type"`
+	// BySender counts the first StatsSendersMax senders by name and every
+	// later one in BySenderOther: FROM costs nothing to vary (an unsigned
+	// announce over UDP will do), and /v1/stats must stay small.
+	BySender      map[string]uint64 `json:"by_sender"`
+	BySenderOther uint64            `json:"by_sender_other,omitempty"`
+	ByTransport   map[string]uint64 `json:"by_transport"`
 	// First and Last are receive times taken from the events, not the clock.
 	First   time.Time `json:"first,omitzero"`
 	Last    time.Time `json:"last,omitzero"`
 	LastSeq uint64    `json:"last_seq"`
 }
+
+// StatsSendersMax bounds the senders Stats counts by name.
+const StatsSendersMax = 10_000 // senders
 
 // NewStats returns an empty Stats.
 func NewStats() *Stats {
@@ -31,7 +38,11 @@ func (s *Stats) Name() string { return "stats" }
 func (s *Stats) Apply(e *Event) {
 	s.Events++
 	s.ByType[e.Type]++
-	s.BySender[e.From]++
+	if _, ok := s.BySender[e.From]; ok || len(s.BySender) < StatsSendersMax {
+		s.BySender[e.From]++
+	} else {
+		s.BySenderOther++
+	}
 	s.ByTransport[e.Transport]++
 	if s.First.IsZero() {
 		s.First = e.ReceivedAt

@@ -187,9 +187,12 @@ func (m *Main) Run(ctx context.Context) error {
 			Node: bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr(), TLSPin: m.tlsPin},
 		}
 		// Every wait a client controls is bounded: the request's headers,
-		// and a kept-alive connection between requests.
-		m.http = &http.Server{Handler: bridge.HTTPHandler(api), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-		m.serve("http", func() error { return m.http.Serve(m.httpLn) })
+		// the response, a kept-alive connection between requests, and how
+		// many connections are open at once.
+		m.http = &http.Server{Handler: bridge.HTTPHandler(api), ReadHeaderTimeout: 10 * time.Second,
+			WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+		httpLn := bridge.LimitListener(m.httpLn, bridge.HTTPConnectionsMax)
+		m.serve("http", func() error { return m.http.Serve(httpLn) })
 	}
 	if m.relay != nil {
 		m.wg.Add(1)
