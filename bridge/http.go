@@ -12,6 +12,7 @@ import (
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/ledger"
 	"github.com/aglx/ledger/projections"
+	"github.com/aglx/ledger/protocol"
 )
 
 // Bounds of the HTTP API.
@@ -208,8 +209,16 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 	}
 }
 
-// uriOf rebuilds scheme://name from a path.
-func uriOf(r *http.Request) string { return r.PathValue("scheme") + "://" + r.PathValue("name") }
+// uriOf rebuilds scheme://name from a path, written canonically as the
+// node keys its state (agent/Worker05.local is agent://worker05.local);
+// what does not parse is left as it is, and is found nowhere.
+func uriOf(r *http.Request) string {
+	raw := r.PathValue("scheme") + "://" + r.PathValue("name")
+	if u, err := protocol.ParseURI(raw); err == nil {
+		return u.String()
+	}
+	return raw
+}
 
 func pageOf(r *http.Request, max int) (uint64, int) {
 	q := r.URL.Query()

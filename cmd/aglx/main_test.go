@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -260,5 +261,40 @@ func TestMintBodyIsValidJSON(t *testing.T) {
 		if err := protocol.SignFrame(key, f); err != nil {
 			t.Errorf("mint body with reason %q cannot be signed: %v", reason, err)
 		}
+	}
+}
+
+// TestTailFilters: the flags become the subject filters they say, with
+// URIs written canonically, as the subjects hold them.
+func TestTailFilters(t *testing.T) {
+	a, b := events.URIToken("agent://a.local"), events.URIToken("agent://b.local")
+	p := events.SubjectPrefix
+	tests := []struct {
+		name            string
+		types           []string
+		from, to, agent string
+		want            string // fmt of the filters, or "error"
+	}{
+		{"nothing", nil, "", "", "", "[]"},
+		{"from, any case", nil, "agent://A.Local", "", "", "[" + p + ".*.*." + a + ".*]"},
+		{"agent both ways", nil, "", "", "agent://a.local", "[" + p + ".*.*." + a + ".* " + p + ".*.*.*." + a + "]"},
+		{"agent to another", nil, "", "agent://b.local", "agent://a.local", "[" + p + ".*.*." + a + "." + b + "]"},
+		{"agent from another", nil, "agent://b.local", "", "agent://a.local", "[" + p + ".*.*." + b + "." + a + "]"},
+		{"all three", nil, "agent://b.local", "agent://b.local", "agent://a.local", "error"},
+		{"not a URI", nil, "worker05", "", "", "error"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := filters(tc.types, tc.from, tc.to, tc.agent)
+			if tc.want == "error" {
+				if err == nil {
+					t.Fatalf("filters = %v, want an error", got)
+				}
+				return
+			}
+			if err != nil || fmt.Sprint(got) != tc.want {
+				t.Fatalf("filters = %v, %v; want %s", got, err, tc.want)
+			}
+		})
 	}
 }

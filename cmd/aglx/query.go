@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/aglx/ledger/protocol"
 )
 
 // httpTimeout bounds one question to the node's HTTP API.
@@ -40,10 +42,13 @@ func getJSON(base, path string, v any) error {
 
 // uriPath writes an AGLX URI scheme://name as the path scheme/name.
 func uriPath(uri string) (string, error) {
-	scheme, name, ok := strings.Cut(uri, "://")
-	if !ok || scheme == "" || name == "" {
-		return "", fmt.Errorf("%q is not an AGLX address such as agent://worker05.local", uri)
+	u, err := protocol.ParseURI(uri)
+	if err != nil {
+		return "", fmt.Errorf("%q is not an AGLX address such as agent://worker05.local: %w", uri, err)
 	}
+	// Canonical, as the node keys its state: agent://Worker05.local is
+	// agent://worker05.local.
+	scheme, name, _ := strings.Cut(u.String(), "://")
 	return url.PathEscape(scheme) + "/" + url.PathEscape(name), nil
 }
 

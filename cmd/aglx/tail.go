@@ -38,6 +38,7 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	opts := events.ReadOptions{StartSeq: *seq, Follow: !*noFollow}
+	var err error
 	if *since != "" {
 		t, err := parseSince(*since, time.Now())
 		if err != nil {
@@ -45,7 +46,9 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		opts.StartTime = t
 	}
-	opts.Subjects = filters(types, *from, *to, *agent)
+	if opts.Subjects, err = filters(types, *from, *to, *agent); err != nil {
+		return err
+	}
 
 	nc, err := nats.Connect(*url, nats.Name("aglx tail"))
 	if err != nil {
@@ -73,23 +76,43 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // filters turns the flags into subject filters: one per TYPE, and for
-// --agent one for each direction.
-func filters(types []string, from, to, agent string) []string {
+// --agent alone one for each direction. --agent with --to or --from is
+// the one direction they leave. URIs are written canonically first, as
+// the subjects hold them: agent://Worker05.local matched nothing.
+func filters(types []string, from, to, agent string) ([]string, error) {
+	for _, u := range []*string{&from, &to, &agent} {
+		if *u == "" {
+			continue
+		}
+		p, err := protocol.ParseURI(*u)
+		if err != nil {
+			return nil, err
+		}
+		*u = p.String()
+	}
+	if agent != "" && from != "" && to != "" {
+		return nil, errors.New("--agent with both --from and --to: give two of them")
+	}
 	if len(types) == 0 {
 		types = []string{""}
 	}
 	var out []string
 	for _, t := range types {
-		if agent != "" {
-			out = append(out, events.Filter(t, agent, to), events.Filter(t, from, agent))
-			continue
+		switch {
+		case agent != "" && to != "":
+			out = append(out, events.Filter(t, agent, to))
+		case agent != "" && from != "":
+			out = append(out, events.Filter(t, from, agent))
+		case agent != "":
+			out = append(out, events.Filter(t, agent, ""), events.Filter(t, "", agent))
+		default:
+			out = append(out, events.Filter(t, from, to))
 		}
-		out = append(out, events.Filter(t, from, to))
 	}
 	if len(out) == 1 && out[0] == events.Filter("", "", "") {
-		return nil
+		return nil, nil
 	}
-	return out
+	return out, nil
 }
 
 func parseSince(s string, now time.Time) (time.Time, error) {
