@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -281,5 +283,24 @@ func TestWALRefusesPurge(t *testing.T) {
 	}
 	if info, err := wal.Info(ctx); err != nil || info.State.Msgs == 0 {
 		t.Fatalf("write-ahead stream after the refused purge: %+v, %v", info, err)
+	}
+}
+
+// TestStartServerOnATakenPort: a NATS port in use is reported at once,
+// naming it; the server used to say only that it was not ready, 30 s on.
+func TestStartServerOnATakenPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	start := time.Now()
+	s, err := StartServer(ServerConfig{DataDir: t.TempDir(), Listen: ln.Addr().String()})
+	if err == nil {
+		s.Shutdown()
+		t.Fatalf("a server started on %s, which is taken", ln.Addr())
+	}
+	if !strings.Contains(err.Error(), ln.Addr().String()) || time.Since(start) >= serverReadyTimeout {
+		t.Fatalf("StartServer on a taken port: %v after %s; want an error naming %s at once", err, time.Since(start), ln.Addr())
 	}
 }

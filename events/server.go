@@ -145,6 +145,15 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			opts.Port = server.RANDOM_PORT
 		}
 	}
+	if cfg.Listen != "" && opts.Port != server.RANDOM_PORT {
+		// Find a taken port now: the server would only say so by not
+		// becoming ready, serverReadyTimeout later.
+		ln, err := net.Listen("tcp", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
+		if err != nil {
+			return nil, fmt.Errorf("events: server: listen on %s: %w", cfg.Listen, err)
+		}
+		ln.Close()
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("events: server: %w", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -180,6 +181,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--replicas %d: must be 1, 3 or 5", c.Replicas)
 	case c.Replicas > 1 && c.NATSURL == "":
 		return fmt.Errorf("--replicas %d: the embedded server is one server; replicas need a NATS cluster (--nats-url)", c.Replicas)
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}
 	if c.DataDir == "" && c.NATSURL == "" {
 		return fmt.Errorf("--data: must not be empty")

@@ -186,6 +186,8 @@ func TestConfigValidate(t *testing.T) {
 		{"body too small", func(c *Config) { c.BodySizeMax = 10 }, "--body-max 10"},
 		{"bad fsync", func(c *Config) { c.Fsync = "sometimes" }, "--fsync"},
 		{"idle timeout too short", func(c *Config) { c.IdleTimeout = time.Millisecond }, "--idle-timeout 1ms: must be between 1s and 24h"},
+		{"log level", func(c *Config) { c.LogLevel = "verbose" }, `--log-level "verbose"`},
+		{"log format", func(c *Config) { c.LogFormat = "xml" }, `--log-format "xml"`},
 		{"name not canonical", func(c *Config) { c.Name = "registry://Node.Local" }, `canonical form, "registry://node.local"`},
 		{"name not a URI", func(c *Config) { c.Name = "node" }, "--name"},
 	} {

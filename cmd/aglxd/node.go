@@ -28,6 +28,8 @@ type Main struct {
 	lg  *slog.Logger
 	key crypto.Signer // the node's signing key
 
+	dataLock *os.File // held while the node runs (lockDataDir)
+
 	ns       *events.Server // nil with --nats-url
 	nc       *nats.Conn
 	commitNC *nats.Conn // carries only the write-ahead commits (events.Config.CommitConn)
@@ -60,6 +62,11 @@ func NewMain(cfg Config, lg *slog.Logger) *Main { return &Main{cfg: cfg, lg: lg}
 // Run starts every part and returns once the node serves. The parts keep
 // running until Close.
 func (m *Main) Run(ctx context.Context) error {
+	lock, err := lockDataDir(m.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	m.dataLock = lock
 	key, made, err := loadOrCreateNodeKey(m.cfg.NodeKeyPath())
 	if err != nil {
 		return err
@@ -256,6 +263,10 @@ func (m *Main) Close(ctx context.Context) error {
 	}
 	if m.ns != nil {
 		m.ns.Shutdown()
+	}
+	if m.dataLock != nil {
+		m.dataLock.Close() // the store is closed: another node may have it
+		m.dataLock = nil
 	}
 	return errors.Join(errs...)
 }
