@@ -161,6 +161,35 @@ func TestSendTLSPinsTheCertificate(t *testing.T) {
 	if err := runSend([]string{"--tls", "--pin", "00:11", "--addr", n.tls, frame}, nil, io.Discard); err == nil {
 		t.Fatal("aglx send accepted a certificate with another fingerprint")
 	}
+	// The TLS port in the clear: no reply comes, and send must say so
+	// instead of exiting 0 in silence.
+	if err := runSend([]string{"--addr", n.tls, frame}, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "use --tls") {
+		t.Fatalf("aglx send in the clear to the TLS port: %v; want an error pointing at --tls", err)
+	}
+}
+
+// TestRepliesOwed: the node answers every frame but ack and error, and
+// input that does not decode with one error.
+func TestRepliesOwed(t *testing.T) {
+	frame := func(typ string) []byte {
+		return []byte("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: " + typ + "\n\n{}\n")
+	}
+	tests := []struct {
+		name   string
+		inputs [][]byte
+		want   int
+	}{
+		{"one task", [][]byte{frame("task.cancel")}, 1},
+		{"an ack", [][]byte{frame("ack")}, 0},
+		{"two frames in one input", [][]byte{append(frame("task.cancel"), frame("error")...)}, 1},
+		{"garbage", [][]byte{[]byte("hello\n\n")}, 1},
+		{"unknown type", [][]byte{frame("task.explode")}, 1},
+	}
+	for _, tc := range tests {
+		if got := repliesOwed(tc.inputs); got != tc.want {
+			t.Errorf("%s: repliesOwed = %d, want %d", tc.name, got, tc.want)
+		}
+	}
 }
 
 func TestSendReportsErrors(t *testing.T) {

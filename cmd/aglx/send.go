@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -91,6 +92,7 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 		werr <- c.CloseWrite()
 	}()
 	failed := false
+	replies := 0
 	for {
 		f, err := c.ReadReply()
 		if errors.Is(err, io.EOF) {
@@ -99,6 +101,7 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("reading replies: %w", err)
 		}
+		replies++
 		if f.Type() == "error" {
 			failed = true
 		}
@@ -108,10 +111,41 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err := <-werr; err != nil {
 		return fmt.Errorf("sending: %w", err)
 	}
+	if want := repliesOwed(inputs); replies < want {
+		// Most often the TLS port spoken to in the clear: the handshake
+		// fails and the node closes without a word.
+		return fmt.Errorf("the node closed the connection after %d of the %d replies it owes (on the TLS port, use --tls)", replies, want)
+	}
 	if failed {
 		return exitCode(1)
 	}
 	return nil
+}
+
+// repliesOwed is how many replies the node owes for inputs: one for every
+// frame but an ack or error, which are never answered, and one for input
+// that does not decode (the node answers it with an error). It stops at
+// the first fault that ends a stream, as the node does.
+func repliesOwed(inputs [][]byte) int {
+	n := 0
+	for _, in := range inputs {
+		dec := protocol.NewDecoder(bytes.NewReader(in), protocol.DecoderOptions{BodySizeMax: protocol.BodySizeMaxLimit})
+		for {
+			f, err := dec.Decode()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			var pe *protocol.Error
+			if err != nil && (!errors.As(err, &pe) || pe.Fatal) {
+				n++
+				break
+			}
+			if info, ok := protocol.Lookup(f.Type()); err != nil || !ok || !info.NoReply {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func readInputs(files []string, stdin io.Reader) ([][]byte, error) {
