@@ -56,6 +56,9 @@ func runKeygen(args []string, stdout io.Writer) error {
 
 func loadKey(path string) (crypto.Signer, error) {
 	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w (the node's key is DATA/keys/node.key: run from the directory aglxd runs in, or pass --key)", err)
+	}
 	if err != nil {
 		return nil, err
 	}

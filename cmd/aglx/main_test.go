@@ -161,6 +161,9 @@ func TestSendTLSPinsTheCertificate(t *testing.T) {
 	if err := runSend([]string{"--tls", "--pin", "00:11", "--addr", n.tls, frame}, nil, io.Discard); err == nil {
 		t.Fatal("aglx send accepted a certificate with another fingerprint")
 	}
+	if err := runSend([]string{"--tls", "--addr", n.tls, frame}, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "--ca DATA/tls/cert.pem") {
+		t.Fatalf("aglx send --tls without --ca or --pin: %v; want a hint at --ca and --pin", err)
+	}
 	// The TLS port in the clear: no reply comes, and send must say so
 	// instead of exiting 0 in silence.
 	if err := runSend([]string{"--addr", n.tls, frame}, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "use --tls") {

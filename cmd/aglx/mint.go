@@ -78,6 +78,14 @@ func runMint(args []string, stdout io.Writer) error {
 	if reply.Type() == "error" {
 		return exitCode(1)
 	}
+	// The ack's figures are the sender's: the node's issuance account,
+	// which goes negative by what it has issued. Say what happened.
+	var ack struct {
+		Balance string `json:"balance"`
+	}
+	json.Unmarshal(reply.Body, &ack)
+	fmt.Fprintf(stdout, "\ncredited %s with %s; the node's issuance account %s stands at %s (it goes negative by all it has issued)\n",
+		*to, *amount, node.Name, ack.Balance)
 	return nil
 }
 

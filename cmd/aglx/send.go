@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -69,6 +70,9 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 		var cfg *tls.Config
 		if cfg, err = bridge.ClientTLS(*ca, *pin, host); err == nil {
 			c, err = bridge.DialTLS(ctx, *addr, cfg)
+		}
+		if uae := (x509.UnknownAuthorityError{}); errors.As(err, &uae) && *ca == "" && *pin == "" {
+			err = fmt.Errorf("%w: the node's certificate is its own; trust it with --ca DATA/tls/cert.pem or --pin FINGERPRINT (aglxd logs it at start)", err)
 		}
 	} else {
 		c, err = bridge.Dial(ctx, *addr)
