@@ -262,6 +262,9 @@ func contentLengthZero(v string) bool {
 // connection's frames, which repeat FROM, TO, TYPE and CONTENT-TYPE, do
 // not each allocate them again. last may be nil.
 func parseHeader(line []byte, last *repeatedValues) (Header, *Error) {
+	if t := bytes.TrimLeft(line, " \t"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		return Header{}, fatalf(StatusBadRequest, "line %s looks like the body, but no blank line separates it from the headers", quoteShort(line))
+	}
 	i := bytes.IndexByte(line, ':')
 	if i <= 0 {
 		return Header{}, fatalf(StatusBadRequest, "header line %s is not of the form NAME: value", quoteShort(line))

@@ -149,6 +149,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"invalid json, balanced", "AGLX/1.0 TCP\nTYPE: ack\n\n{\"a\": tru}\n", StatusBadRequest, false},
 		{"unbalanced", "AGLX/1.0 TCP\nTYPE: ack\n\n{\"a\": [1}\n", StatusBadRequest, true},
 		{"header without colon", "AGLX/1.0 TCP\nFROM agent://a\n\n{}\n", StatusBadRequest, true},
+		{"no blank line before the body", "AGLX/1.0 TCP\nTYPE: ack\n{\"a\": 1}\n", StatusBadRequest, true},
 		{"bad header name", "AGLX/1.0 TCP\nFR OM: agent://a\n\n{}\n", StatusBadRequest, true},
 		{"duplicate TYPE", "AGLX/1.0 TCP\nTYPE: ack\ntype: error\n\n{}\n", StatusBadRequest, false},
 		{"bad content length", "AGLX/1.0 TCP\nTYPE: ack\nCONTENT-LENGTH: -3\n\n{}\n", StatusBadRequest, false},

@@ -138,6 +138,13 @@ func (m *Main) Run(ctx context.Context) error {
 	m.runner.Prefetcher = &projections.IngestVerifier{Registry: m.registry, Cache: m.verdicts}
 	if m.cfg.Relay {
 		nets, _ := m.cfg.RelayPrefixes()
+		for _, n := range nets {
+			// Agents choose the addresses the relay connects to; a network
+			// this wide lets any of them point the node anywhere.
+			if n.Bits() < 8 || (n.Addr().Is6() && !n.Addr().Is4In6() && n.Bits() < 16) {
+				m.lg.Warn("--relay-networks holds a very wide network: any agent can have the node connect to almost any address in it", "network", n.String())
+			}
+		}
 		m.relay = &bridge.Relay{Log: m.log, Runner: m.runner, Registry: m.registry, NodeURI: m.cfg.Name, Lg: m.lg, Networks: nets}
 		// Before any frame is taken: a relay that never ran starts at the
 		// log's end as it stands now.
