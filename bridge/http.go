@@ -86,6 +86,9 @@ func HTTPHandler(api API) http.Handler {
 		return http.StatusOK, v
 	}))
 	mux.HandleFunc("GET /v1/accounts/{scheme}/{name}/entries", api.view(func(r *http.Request) (int, any) {
+		if _, ok := api.Credits.L.Account(uriOf(r)); !ok {
+			return http.StatusNotFound, errBody("no account for " + uriOf(r))
+		}
 		after, limit := pageOf(r, ledger.EntriesLimitMax)
 		entries := api.Credits.L.Entries(uriOf(r), after, limit)
 		if entries == nil {

@@ -20,6 +20,9 @@ const httpTimeout = 10 * time.Second
 // getJSON asks the node's HTTP API and decodes the answer into v.
 func getJSON(base, path string, v any) error {
 	c := http.Client{Timeout: httpTimeout}
+	if !strings.Contains(base, "://") {
+		base = "http://" + base // --http 127.0.0.1:2595 means the same
+	}
 	resp, err := c.Get(strings.TrimRight(base, "/") + path)
 	if err != nil {
 		return err
@@ -52,26 +55,42 @@ func uriPath(uri string) (string, error) {
 	return url.PathEscape(scheme) + "/" + url.PathEscape(name), nil
 }
 
-func queryFlags(name string) (*flag.FlagSet, *string, *bool) {
+// queryFlags makes a query's flag set; arg names its argument, if it takes
+// one, for the usage line.
+func queryFlags(name, arg string) (*flag.FlagSet, *string, *bool) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	api := fs.String("http", "http://127.0.0.1:2595", "the node's HTTP API")
 	asJSON := fs.Bool("json", false, "print JSON")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s [flags] %s\n", name, arg)
+		fs.PrintDefaults()
+	}
 	return fs, api, asJSON
 }
 
-// parseQuery parses a query's flags and checks its argument count. Its
-// callers go on when it returns nil, so after -h it returns exit status 0.
-func parseQuery(fs *flag.FlagSet, args []string, want int) error {
-	if stop, err := parseFlags(fs, args); stop {
-		if err == nil {
-			return exitCode(0)
+// parseQuery parses a query's flags, before or after its arguments, and
+// checks the count of these, which it returns. Its callers go on when the
+// error is nil, so after -h it returns exit status 0.
+func parseQuery(fs *flag.FlagSet, args []string, want int) ([]string, error) {
+	var pos []string
+	for {
+		if stop, err := parseFlags(fs, args); stop {
+			if err == nil {
+				return nil, exitCode(0)
+			}
+			return nil, err
 		}
-		return err
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	if fs.NArg() != want {
-		return fmt.Errorf("%s: want %d argument(s), got %d", fs.Name(), want, fs.NArg())
+	if len(pos) != want {
+		fs.Usage()
+		return nil, fmt.Errorf("%s: want %d argument(s), got %d", fs.Name(), want, len(pos))
 	}
-	return nil
+	return pos, nil
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -82,11 +101,12 @@ func printJSON(w io.Writer, v any) error {
 
 // runBalance prints an account's figures.
 func runBalance(args []string, stdout io.Writer) error {
-	fs, api, asJSON := queryFlags("aglx balance")
-	if err := parseQuery(fs, args, 1); err != nil {
+	fs, api, asJSON := queryFlags("aglx balance", "URI")
+	pos, err := parseQuery(fs, args, 1)
+	if err != nil {
 		return err
 	}
-	p, err := uriPath(fs.Arg(0))
+	p, err := uriPath(pos[0])
 	if err != nil {
 		return err
 	}
@@ -106,17 +126,19 @@ func runBalance(args []string, stdout io.Writer) error {
 
 // runHistory prints an account's postings with running balances.
 func runHistory(args []string, stdout io.Writer) error {
-	fs, api, asJSON := queryFlags("aglx history")
+	fs, api, asJSON := queryFlags("aglx history", "URI")
 	after := fs.Uint64("after", 0, "only postings after this sequence")
 	limit := fs.Int("limit", 100, "at most this many postings")
-	if err := parseQuery(fs, args, 1); err != nil {
-		return err
-	}
-	uri := fs.Arg(0)
-	p, err := uriPath(uri)
+	pos, err := parseQuery(fs, args, 1)
 	if err != nil {
 		return err
 	}
+	p, err := uriPath(pos[0])
+	if err != nil {
+		return err
+	}
+	u, _ := protocol.ParseURI(pos[0]) // uriPath checked it
+	uri := u.String()                 // canonical, as the entries name it
 	var v struct {
 		Entries []map[string]any `json:"entries"`
 	}
@@ -140,11 +162,11 @@ func runHistory(args []string, stdout io.Writer) error {
 
 // runAgents lists the registry.
 func runAgents(args []string, stdout io.Writer) error {
-	fs, api, asJSON := queryFlags("aglx agents")
+	fs, api, asJSON := queryFlags("aglx agents", "")
 	status := fs.String("status", "", "only agents with this status (READY, EXPIRED, ...)")
 	capability := fs.String("capability", "", "only agents with this capability")
 	zone := fs.String("zone", "", "only members of this zone")
-	if err := parseQuery(fs, args, 0); err != nil {
+	if _, err := parseQuery(fs, args, 0); err != nil {
 		return err
 	}
 	q := url.Values{}
@@ -172,11 +194,12 @@ func runAgents(args []string, stdout io.Writer) error {
 
 // runAgent shows one registry entry in full.
 func runAgent(args []string, stdout io.Writer) error {
-	fs, api, _ := queryFlags("aglx agent")
-	if err := parseQuery(fs, args, 1); err != nil {
+	fs, api, _ := queryFlags("aglx agent", "URI") // the answer is JSON either way
+	pos, err := parseQuery(fs, args, 1)
+	if err != nil {
 		return err
 	}
-	p, err := uriPath(fs.Arg(0))
+	p, err := uriPath(pos[0])
 	if err != nil {
 		return err
 	}
