@@ -500,17 +500,21 @@ func (r *Relay) deliver(ctx context.Context, addr string, env *events.Envelope) 
 		if err != nil {
 			return err
 		}
-		if kept && !answered && c.PeerClosed(staleProbeWait) {
-			// No reply would show that the write went nowhere.
-			r.drop(addr)
-			continue
-		}
-		if kept && c.Buffered() > 0 {
-			// The addressee sent something nobody asked for (an answer to
-			// an ack, say): read as this message's reply, it would put
-			// every later reply on the connection one behind.
-			r.drop(addr)
-			continue
+		if kept {
+			// Before a message nothing will answer, wait a moment for a
+			// close the addressee may have sent: no reply would show that
+			// the write went nowhere. Before any other, only look for
+			// bytes already there: something nobody asked for (an answer
+			// to an ack, say), which read as this message's reply would
+			// put every later reply on the connection one behind.
+			wait := strayProbeWait
+			if !answered {
+				wait = staleProbeWait
+			}
+			if c.PeerClosed(wait) || c.Buffered() > 0 {
+				r.drop(addr)
+				continue
+			}
 		}
 		err = r.send(ctx, c, f, answered)
 		var pe *protocol.Error
@@ -557,8 +561,13 @@ func (r *Relay) send(ctx context.Context, c *Client, f *protocol.Frame, answered
 }
 
 // staleProbeWait is how long the relay waits for a kept connection to
-// show that its peer closed it, before a message that gets no reply.
-const staleProbeWait = time.Millisecond
+// show that its peer closed it, before a message that gets no reply;
+// strayProbeWait how long it looks for bytes already on one before any
+// other message.
+const (
+	staleProbeWait = time.Millisecond
+	strayProbeWait = 50 * time.Microsecond
+)
 
 // conn returns the connection to addr, and whether it was kept from an
 // earlier delivery rather than dialled now.

@@ -275,3 +275,14 @@ func TestDeferJSONCheck(t *testing.T) {
 		t.Fatalf("next frame = %+v, %v; want the ack", f, err)
 	}
 }
+
+// TestDecodeNamesAMissingBlankLine: a body right after the headers is
+// refused with a reason that says what is missing, not that "{..." is a
+// bad header name.
+func TestDecodeNamesAMissingBlankLine(t *testing.T) {
+	d := NewDecoder(strings.NewReader("AGLX/1.0 TCP\nTYPE: task.assign\n{\"task\": \"x\"}\n"), DecoderOptions{})
+	_, err := d.Decode()
+	if err == nil || !strings.Contains(err.Error(), "no blank line separates it from the headers") {
+		t.Fatalf("Decode = %v; want a refusal naming the missing blank line", err)
+	}
+}

@@ -27,7 +27,7 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	if stop, err := parseFlags(fs, args); stop {
 		return err
 	}
-	key, err := loadKey(*keyPath)
+	key, err := loadNodeKey(*keyPath)
 	if err != nil {
 		return err
 	}

@@ -54,11 +54,18 @@ func runKeygen(args []string, stdout io.Writer) error {
 	return nil
 }
 
-func loadKey(path string) (crypto.Signer, error) {
-	b, err := os.ReadFile(path)
+// loadNodeKey is loadKey for the node's own key, with a word on where it
+// lives when it is not there.
+func loadNodeKey(path string) (crypto.Signer, error) {
+	k, err := loadKey(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w (the node's key is DATA/keys/node.key: run from the directory aglxd runs in, or pass --key)", err)
 	}
+	return k, err
+}
+
+func loadKey(path string) (crypto.Signer, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -186,6 +186,8 @@ func TestRepliesOwed(t *testing.T) {
 		{"an ack", [][]byte{frame("ack")}, 0},
 		{"two frames in one input", [][]byte{append(frame("task.cancel"), frame("error")...)}, 1},
 		{"garbage", [][]byte{[]byte("hello\n\n")}, 1},
+		{"garbage, then frames: the node reads no further", [][]byte{[]byte("hello\n\n"), frame("task.cancel")}, 1},
+		{"an ack with a bad body: refused, not answered", [][]byte{[]byte("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: ack\n\n{\"a\": tru}\n")}, 0},
 		{"unknown type", [][]byte{frame("task.explode")}, 1},
 	}
 	for _, tc := range tests {

@@ -35,7 +35,7 @@ func runMint(args []string, stdout io.Writer) error {
 	if _, err := protocol.ParseAmount(*amount); err != nil {
 		return fmt.Errorf("--amount: %w", err)
 	}
-	key, err := loadKey(*keyPath)
+	key, err := loadNodeKey(*keyPath)
 	if err != nil {
 		return err
 	}

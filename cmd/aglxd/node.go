@@ -62,11 +62,13 @@ func NewMain(cfg Config, lg *slog.Logger) *Main { return &Main{cfg: cfg, lg: lg}
 // Run starts every part and returns once the node serves. The parts keep
 // running until Close.
 func (m *Main) Run(ctx context.Context) error {
-	lock, err := lockDataDir(m.cfg.DataDir)
-	if err != nil {
-		return err
+	if m.cfg.DataDir != "" { // with --nats-url the data dir may be left out
+		lock, err := lockDataDir(m.cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		m.dataLock = lock
 	}
-	m.dataLock = lock
 	key, made, err := loadOrCreateNodeKey(m.cfg.NodeKeyPath())
 	if err != nil {
 		return err

@@ -513,3 +513,64 @@ func TestRelayDropsAConnectionThatAnsweredGarbage(t *testing.T) {
 	cancel := "AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://web.local\nTYPE: task.cancel\n\n{\"task_id\": \"n%d\", \"reason\": \"r\"}\n"
 	relayOnce(t, m, got, fmt.Sprintf(cancel, 0), fmt.Sprintf(cancel, 1))
 }
+
+// TestRelayDropsAConnectionWithAStrayAnswer: an addressee that answers an
+// ack (which nobody answers) leaves bytes on the kept connection; the next
+// message must go out on a new connection, or its reply would be read
+// from those bytes, and every later one would be one behind.
+func TestRelayDropsAConnectionWithAStrayAnswer(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	type got struct {
+		f    *protocol.Frame
+		conn int
+	}
+	frames := make(chan got, 8)
+	go func() {
+		for conn := 1; ; conn++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				dec := protocol.NewDecoder(c, protocol.DecoderOptions{})
+				for {
+					f, err := dec.Decode()
+					if err != nil {
+						return
+					}
+					typ := "ack" // answers everything, acks too (out of protocol)
+					if f.Type() == "ack" {
+						typ = "error"
+					}
+					reply := &protocol.Frame{Headers: []protocol.Header{{Name: "FROM", Value: f.To()}, {Name: "TO", Value: f.From()}, {Name: "TYPE", Value: typ}}, Body: []byte(`{}`)}
+					if _, err := c.Write(protocol.Encode(reply)); err != nil {
+						return
+					}
+					frames <- got{f, conn}
+				}
+			}()
+		}
+	}()
+	registerAt(t, m, "agent://chatty.local", ln.Addr().String())
+	c := dial(t, m.TCPAddr())
+	c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://chatty.local\nTYPE: ack\n\n{\"note\": \"n0\"}\n"))
+	c.Flush()
+	first := <-frames
+	c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://chatty.local\nTYPE: task.cancel\n\n{\"task_id\": \"n1\", \"reason\": \"r\"}\n"))
+	c.Flush()
+	readReply(t, c)
+	select {
+	case second := <-frames:
+		if second.f.Type() != "task.cancel" || second.conn == first.conn {
+			t.Fatalf("the task.cancel went out on connection %d, the one with the stray answer (%d)", second.conn, first.conn)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the task.cancel was not delivered")
+	}
+}
