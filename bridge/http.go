@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -89,7 +90,10 @@ func HTTPHandler(api API) http.Handler {
 		if _, ok := api.Credits.L.Account(uriOf(r)); !ok {
 			return http.StatusNotFound, errBody("no account for " + uriOf(r))
 		}
-		after, limit := pageOf(r, ledger.EntriesLimitMax)
+		after, limit, err := pageOf(r, ledger.EntriesLimitMax)
+		if err != nil {
+			return http.StatusBadRequest, errBody(err.Error())
+		}
 		entries := api.Credits.L.Entries(uriOf(r), after, limit)
 		if entries == nil {
 			entries = []ledger.Entry{}
@@ -97,7 +101,10 @@ func HTTPHandler(api API) http.Handler {
 		return http.StatusOK, map[string]any{"uri": uriOf(r), "entries": entries}
 	}))
 	mux.HandleFunc("GET /v1/ledger/mismatches", api.view(func(r *http.Request) (int, any) {
-		after, limit := pageOf(r, ledger.EntriesLimitMax)
+		after, limit, err := pageOf(r, ledger.EntriesLimitMax)
+		if err != nil {
+			return http.StatusBadRequest, errBody(err.Error())
+		}
 		ms := api.Credits.L.Mismatches(after, limit)
 		if ms == nil {
 			ms = []ledger.Mismatch{}
@@ -128,7 +135,10 @@ func HTTPHandler(api API) http.Handler {
 	}))
 	mux.HandleFunc("GET /v1/agents", api.view(func(r *http.Request) (int, any) {
 		q := r.URL.Query()
-		limit, _ := strconv.Atoi(q.Get("limit"))
+		limit, err := limitOf(q.Get("limit"))
+		if err != nil {
+			return http.StatusBadRequest, errBody(err.Error())
+		}
 		f := projections.AgentFilter{Status: q.Get("status"), Capability: q.Get("capability"), Zone: q.Get("zone"), After: q.Get("after"), Limit: limit}
 		return http.StatusOK, map[string]any{"agents": api.Registry.Agents(f)}
 	}))
@@ -148,7 +158,10 @@ func HTTPHandler(api API) http.Handler {
 	}))
 	mux.HandleFunc("GET /v1/mentors", api.view(func(r *http.Request) (int, any) {
 		q := r.URL.Query()
-		limit, _ := strconv.Atoi(q.Get("limit"))
+		limit, err := limitOf(q.Get("limit"))
+		if err != nil {
+			return http.StatusBadRequest, errBody(err.Error())
+		}
 		if limit <= 0 || limit > projections.MentorsPageMax {
 			limit = projections.MentorsPageMax
 		}
@@ -223,14 +236,38 @@ func uriOf(r *http.Request) string {
 	return raw
 }
 
-func pageOf(r *http.Request, max int) (uint64, int) {
+// pageOf reads ?after=SEQ&limit=N. A limit out of range is the largest
+// page; a value that is not a number is the client's mistake, and is
+// said so rather than read as nothing.
+func pageOf(r *http.Request, max int) (uint64, int, error) {
 	q := r.URL.Query()
-	after, _ := strconv.ParseUint(q.Get("after"), 10, 64)
-	limit, err := strconv.Atoi(q.Get("limit"))
-	if err != nil || limit <= 0 || limit > max {
+	var after uint64
+	if s := q.Get("after"); s != "" {
+		var err error
+		if after, err = strconv.ParseUint(s, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("after=%q: want a sequence number", s)
+		}
+	}
+	limit, err := limitOf(q.Get("limit"))
+	if err != nil {
+		return 0, 0, err
+	}
+	if limit <= 0 || limit > max {
 		limit = max
 	}
-	return after, limit
+	return after, limit, nil
+}
+
+// limitOf reads ?limit=N; absent is 0, for the default.
+func limitOf(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("limit=%q: want a number", s)
+	}
+	return n, nil
 }
 
 func errBody(msg string) map[string]string { return map[string]string{"error": msg} }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -46,15 +45,6 @@ func (r LoadResult) CPUPerFrame() time.Duration {
 		return 0
 	}
 	return r.CPU / time.Duration(r.Frames)
-}
-
-// processCPU is the CPU time the process has used so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Run executes the load test.

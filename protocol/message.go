@@ -81,6 +81,9 @@ func parse(f *Frame) (*Message, *Error) {
 		if known, ok := Lookup(strings.ToLower(typ)); ok {
 			return nil, Errorf(StatusBadRequest, "unknown TYPE %s; TYPEs are case-sensitive: did you mean %q?", quoteValue(typ), known.Name)
 		}
+		if near, ok := NearestType(typ); ok {
+			return nil, Errorf(StatusBadRequest, "unknown TYPE %s; did you mean %q?", quoteValue(typ), near)
+		}
 		return nil, Errorf(StatusBadRequest, "unknown TYPE %s", quoteValue(typ))
 	}
 	m := &Message{Frame: f, Info: info}

@@ -175,3 +175,58 @@ func Types() []TypeInfo {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// NearestType is the known TYPE within two edits (a letter added, left
+// out, changed, or two swapped) of typ, for a refusal to suggest: a typo
+// such as "task.asign" otherwise gets only "unknown TYPE". It reports
+// false when none is that near, or when two are equally near. typ is
+// bounded by the header line limit, and the TYPEs are few.
+func NearestType(typ string) (string, bool) {
+	const near = 2 // edits
+	best, bestD, tie := "", near+1, false
+	for _, info := range Types() {
+		d := editDistance(typ, info.Name, near)
+		switch {
+		case d < bestD:
+			best, bestD, tie = info.Name, d, false
+		case d == bestD:
+			tie = true
+		}
+	}
+	return best, bestD <= near && !tie
+}
+
+// editDistance is the optimal string alignment distance between a and b
+// (insertions, deletions, substitutions and swaps of neighbours), or more
+// than limit as soon as it must be.
+func editDistance(a, b string, limit int) int {
+	if d := len(a) - len(b); d > limit || -d > limit {
+		return limit + 1
+	}
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		rowMin := cur[0]
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+			rowMin = min(rowMin, cur[j])
+		}
+		if rowMin > limit {
+			return limit + 1
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
+}

@@ -68,3 +68,25 @@ func TestLookupIsExact(t *testing.T) {
 		})
 	}
 }
+
+// TestNearestType: a TYPE a typo away is suggested; one nothing is near,
+// or two are equally near, is not.
+func TestNearestType(t *testing.T) {
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"task.asign", TypeTaskAssign, true},
+		{"task.assgin", TypeTaskAssign, true}, // two letters swapped
+		{"credit.transfr", TypeCreditTransfer, true},
+		{"registry.updte", TypeRegistryUpdate, true},
+		{"foo.bar", "", false},
+		{"zone.xxxx", "", false},
+	}
+	for _, tc := range tests {
+		got, ok := NearestType(tc.in)
+		if ok != tc.ok || (ok && got != tc.want) {
+			t.Errorf("NearestType(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -316,6 +316,8 @@ func TestTailFilters(t *testing.T) {
 		{"agent from another", nil, "agent://b.local", "", "agent://a.local", "[" + p + ".*.*." + b + "." + a + "]"},
 		{"all three", nil, "agent://b.local", "agent://b.local", "agent://a.local", "error"},
 		{"not a URI", nil, "worker05", "", "", "error"},
+		{"a group", []string{"credit"}, "", "", "", "[" + p + ".credit.*.*.*]"},
+		{"a typo in a TYPE", []string{"credt"}, "", "", "", "error"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -93,6 +93,11 @@ func filters(types []string, from, to, agent string) ([]string, error) {
 	if agent != "" && from != "" && to != "" {
 		return nil, errors.New("--agent with both --from and --to: give two of them")
 	}
+	for _, t := range types {
+		if err := knownTypeOrGroup(t); err != nil {
+			return nil, err
+		}
+	}
 	if len(types) == 0 {
 		types = []string{""}
 	}
@@ -149,4 +154,21 @@ func jsonEvent(e *events.Envelope) jsonLine {
 		l.Body = e.Body
 	}
 	return l
+}
+
+// knownTypeOrGroup refuses a --type that is neither a TYPE nor a group of
+// TYPEs: it would match nothing, and a follow would wait for ever.
+func knownTypeOrGroup(t string) error {
+	if _, ok := protocol.Lookup(t); ok {
+		return nil
+	}
+	for _, info := range protocol.Types() {
+		if strings.HasPrefix(info.Name, t+".") {
+			return nil
+		}
+	}
+	if near, ok := protocol.NearestType(t); ok {
+		return fmt.Errorf("--type %q is no TYPE or group of TYPEs; did you mean %q?", t, near)
+	}
+	return fmt.Errorf("--type %q is no TYPE or group of TYPEs (such as credit.transfer or credit)", t)
 }

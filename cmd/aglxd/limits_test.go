@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -51,5 +52,32 @@ func TestConnectionLimit(t *testing.T) {
 	case <-done:
 	case <-time.After(15 * time.Second):
 		t.Fatal("the node did not stop while a silent peer was being refused")
+	}
+}
+
+// TestHTTPQueryValues: a query value that is not a number is a 400 that
+// names it, not read as nothing.
+func TestHTTPQueryValues(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	tests := []struct {
+		path string
+		want int
+	}{
+		{"/v1/ledger/mismatches?limit=abc", http.StatusBadRequest},
+		{"/v1/ledger/mismatches?after=-1", http.StatusBadRequest},
+		{"/v1/agents?limit=ten", http.StatusBadRequest},
+		{"/v1/mentors?limit=x", http.StatusBadRequest},
+		{"/v1/ledger/mismatches?limit=5000000", http.StatusOK}, // out of range: the largest page
+		{"/v1/agents?limit=10", http.StatusOK},
+	}
+	for _, tc := range tests {
+		resp, err := http.Get("http://" + m.HTTPAddr() + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET %s = %d, want %d", tc.path, resp.StatusCode, tc.want)
+		}
 	}
 }
