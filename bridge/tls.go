@@ -35,8 +35,16 @@ func TLSConfig(certFile, keyFile, dir string, hosts []string) (*tls.Config, stri
 	}
 	if certFile == "" {
 		certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-		if err := ensureSelfSigned(certFile, keyFile, hosts); err != nil {
+		if err := ensureSelfSigned(certFile, keyFile, hosts, false); err != nil {
 			return nil, "", err
+		}
+		// The pair is written as two files; a crash between them leaves
+		// a key that is not the certificate's. The node's own pair is
+		// made again then, rather than refuse every start.
+		if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+			if err := ensureSelfSigned(certFile, keyFile, hosts, true); err != nil {
+				return nil, "", err
+			}
 		}
 	}
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
@@ -58,8 +66,11 @@ func Fingerprint(der []byte) string {
 	return strings.Join(pairs, ":")
 }
 
-func ensureSelfSigned(certFile, keyFile string, hosts []string) error {
-	if b, err := os.ReadFile(certFile); err == nil {
+// ensureSelfSigned makes the node's own certificate and key, unless a
+// certificate with a tenth of its validity left is there and remake is
+// false.
+func ensureSelfSigned(certFile, keyFile string, hosts []string, remake bool) error {
+	if b, err := os.ReadFile(certFile); err == nil && !remake {
 		if blk, _ := pem.Decode(b); blk != nil {
 			if c, err := x509.ParseCertificate(blk.Bytes); err == nil && time.Until(c.NotAfter) > SelfSignedValidity/10 {
 				return nil
@@ -109,17 +120,47 @@ func ensureSelfSigned(certFile, keyFile string, hosts []string) error {
 	return writeFileAtomic(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
 }
 
-// writeFileAtomic writes via a temporary file and a rename, so a crash
-// never leaves half a key behind.
+// writeFileAtomic writes via a temporary file, synced, and a rename,
+// synced in its directory, so a crash never leaves half a key behind, nor
+// no key after the node has used it.
 func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
-	tmp := name + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return fmt.Errorf("tls: %w", err)
-	}
-	if err := os.Rename(tmp, name); err != nil {
+	if err := WriteFileDurable(name, data, mode); err != nil {
 		return fmt.Errorf("tls: %w", err)
 	}
 	return nil
+}
+
+// WriteFileDurable writes data to name through a temporary file that is
+// synced before it is renamed over name, and syncs the directory after:
+// once it returns, name holds data or, after a crash before, what it held.
+// The node's keys are written this way; anything signed with a key the
+// disk then lost could never be checked again.
+func WriteFileDurable(name string, data []byte, mode os.FileMode) error {
+	tmp := name + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(name))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // ClientTLS returns a client configuration that trusts the certificates in

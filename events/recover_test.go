@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -302,5 +304,24 @@ func TestStartServerOnATakenPort(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), ln.Addr().String()) || time.Since(start) >= serverReadyTimeout {
 		t.Fatalf("StartServer on a taken port: %v after %s; want an error naming %s at once", err, time.Since(start), ln.Addr())
+	}
+}
+
+// TestStartServerOnAStoreItCannotWrite: a store that cannot be written is
+// reported at once, naming it; the server used to say only that it was
+// not ready, 30 s on, and blame the port.
+func TestStartServerOnAStoreItCannotWrite(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "jetstream"), []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	s, err := StartServer(ServerConfig{DataDir: dir, Listen: "127.0.0.1:0"})
+	if err == nil {
+		s.Shutdown()
+		t.Fatal("a server started on a store that is a plain file")
+	}
+	if !strings.Contains(err.Error(), "jetstream") || time.Since(start) >= serverReadyTimeout {
+		t.Fatalf("StartServer on an unwritable store: %v after %s; want an error naming the store at once", err, time.Since(start))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -153,6 +154,17 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("events: server: listen on %s: %w", cfg.Listen, err)
 		}
 		ln.Close()
+	}
+	// The server keeps its reasons to itself (it has no logger here): a
+	// store it cannot write showed only as "not ready" 30 s later.
+	if err := os.MkdirAll(opts.StoreDir, 0o700); err != nil {
+		return nil, fmt.Errorf("events: server: the store %s: %w", opts.StoreDir, err)
+	}
+	if f, err := os.CreateTemp(opts.StoreDir, ".writable-*"); err != nil {
+		return nil, fmt.Errorf("events: server: the store %s is not writable: %w", opts.StoreDir, err)
+	} else {
+		f.Close()
+		os.Remove(f.Name())
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {

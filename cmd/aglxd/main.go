@@ -30,8 +30,13 @@ func main() {
 
 	m := NewMain(cfg, lg)
 	if err := m.Run(ctx); err != nil {
-		lg.Error("start failed", "err", err)
 		m.Close(context.Background())
+		if ctx.Err() != nil {
+			// SIGINT or SIGTERM while starting: a stop, not a failure.
+			lg.Info("stopped while starting", "err", err)
+			return
+		}
+		lg.Error("start failed", "err", err)
 		os.Exit(1)
 	}
 	<-ctx.Done()

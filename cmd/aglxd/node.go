@@ -247,11 +247,13 @@ func (m *Main) Close(ctx context.Context) error {
 	var errs []error
 	if m.bridge != nil {
 		errs = append(errs, m.bridge.Shutdown(ctx))
-	} else {
-		for _, c := range []interface{ Close() error }{m.tcpLn, m.tlsLn, m.udpPC} {
-			if c != nil {
-				c.Close()
-			}
+	}
+	// The bridge closes the sockets its Serve calls registered; one whose
+	// Serve had not started yet (a start that failed just after) is
+	// closed here. Closing twice does no harm.
+	for _, c := range []interface{ Close() error }{m.tcpLn, m.tlsLn, m.udpPC} {
+		if c != nil {
+			c.Close()
 		}
 	}
 	if m.http != nil {

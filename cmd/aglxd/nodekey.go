@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/protocol"
 )
 
@@ -39,11 +40,7 @@ func loadOrCreateNodeKey(path string) (crypto.Signer, bool, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, false, fmt.Errorf("node key: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, pemBytes, 0o600); err != nil {
-		return nil, false, fmt.Errorf("node key: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := bridge.WriteFileDurable(path, pemBytes, 0o600); err != nil {
 		return nil, false, fmt.Errorf("node key: %w", err)
 	}
 	return k, true, nil

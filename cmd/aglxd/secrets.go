@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/aglx/ledger/bridge"
 )
 
 // tokenKeySize is the size of the secret zone session tokens derive from.
@@ -31,9 +33,5 @@ func loadOrCreateSecret(path string) ([]byte, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return nil, err
-	}
-	return b, os.Rename(tmp, path)
+	return b, bridge.WriteFileDurable(path, b, 0o600)
 }
