@@ -372,29 +372,9 @@ func TestRelayBoundsRetriesPerAddress(t *testing.T) {
 // spell must not mark a live address down.
 func TestRelayRedialsAConnectionTheAddresseeClosed(t *testing.T) {
 	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	got := make(chan *protocol.Frame, 4)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			dec := protocol.NewDecoder(c, protocol.DecoderOptions{})
-			f, err := dec.Decode()
-			if err == nil {
-				got <- f
-				ack := &protocol.Frame{Headers: []protocol.Header{{Name: "FROM", Value: f.To()}, {Name: "TO", Value: f.From()}, {Name: "TYPE", Value: "ack"}}, Body: []byte(`{}`)}
-				c.Write(protocol.Encode(ack))
-			}
-			c.Close() // one frame per connection
-		}
-	}()
-	registerAt(t, m, "agent://closer.local", ln.Addr().String())
+	// One frame per connection, each answered with an ack.
+	addr, got := oneFrameAgent(t, []byte("AGLX/1.0 TCP\nFROM: agent://closer.local\nTO: agent://src.local\nTYPE: ack\n\n{}\n"))
+	registerAt(t, m, "agent://closer.local", addr)
 
 	c := dial(t, m.TCPAddr())
 	for i := range 2 {
