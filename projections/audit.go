@@ -50,8 +50,10 @@ const auditProblemsMax = 100
 // (every running balance the ledger records must match); at the end, that
 // all balances sum to zero and with the ledger's own full consistency check;
 // and against the node's live state, by comparing snapshot digests at the
-// same log position. Discrepancies are listed in the report.
-func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodeKey crypto.Signer, live Digest) (*AuditReport, error) {
+// same log position. Discrepancies are listed in the report. It needs the
+// node's public key only, to check what the node itself signed (mints):
+// an auditor never holds the node's secret.
+func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodePub crypto.PublicKey, live Digest) (*AuditReport, error) {
 	rep := &AuditReport{AppliedSeq: live.AppliedSeq, NodeDigest: live.SHA256}
 	problem := func(format string, args ...any) {
 		if len(rep.Problems) < auditProblemsMax {
@@ -63,7 +65,7 @@ func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodeKey crypto.S
 	// the fold, which takes a verdict only if it was made with the key the
 	// fold would use.
 	verdicts := NewVerdictCache()
-	registry := NewRegistry(RegistryConfig{NodeURI: nodeURI, NodeKey: nodeKey, Verdicts: verdicts})
+	registry := NewRegistry(RegistryConfig{NodeURI: nodeURI, NodePublicKey: nodePub, Verdicts: verdicts})
 	verifier := &IngestVerifier{Registry: registry, Cache: verdicts}
 	credits := NewCredits(nodeURI, registry, nil)
 	// The auditor's own books: plain apd, no shortcuts.

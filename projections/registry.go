@@ -59,6 +59,13 @@ type RegistryConfig struct {
 	// are deterministic, so signing inside a fold gives the same bytes on
 	// replay.
 	NodeKey crypto.Signer
+	// NodePublicKey stands in for NodeKey in a fold that answers no one
+	// (aglx audit, a replay tool; Outbox nil): the node's public key is
+	// all the state needs, to check what the node itself signed, so an
+	// auditor need not hold the node's secret. Such a registry folds the
+	// same state; the auth.response it would have sent goes unsigned, to
+	// nobody. Ignored when NodeKey is set.
+	NodePublicKey crypto.PublicKey
 	// Zones are the zones agents may join (ParseZones).
 	Zones []Zone
 	// TokenKey derives zone session tokens. It is never stored or
@@ -89,10 +96,16 @@ func (c *RegistryConfig) Validate() error {
 	if u.String() != c.NodeURI {
 		return fmt.Errorf("registry: node URI %q must be written canonically, as %q", c.NodeURI, u.String())
 	}
-	if c.NodeKey == nil {
+	pub := c.NodePublicKey
+	switch {
+	case c.NodeKey != nil:
+		pub = c.NodeKey.Public()
+	case c.Outbox != nil:
 		return errors.New("registry: a node key is required to sign auth.response")
+	case pub == nil:
+		return errors.New("registry: the node's key is required (its private key to answer, or its public key for a fold that answers no one)")
 	}
-	if _, err := protocol.MarshalPublicKey(c.NodeKey.Public()); err != nil {
+	if _, err := protocol.MarshalPublicKey(pub); err != nil {
 		return fmt.Errorf("registry: node key: %w", err)
 	}
 	if c.SignatureWindow < 0 || c.SignatureWindow > signatureWindowMax {
@@ -161,7 +174,10 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 	if cfg.SignatureWindow == 0 {
 		cfg.SignatureWindow = SignatureWindowDefault
 	}
-	pub := cfg.NodeKey.Public()
+	pub := cfg.NodePublicKey
+	if cfg.NodeKey != nil {
+		pub = cfg.NodeKey.Public()
+	}
 	r := &Registry{
 		cfg:       cfg,
 		node:      cfg.NodeURI,

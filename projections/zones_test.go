@@ -64,7 +64,11 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"good", func(*RegistryConfig) {}, ""},
 		{"zones without a token key", func(c *RegistryConfig) { c.TokenKey = nil }, "token key"},
-		{"no node key", func(c *RegistryConfig) { c.NodeKey = nil }, "node key"},
+		{"no node key", func(c *RegistryConfig) { c.NodeKey = nil }, "node's key"},
+		{"public key only, answering no one", func(c *RegistryConfig) { c.NodeKey, c.NodePublicKey = nil, nodeKey.Public() }, ""},
+		{"public key only, with an outbox", func(c *RegistryConfig) {
+			c.NodeKey, c.NodePublicKey, c.Outbox = nil, nodeKey.Public(), NewOutbox()
+		}, "required to sign auth.response"},
 		{"URI not canonical", func(c *RegistryConfig) { c.NodeURI = "registry://Global.aglx.net" }, "canonically"},
 		{"window too long", func(c *RegistryConfig) { c.SignatureWindow = 2 * time.Hour }, "window"},
 		{"short zone secret", func(c *RegistryConfig) { c.Zones = []Zone{{ID: "z", Secret: []byte("short")}} }, "secret"},

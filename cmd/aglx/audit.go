@@ -9,6 +9,7 @@ import (
 	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/projections"
+	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats.go"
 )
 
@@ -18,22 +19,30 @@ import (
 // must match, and all balances must sum to zero); at the end, with the
 // ledger's own full consistency check; and against the node's live state,
 // by comparing snapshot digests at the same log position. It exits 1 on
-// any discrepancy.
+// any discrepancy. It reads only what any NATS reader and HTTP client may:
+// the auditor needs no secret of the node's.
 func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("aglx audit", flag.ContinueOnError)
 	natsURL := fs.String("nats", "nats://127.0.0.1:4222", "the node's NATS address")
 	api := fs.String("http", "http://127.0.0.1:2595", "the node's HTTP API")
-	keyPath := fs.String("key", "aglx-data/keys/node.key", "the node's key file (the registry fold needs it)")
+	pin := fs.String("key-id", "", "the node's key id as you recorded it (sha256:...); the audit stops if the node names another key")
 	if stop, err := parseFlags(fs, args); stop {
-		return err
-	}
-	key, err := loadNodeKey(*keyPath)
-	if err != nil {
 		return err
 	}
 	var node bridge.NodeInfo
 	if err := getJSON(*api, "/v1/node", &node); err != nil {
-		return fmt.Errorf("asking the node its name: %w", err)
+		return fmt.Errorf("asking the node its name and key: %w", err)
+	}
+	// The fold needs the node's public key only, to check what the node
+	// signed itself (mints). It comes from the node; --key-id pins it to
+	// the one the auditor holds on record.
+	pub, err := protocol.ParsePublicKey(node.PublicKey)
+	if err != nil {
+		return fmt.Errorf("the node's public key: %w", err)
+	}
+	keyID := protocol.KeyID(pub)
+	if *pin != "" && *pin != keyID {
+		return fmt.Errorf("the node's key is %s, not %s as pinned with --key-id: not auditing against a key you did not expect", keyID, *pin)
 	}
 	var live projections.Digest
 	if err := getJSON(*api, "/v1/ledger/digest", &live); err != nil {
@@ -48,12 +57,12 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep, err := projections.Audit(ctx, lg, node.Name, key, live)
+	rep, err := projections.Audit(ctx, lg, node.Name, pub, live)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "events folded:   %d (to seq %d)\npostings:        %d\naccounts:        %d\nledger digest:   %s\nnode digest:     %s\n",
-		rep.Events, rep.AppliedSeq, rep.Postings, rep.Accounts, rep.Digest, rep.NodeDigest)
+	fmt.Fprintf(stdout, "node:            %s, key %s\nevents folded:   %d (to seq %d)\npostings:        %d\naccounts:        %d\nledger digest:   %s\nnode digest:     %s\n",
+		node.Name, keyID, rep.Events, rep.AppliedSeq, rep.Postings, rep.Accounts, rep.Digest, rep.NodeDigest)
 	if len(rep.Problems) > 0 {
 		fmt.Fprintf(stdout, "\n%d discrepancies:\n", len(rep.Problems))
 		for _, p := range rep.Problems {

@@ -662,7 +662,7 @@ func TestLedgerReplayIsByteIdentical(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rep, err := projections.Audit(ctx, openLog(t, m2), m2.cfg.Name, m2.key, live)
+	rep, err := projections.Audit(ctx, openLog(t, m2), m2.cfg.Name, m2.key.Public(), live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -692,7 +692,7 @@ func TestAuditAddsWideBalances(t *testing.T) {
 	lg := openLog(t, m)
 	for range 20 { // the order of the accounts varies from run to run
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		rep, err := projections.Audit(ctx, lg, m.cfg.Name, m.key, live)
+		rep, err := projections.Audit(ctx, lg, m.cfg.Name, m.key.Public(), live)
 		cancel()
 		if err != nil {
 			t.Fatal(err)
