@@ -39,7 +39,13 @@ func runKeygen(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Synced before the public key is shown: an agent may bind it at once,
+	// and a key lost to a power cut after that could never sign again.
 	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
 		f.Close()
 		return err
 	}
