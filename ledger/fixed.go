@@ -23,7 +23,7 @@ import (
 // the sign in bit 63, the exponent as a 7-bit two's complement number in
 // bits 56 to 62, and the magnitude's bits 64 to 119 in bits 0 to 55. Every
 // valid Amount fits: its coefficient is below 10^34 < 2^113 and its
-// exponent in -34..33. Zero is always positive, and the zero value is 0
+// exponent in -12..21 (protocol.AmountScaleMax, AmountIntegerDigitsMax). Zero is always positive, and the zero value is 0
 // with exponent 0, as apd's zero Decimal is.
 type fixed struct{ lo, hi uint64 }
 
@@ -223,20 +223,23 @@ func sumMag(x, y fixed, sub bool) (u128, int, bool, bool) {
 }
 
 // moneyLimit reports whether magnitude m at exponent exp is a valid stored
-// figure: at most 34 significant digits and below 10^34, which is what
-// protocol.MoneyContext accepts without Rounded, Inexact or Overflow.
-// (The exponent of an exact sum is the smaller operand's, never below -34.)
+// figure: below 10^AmountIntegerDigitsMax, at most AmountDigitsMax
+// significant digits and no digit below 10^-AmountScaleMax, which is what
+// protocol.MoneyContext accepts without Rounded, Inexact or Overflow. (The
+// exponent of an exact sum is the smaller operand's, never below
+// -AmountScaleMax, so within the magnitude bound the digits always fit.)
 func moneyLimit(m u128, exp int) bool {
-	if m.cmp(pow10u128[34]) >= 0 {
+	if exp < -protocol.AmountScaleMax {
 		return false
 	}
-	return exp <= 0 || m.cmp(pow10u128[34-exp]) < 0
+	digits := min(protocol.AmountIntegerDigitsMax-exp, protocol.AmountDigitsMax) // the coefficient may have
+	return digits > 0 && m.cmp(pow10u128[digits]) < 0
 }
 
 // addMoney returns x + y (or x - y if sub) exactly, and false where
-// protocol.MoneyContext would refuse: when the result needs more than 34
-// digits or is 10^34 or more. Operands that do not align in 128 bits go
-// to apd, which decides.
+// protocol.MoneyContext would refuse: when the result is
+// 10^AmountIntegerDigitsMax or more. Operands that do not align in 128
+// bits go to apd, which decides.
 func addMoney(ctx *apd.Context, x, y fixed, sub bool) (fixed, bool) {
 	m, exp, neg, ok := sumMag(x, y, sub)
 	if ok {

@@ -11,7 +11,8 @@ import (
 )
 
 // drawFigure draws a valid Amount of any sign: up to 34 digits, exponent
-// -34..33, value below 10^34. Digits cluster at the edges, where the
+// -12..21, value below 10^22 (protocol.AmountScaleMax,
+// AmountIntegerDigitsMax). Digits cluster at the edges, where the
 // arithmetic is hardest.
 func drawFigure(t *rapid.T, label string) apd.Decimal {
 	for {
@@ -20,7 +21,7 @@ func drawFigure(t *rapid.T, label string) apd.Decimal {
 		if rapid.IntRange(0, 3).Draw(t, label+" nines") == 0 {
 			digits = []byte(strings.Repeat("9", n))
 		}
-		exp := rapid.IntRange(-34, 33).Draw(t, label+" exponent")
+		exp := rapid.IntRange(-protocol.AmountScaleMax, protocol.AmountIntegerDigitsMax-1).Draw(t, label+" exponent")
 		var d apd.Decimal
 		if _, _, err := d.SetString(fmt.Sprintf("%se%d", digits, exp)); err != nil {
 			t.Fatalf("SetString: %v", err)

@@ -36,7 +36,7 @@ func checkAmount(name string, a *protocol.Amount, want sign) string {
 			" significant digits; at most " + strconv.Itoa(protocol.AmountDigitsMax) + " are allowed"
 	}
 	if int64(d.Exponent) < -protocol.AmountScaleMax || int64(d.Exponent)+n > protocol.AmountIntegerDigitsMax {
-		return "field " + strconv.Quote(name) + " is out of range (an amount has at most 34 digits before and 34 after the decimal point)"
+		return "field " + strconv.Quote(name) + " " + protocol.AmountRange()
 	}
 	switch s := d.Sign(); {
 	case want == positive && s <= 0:
@@ -65,9 +65,11 @@ func wideContext() *apd.Context {
 
 // tooManyDigits is the reason for refusing a booking whose result is not
 // representable: the amount itself is valid, but a figure it would produce
-// (a balance, a total) needs more than 34 significant digits, for example
-// 10^20 + 10^-20.
-const tooManyDigits = "the amount cannot be booked exactly: a resulting figure would need more than 34 significant digits"
+// (a balance, a total) would reach 10^22. Since no figure has a digit
+// below 10^-12, every figure under 10^22 fits the 34 digits of
+// protocol.MoneyContext, so a booking is never refused for its scale.
+var tooManyDigits = "the amount cannot be booked exactly: a resulting figure (a balance or a total) would reach 10^" +
+	strconv.Itoa(protocol.AmountIntegerDigitsMax) + ", beyond the " + strconv.Itoa(protocol.AmountDigitsMax) + " significant digits a figure may hold"
 
 // amountOf copies d into an Amount for a view or a reply. It uses Set rather
 // than a struct copy so that the two never share a coefficient.

@@ -62,29 +62,58 @@ func TestThirtyDigits(t *testing.T) {
 	}
 }
 
-// TestMaxDigits checks the 34-digit edge: a 34-digit amount is booked, and
-// a transfer whose resulting balance would need 35 digits is refused with
-// nothing changed rather than rounded.
+// TestMaxDigits checks the edge of a figure: the largest amount (22 digits
+// before the point, 12 after: 34 in all) is booked, and a mint that would
+// take a balance to 10^22 is refused with nothing changed rather than
+// rounded. An amount with a digit below 10^-12 is refused as it comes in.
 func TestMaxDigits(t *testing.T) {
 	h := newHarness(t)
-	const max34 = "9999999999999999999999999999999999" // 34 digits
-	if o := h.apply(mint(alice, max34, "m-1")); o.Status != 200 {
-		t.Fatalf("Apply(mint %s) = %d %q, want 200", max34, o.Status, o.Reason)
+	const largest = "9999999999999999999999.999999999999" // 34 digits
+	if o := h.apply(mint(alice, largest, "m-1")); o.Status != 200 {
+		t.Fatalf("Apply(mint %s) = %d %q, want 200", largest, o.Status, o.Reason)
 	}
 	before := h.snapshot()
-	o := h.apply(mint(alice, "1", "m-2"))
-	if o.Status != 400 || !strings.Contains(o.Reason, "34 significant digits") {
-		t.Fatalf("Apply(mint 1 more) = %d %q, want 400 about 34 digits", o.Status, o.Reason)
+	o := h.apply(mint(alice, "0.000000000001", "m-2"))
+	if o.Status != 400 || !strings.Contains(o.Reason, "would reach 10^22") {
+		t.Fatalf("Apply(mint the smallest unit more) = %d %q, want 400 about 10^22", o.Status, o.Reason)
 	}
 	sameSnapshot(t, "after the refused mint", h.snapshot(), before)
 
 	h2 := newHarness(t)
 	h2.apply(mint(alice, "100000000000000000000", "m-1")) // 10^20
 	before = h2.snapshot()
-	if o := h2.apply(mint(alice, "0.00000000000000000001", "m-2")); o.Status != 400 { // 10^-20
-		t.Fatalf("Apply(10^20 + 10^-20) = %d %q, want 400", o.Status, o.Reason)
+	// 10^-13 is below the smallest unit: refused before any arithmetic.
+	if o := h2.apply(withAmount(mint(alice, "1", "m-2"), rawAmount("0.0000000000001"))); o.Status != 400 || !strings.Contains(o.Reason, "12 after the decimal point") {
+		t.Fatalf("Apply(10^20 + 10^-13) = %d %q, want 400 about the scale", o.Status, o.Reason)
 	}
 	sameSnapshot(t, "after the refused mint", h2.snapshot(), before)
+	if o := h2.apply(mint(alice, "0.000000000001", "m-3")); o.Status != 200 { // 10^20 + 10^-12: 33 digits
+		t.Fatalf("Apply(10^20 + 10^-12) = %d %q, want 200", o.Status, o.Reason)
+	}
+}
+
+// TestDustCannotPoisonAnAccount: a sum keeps the scale of its finer
+// operand, so while amounts could have 34 decimals, anyone could send an
+// account 10^-34; its totals then kept 34 decimals for ever, and no payment
+// of a whole credit could ever be booked to it again, not even after the
+// dust was sent back. With at most 12 decimals every figure below 10^22
+// fits, whatever scales meet.
+func TestDustCannotPoisonAnAccount(t *testing.T) {
+	h := newHarness(t)
+	h.apply(mint(alice, "100", "m-1"))
+	h.apply(mint(carol, "0.5", "m-2"))
+	if o := h.apply(transfer(carol, bob, "0.000000000001", "dust", AuthValid)); o.Status != 200 {
+		t.Fatalf("dust: %d %s", o.Status, o.Reason)
+	}
+	for i, amount := range []string{"1", "99", "1e21"} {
+		if i == 2 {
+			h.apply(mint(alice, "1e21", "m-3"))
+		}
+		if o := h.apply(transfer(alice, bob, amount, "pay-"+amount, AuthValid)); o.Status != 200 {
+			v, _ := h.l.Account(bob)
+			t.Fatalf("bob (balance %s, earned %s) cannot be paid %s: %d %s", v.Balance.String(), v.EarnedTotal.String(), amount, o.Status, o.Reason)
+		}
+	}
 }
 
 // TestZeroPrintsAsZero: spending 1e3 credits from a balance of 1e3 leaves

@@ -18,12 +18,19 @@ const (
 	// the precision of IEEE 754 decimal128 and of MoneyContext, so an Amount
 	// always enters the ledger's arithmetic without rounding.
 	AmountDigitsMax = 34 // digits
-	// AmountScaleMax bounds the digits after the decimal point: no Amount
-	// has a digit below 10^-34 (its apd exponent is at least -34).
-	AmountScaleMax = 34 // digits
+	// AmountScaleMax bounds the digits after the decimal point, trailing
+	// zeros included: no Amount has a digit below 10^-12 (its apd exponent
+	// is at least -12). It is the credit's smallest unit. Together with
+	// AmountIntegerDigitsMax it makes every figure the ledger books fit in
+	// AmountDigitsMax whatever scales meet in a sum, so a sum is refused only
+	// when it passes 10^22. With scales up to 34, as until 2026-11-30, a sum
+	// keeps its finer operand's scale, and anyone could send an account
+	// 10^-34: its totals kept 34 decimals for ever, and the account could
+	// never again be paid a whole credit.
+	AmountScaleMax = 12 // digits
 	// AmountIntegerDigitsMax bounds the digits before the decimal point: an
-	// Amount is below 10^34 in magnitude (exponent + digits <= 34).
-	AmountIntegerDigitsMax = 34 // digits
+	// Amount is below 10^22 in magnitude (exponent + digits <= 22).
+	AmountIntegerDigitsMax = AmountDigitsMax - AmountScaleMax // digits
 	// amountTextSizeMax bounds the text read as one Amount before it is
 	// parsed, so that a megabyte of zeros costs nothing. Any Amount within
 	// the bounds above can be written in far fewer bytes.
@@ -168,7 +175,11 @@ func parseAmount(s string) (*Amount, string) {
 // since quoting s costs more than parsing it.
 func amountHeld(s, why string) string { return "holds " + quoteValue(s) + ", which " + why }
 
-const amountRange = "is out of range (an amount has at most 34 digits before and 34 after the decimal point)"
+var amountRange = "is out of range (an amount has at most " + strconv.Itoa(AmountIntegerDigitsMax) + " digits before and " +
+	strconv.Itoa(AmountScaleMax) + " after the decimal point, trailing zeros included)"
+
+// AmountRange says what range an Amount must lie in, for refusals.
+func AmountRange() string { return amountRange }
 
 // checkBounds says why a is not a valid Amount, or returns "".
 func (a *Amount) checkBounds() string {

@@ -36,10 +36,11 @@ func TestParseAmount(t *testing.T) {
 		{"-0.00", "0.00"}, // with its scale
 		{"0e1", "0"},      // apd alone writes "00", which reads back as nothing
 		{"0E+3", "0"},
-		{"0." + strings.Repeat("0", 33) + "1", "0." + strings.Repeat("0", 33) + "1"},           // 10^-34
-		{strings.Repeat("9", 34), strings.Repeat("9", 34)},                                     // below 10^34
-		{"1234567890123456789012345678.901234", "1234567890123456789012345678.901234"},         // 34 digits
-		{"0.00000000000000000000000000000000000001e4", "0.0000000000000000000000000000000001"}, // scale 34 after the exponent
+		{"0.000000000001", "0.000000000001"}, // 10^-12, the smallest unit
+		{strings.Repeat("9", 22), strings.Repeat("9", 22)},                             // below 10^22
+		{"1234567890123456789012.345678901234", "1234567890123456789012.345678901234"}, // 34 digits
+		{"0.0000000000000001e4", "0.000000000001"},                                     // scale 12 after the exponent
+		{"1.000000000000", "1.000000000000"},                                           // trailing zeros within the scale
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -69,9 +70,12 @@ func TestParseAmountRejects(t *testing.T) {
 		{"1e999999", "is out of range"},
 		{"1e99999999999", "is out of range"},
 		{"1e-999999", "is out of range"},
-		{"1e34", "is out of range"},
-		{"1e-35", "is out of range"},
-		{"0e-35", "is out of range"},
+		{"1e22", "is out of range"},
+		{"1e-13", "is out of range"},
+		{"0e-13", "is out of range"},
+		{"1e-34", "at most 22 digits before and 12 after the decimal point"},
+		{"1.0000000000000", "trailing zeros included"}, // 13 decimals, though it is 1
+		{strings.Repeat("9", 23), "is out of range"},
 		{strings.Repeat("1", 35), "has 35 significant digits; at most 34 are allowed"},
 		{"1." + strings.Repeat("0", 34), "has 35 significant digits"},
 		{strings.Repeat("0", 101), "longer than 100 bytes"},
@@ -157,7 +161,7 @@ func TestAmountMarshalsAsString(t *testing.T) {
 // TestAmountThirtyDigitsRoundTrip reads a 30-significant-digit amount, far
 // beyond float64's 15 to 17, and writes every digit back.
 func TestAmountThirtyDigitsRoundTrip(t *testing.T) {
-	const digits = "123456789012345678901234567.891" // 30 significant digits
+	const digits = "123456789012345678.901234567891" // 30 significant digits
 	for _, in := range []string{digits, `"` + digits + `"`, "-" + digits} {
 		t.Run(in, func(t *testing.T) {
 			var a Amount
@@ -191,16 +195,16 @@ func TestMoneyContextIsExact(t *testing.T) {
 }
 
 func TestMoneyContextTraps(t *testing.T) {
-	max := strings.Repeat("9", 34)
+	max := strings.Repeat("9", 22) + "." + strings.Repeat("9", 12) // the largest Amount
 	tests := []struct {
 		name string
 		op   func(ctx *apd.Context, d *apd.Decimal) (apd.Condition, error)
 	}{
-		{"a digit would be lost", func(ctx *apd.Context, d *apd.Decimal) (apd.Condition, error) {
-			return ctx.Add(d, mustAmount(t, max).Decimal(), mustAmount(t, "0.1").Decimal())
+		{"the smallest unit more than the largest Amount", func(ctx *apd.Context, d *apd.Decimal) (apd.Condition, error) {
+			return ctx.Add(d, mustAmount(t, max).Decimal(), mustAmount(t, "0.000000000001").Decimal())
 		}},
-		{"the result is 10^34 or more", func(ctx *apd.Context, d *apd.Decimal) (apd.Condition, error) {
-			return ctx.Add(d, mustAmount(t, "9e33").Decimal(), mustAmount(t, "9e33").Decimal())
+		{"the result is 10^22 or more", func(ctx *apd.Context, d *apd.Decimal) (apd.Condition, error) {
+			return ctx.Add(d, mustAmount(t, "9e21").Decimal(), mustAmount(t, "9e21").Decimal())
 		}},
 		{"one third", func(ctx *apd.Context, d *apd.Decimal) (apd.Condition, error) {
 			return ctx.Quo(d, apd.New(1, 0), apd.New(3, 0))
@@ -217,13 +221,13 @@ func TestMoneyContextTraps(t *testing.T) {
 }
 
 func TestNewAmount(t *testing.T) {
-	ok := []*apd.Decimal{apd.New(975, -1), apd.New(0, 0), apd.New(-1, 34-1)}
+	ok := []*apd.Decimal{apd.New(975, -1), apd.New(0, 0), apd.New(-1, 22-1), apd.New(1, -12)}
 	for _, d := range ok {
 		if a, err := NewAmount(d); err != nil || a.Decimal().Cmp(d) != 0 {
 			t.Errorf("NewAmount(%s) = %v, %v", d, a, err)
 		}
 	}
-	bad := []*apd.Decimal{apd.New(1, 34), apd.New(1, -35), {Form: apd.NaN}, {Form: apd.Infinite}}
+	bad := []*apd.Decimal{apd.New(1, 22), apd.New(1, -13), apd.New(1, -34), {Form: apd.NaN}, {Form: apd.Infinite}}
 	for _, d := range bad {
 		if a, err := NewAmount(d); StatusOf(err) != StatusBadRequest {
 			t.Errorf("NewAmount(%s) = %v, %v, want a 400", d, a, err)
