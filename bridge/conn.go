@@ -386,13 +386,17 @@ func (s *Server) validate(it *item) (verify bool) {
 		return
 	}
 	f := it.frame
+	// The transport is judged before the body: a security message sent in
+	// the clear is refused as such (403, naming the TLS port), not coached
+	// field by field into a form that is then refused anyway, and its body
+	// is never parsed or quoted on the plaintext path.
+	if info, ok := protocol.Lookup(f.Type()); ok && info.Security && it.transport != events.TransportTLS && !s.cfg.AllowPlaintextSecurity {
+		s.refuse(it, s.needsTLS(info.Name))
+		return
+	}
 	msg, err := protocol.Parse(f)
 	if err != nil {
 		s.refuse(it, err)
-		return
-	}
-	if msg.Info.Security && it.transport != events.TransportTLS && !s.cfg.AllowPlaintextSecurity {
-		s.refuse(it, s.needsTLS(msg.Info.Name))
 		return
 	}
 	env := &events.Envelope{

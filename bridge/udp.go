@@ -61,7 +61,11 @@ func (s *Server) handleDatagram(pc net.PacketConn, addr net.Addr, b []byte, wait
 	if err == nil {
 		if typ := f.Type(); typ != "" {
 			if info, ok := protocol.Lookup(typ); ok && !info.UDP {
-				err = protocol.Errorf(protocol.StatusBadRequest, "TYPE %s must be sent over TCP; only agent.announce is accepted over UDP", typ)
+				over := "TCP"
+				if info.Security {
+					over = "TLS"
+				}
+				err = protocol.Errorf(protocol.StatusBadRequest, "TYPE %s must be sent over %s; only agent.announce is accepted over UDP", typ, over)
 			}
 		}
 	}

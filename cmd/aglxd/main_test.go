@@ -401,15 +401,25 @@ func TestBadInput(t *testing.T) {
 }
 
 // TestSecurityMessagesNeedTLS: auth, key and zone messages in the clear are
-// refused with 403 naming the TLS port, and accepted over TLS.
+// refused with 403 naming the TLS port, whatever their body (a malformed
+// one used to get a 400 about its fields, coaching the sender to fix it and
+// send it in the clear again), and accepted over TLS.
 func TestSecurityMessagesNeedTLS(t *testing.T) {
 	m := startNode(t, t.TempDir())
 	auth := referenceFiles(t)[26] // auth.request
-	c := dial(t, m.TCPAddr())
-	c.Write(auth)
-	c.Flush()
-	if e := readError(t, c); e.Status != 403 || !strings.Contains(e.Reason, m.TLSAddr()) {
-		t.Fatalf("auth.request over plain TCP: %+v, want 403 naming %s", e, m.TLSAddr())
+	frames := map[string][]byte{
+		"the reference auth.request":    auth,
+		"auth.request without a key":    []byte("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: registry://localhost\nTYPE: auth.request\n\n{\"agent_id\":\"a\"}\n"),
+		"zone.join without a proof":     []byte("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: registry://localhost\nTYPE: zone.join\n\n{\"zone_id\":\"z\"}\n"),
+		"key.rotate with a bad CREDITS": []byte("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: registry://localhost\nTYPE: key.rotate\nCREDITS: -1\n\n{}\n"),
+	}
+	for name, f := range frames {
+		c := dial(t, m.TCPAddr())
+		c.Write(f)
+		c.Flush()
+		if e := readError(t, c); e.Status != 403 || !strings.Contains(e.Reason, m.TLSAddr()) {
+			t.Errorf("%s over plain TCP: %+v, want 403 naming %s", name, e, m.TLSAddr())
+		}
 	}
 	tc := dialTLS(t, m)
 	tc.Write(auth)
