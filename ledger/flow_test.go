@@ -226,3 +226,35 @@ func TestRequestsBounded(t *testing.T) {
 		t.Errorf("Apply(request after a denial) = %d, want 200", o.Status)
 	}
 }
+
+// TestMismatchPagesKeepAClaimWhole: one claim can disagree with the ledger
+// on four figures, all under its seq, and the next page starts after the
+// last seq shown. A page that ended inside a claim's rows lost the rest of
+// them for anyone paging; paging in any page size must show every row.
+func TestMismatchPagesKeepAClaimWhole(t *testing.T) {
+	h := newHarness(t)
+	h.apply(mint(alice, "100", "m-1"))
+	for range 3 {
+		h.apply(Event{From: alice, To: alice, Auth: AuthValid, Payload: &protocol.CreditBalance{
+			Balance: amt("1"), EarnedTotal: amt("2"), SpentTotal: amt("3"), Pending: amt("4"),
+		}})
+	}
+	all := h.l.Mismatches(0, EntriesLimitMax)
+	if len(all) != 12 {
+		t.Fatalf("want 12 mismatches, got %d", len(all))
+	}
+	for _, limit := range []int{1, 2, 3, 5, 7} {
+		var got []Mismatch
+		for after := uint64(0); ; {
+			p := h.l.Mismatches(after, limit)
+			if len(p) == 0 {
+				break
+			}
+			got = append(got, p...)
+			after = p[len(p)-1].Seq
+		}
+		if len(got) != len(all) {
+			t.Errorf("paging by %d showed %d of %d mismatches", limit, len(got), len(all))
+		}
+	}
+}

@@ -42,6 +42,10 @@ func (c *chunked[T]) len() int { return c.n }
 
 // page returns up to limit rows of rows, which are in growing order of
 // seq, whose seq is after afterSeq. limit is capped at EntriesLimitMax.
+// One event can have several rows (a claim up to four mismatches), and
+// the next page starts after the last seq of this one, so a page never
+// ends inside an event's rows: it takes the rest of them, a few more than
+// limit. Cut there, the rest were never shown to anyone paging.
 func page[T any](rows []T, seq func(*T) uint64, afterSeq uint64, limit int) []T {
 	if limit <= 0 {
 		return nil
@@ -49,5 +53,8 @@ func page[T any](rows []T, seq func(*T) uint64, afterSeq uint64, limit int) []T 
 	limit = min(limit, EntriesLimitMax)
 	start := sort.Search(len(rows), func(i int) bool { return seq(&rows[i]) > afterSeq })
 	end := min(len(rows), start+limit)
+	for end > start && end < len(rows) && seq(&rows[end]) == seq(&rows[end-1]) {
+		end++
+	}
 	return slices.Clone(rows[start:end])
 }
