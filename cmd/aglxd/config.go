@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -229,4 +230,23 @@ func (c Config) FsyncInterval() (time.Duration, error) {
 		return 0, fmt.Errorf(`--fsync %q: must be "always" or a positive duration such as 1s`, c.Fsync)
 	}
 	return d, nil
+}
+
+// redactURLs is a --nats-url value fit for a log line or an error: every
+// URL in the comma-separated list with its user information (a password,
+// or a token written as the user) replaced by "redacted". Logs are read
+// by more people than may connect to NATS.
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		switch {
+		case err != nil:
+			parts[i] = "(a URL that does not parse)"
+		case u.User != nil:
+			u.User = url.User("redacted")
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -219,4 +220,35 @@ func jetStreamAt(t *testing.T, url string) jetstream.JetStream {
 		t.Fatal(err)
 	}
 	return js
+}
+
+// TestNATSCredentialsStayOutOfLogs: --nats-url may carry a password or a
+// token, and the node logs the URL it uses and names it in errors. Logs
+// are read by more people than may connect to NATS.
+func TestNATSCredentialsStayOutOfLogs(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
+		{"nats://aglxd:s3cret@127.0.0.1:4222", "nats://redacted@127.0.0.1:4222"},
+		{"nats://s3cret@a:4222, tls://u:s3cret@b:4222", "nats://redacted@a:4222,tls://redacted@b:4222"},
+		{"nats://u:s3cret@[::1", "(a URL that does not parse)"},
+	} {
+		if got := redactURLs(tt.in); got != tt.want {
+			t.Errorf("redactURLs(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	// The error of a start against a server that is not there.
+	var logs strings.Builder
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "", "", "", ""
+	cfg.NATSURL = "nats://aglxd:s3cret@" + freeAddr(t)
+	m := NewMain(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	err := m.Run(context.Background())
+	m.Close(context.Background())
+	if err == nil {
+		t.Fatal("the node started against a NATS server that is not there")
+	}
+	if strings.Contains(err.Error(), "s3cret") || strings.Contains(logs.String(), "s3cret") {
+		t.Errorf("the password is in the error or the log: %v\n%s", err, logs.String())
+	}
 }

@@ -94,13 +94,13 @@ func (m *Main) Run(ctx context.Context) error {
 	} else {
 		m.nc, err = nats.Connect(m.cfg.NATSURL, nats.Name("aglxd"), nats.MaxReconnects(-1), nats.CustomInboxPrefix(events.NodeInboxPrefix))
 		if err != nil {
-			return fmt.Errorf("connect to %s: %w", m.cfg.NATSURL, err)
+			return fmt.Errorf("connect to %s: %w", redactURLs(m.cfg.NATSURL), err)
 		}
 		m.commitNC, err = nats.Connect(m.cfg.NATSURL, nats.Name("aglxd-commit"), nats.MaxReconnects(-1), nats.CustomInboxPrefix(events.NodeInboxPrefix))
 		if err != nil {
-			return fmt.Errorf("connect to %s: %w", m.cfg.NATSURL, err)
+			return fmt.Errorf("connect to %s: %w", redactURLs(m.cfg.NATSURL), err)
 		}
-		m.lg.Info("using external NATS", "url", m.cfg.NATSURL)
+		m.lg.Info("using external NATS", "url", redactURLs(m.cfg.NATSURL))
 	}
 	m.log, err = events.Open(ctx, m.nc, events.Config{BodySizeMax: m.cfg.BodySizeMax, CommitConn: m.commitNC, Replicas: m.cfg.Replicas, AckTimeout: m.cfg.ackTimeout}, m.lg)
 	if err != nil {
