@@ -24,9 +24,12 @@ var LatencyBuckets = [...]time.Duration{
 type Latency struct {
 	// buckets[i] counts durations no longer than LatencyBuckets[i] and
 	// longer than the bound before; the last counts the longer rest.
-	buckets    [len(LatencyBuckets) + 1]atomic.Int64
-	count, sum atomic.Int64
-	max        atomic.Int64
+	// There is no separate count: read apart from the buckets, under
+	// load it could lag them, and a scrape's +Inf bucket (the count) would
+	// fall below a finite one, which the Prometheus format forbids.
+	buckets [len(LatencyBuckets) + 1]atomic.Int64
+	sum     atomic.Int64
+	max     atomic.Int64
 }
 
 // Observe records one duration.
@@ -36,7 +39,6 @@ func (h *Latency) Observe(d time.Duration) {
 		i++
 	}
 	h.buckets[i].Add(1)
-	h.count.Add(1)
 	h.sum.Add(int64(d))
 	for {
 		m := h.max.Load()
@@ -48,9 +50,10 @@ func (h *Latency) Observe(d time.Duration) {
 
 // Snapshot returns the histogram as it stands.
 func (h *Latency) Snapshot() LatencySnapshot {
-	s := LatencySnapshot{Count: h.count.Load(), Sum: time.Duration(h.sum.Load()), Max: time.Duration(h.max.Load())}
+	s := LatencySnapshot{Sum: time.Duration(h.sum.Load()), Max: time.Duration(h.max.Load())}
 	for i := range h.buckets {
 		s.Buckets[i] = h.buckets[i].Load()
+		s.Count += s.Buckets[i]
 	}
 	return s
 }

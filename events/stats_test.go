@@ -2,7 +2,9 @@ package events
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -58,6 +60,48 @@ func TestLatencyPrometheus(t *testing.T) {
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("missing %q in\n%s", want, b.String())
+		}
+	}
+}
+
+// TestLatencyScrapeIsCumulative: a scrape taken while durations are being
+// observed must still be a valid Prometheus histogram, every bucket line
+// at least the one before it and +Inf equal to _count. The count was read
+// apart from the buckets and could lag them.
+func TestLatencyScrapeIsCumulative(t *testing.T) {
+	var h Latency
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !stop.Load() {
+			h.Observe(300 * time.Microsecond)
+		}
+	}()
+	defer func() { stop.Store(true); <-done }()
+	for scrape := 0; scrape < 2000; scrape++ {
+		var b bytes.Buffer
+		h.Snapshot().WritePrometheus(&b, "x_seconds", "x")
+		var prev int64
+		var inf, count string
+		for _, line := range strings.Split(b.String(), "\n") {
+			f := strings.Fields(line)
+			switch {
+			case strings.HasPrefix(line, "x_seconds_bucket"):
+				v, _ := strconv.ParseInt(f[1], 10, 64)
+				if v < prev {
+					t.Fatalf("scrape %d: %q is below the bucket before it (%d):\n%s", scrape, line, prev, b.String())
+				}
+				prev = v
+				if strings.Contains(line, "+Inf") {
+					inf = f[1]
+				}
+			case strings.HasPrefix(line, "x_seconds_count"):
+				count = f[1]
+			}
+		}
+		if inf != count {
+			t.Fatalf("scrape %d: +Inf %s, _count %s", scrape, inf, count)
 		}
 	}
 }
