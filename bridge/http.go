@@ -3,7 +3,9 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -244,7 +246,11 @@ func pageOf(r *http.Request, max int) (uint64, int, error) {
 	var after uint64
 	if s := q.Get("after"); s != "" {
 		var err error
-		if after, err = strconv.ParseUint(s, 10, 64); err != nil {
+		after, err = strconv.ParseUint(s, 10, 64)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			after = math.MaxUint64 // after every sequence there is
+		case err != nil:
 			return 0, 0, fmt.Errorf("after=%q: want a sequence number", s)
 		}
 	}
@@ -264,6 +270,11 @@ func limitOf(s string) (int, error) {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(s)
+	if errors.Is(err, strconv.ErrRange) {
+		// A number, only too large for an int: the largest page, as any
+		// limit beyond a page's size is.
+		return math.MaxInt, nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("limit=%q: want a number", s)
 	}

@@ -46,3 +46,26 @@ func TestAuditPinsTheNodeKey(t *testing.T) {
 		t.Fatalf("audit with the right pin: %v", err)
 	}
 }
+
+// TestQueriesPrintSequencesWhole: balance and history decode the node's
+// answers into maps, and a seq decoded as float64 printed as 1.234567e+06
+// once a log passed a million events.
+func TestQueriesPrintSequencesWhole(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/entries") {
+			io.WriteString(w, `{"entries":[{"amount":"5","from":"registry://localhost","from_balance":"-5","kind":"transfer","seq":1234567,"time":"2026-01-01T00:00:00Z","to":"agent://a.local","to_balance":"5","transaction_id":"t"}]}`)
+			return
+		}
+		io.WriteString(w, `{"uri":"agent://a.local","balance":"5","available":"5","pending":"0","earned_total":"5","spent_total":"0","updated":"2026-01-01T00:00:00Z","seq":1234567}`)
+	}))
+	defer api.Close()
+	for name, run := range map[string]func([]string, io.Writer) error{"balance": runBalance, "history": runHistory} {
+		var out strings.Builder
+		if err := run([]string{"--http", api.URL, "agent://a.local"}, &out); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "1234567") {
+			t.Errorf("aglx %s does not print seq 1234567 as such:\n%s", name, out.String())
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -40,7 +41,11 @@ func getJSON(base, path string, v any) error {
 		}
 		return fmt.Errorf("%s: %s", resp.Status, e.Error)
 	}
-	return json.Unmarshal(b, v)
+	// Numbers decoded into an any stay their text: as float64 a seq of
+	// 1,234,567 would print as 1.234567e+06.
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	return d.Decode(v)
 }
 
 // uriPath writes an AGLX URI scheme://name as the path scheme/name.

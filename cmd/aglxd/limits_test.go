@@ -69,6 +69,11 @@ func TestHTTPQueryValues(t *testing.T) {
 		{"/v1/mentors?limit=x", http.StatusBadRequest},
 		{"/v1/ledger/mismatches?limit=5000000", http.StatusOK}, // out of range: the largest page
 		{"/v1/agents?limit=10", http.StatusOK},
+		// Numbers too large for an int are numbers still: the largest
+		// page, and after every sequence.
+		{"/v1/agents?limit=99999999999999999999", http.StatusOK},
+		{"/v1/mentors?limit=99999999999999999999", http.StatusOK},
+		{"/v1/ledger/mismatches?limit=99999999999999999999&after=99999999999999999999", http.StatusOK},
 	}
 	for _, tc := range tests {
 		resp, err := http.Get("http://" + m.HTTPAddr() + tc.path)
