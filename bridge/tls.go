@@ -67,12 +67,14 @@ func Fingerprint(der []byte) string {
 }
 
 // ensureSelfSigned makes the node's own certificate and key, unless a
-// certificate with a tenth of its validity left is there and remake is
-// false.
+// certificate with a tenth of its validity left that names every host is
+// there and remake is false. A node moved to another --tls-listen host
+// gets a certificate for it: the old one would fail every client that
+// checks the name (its fingerprint changes, and the node logs the new one).
 func ensureSelfSigned(certFile, keyFile string, hosts []string, remake bool) error {
 	if b, err := os.ReadFile(certFile); err == nil && !remake {
 		if blk, _ := pem.Decode(b); blk != nil {
-			if c, err := x509.ParseCertificate(blk.Bytes); err == nil && time.Until(c.NotAfter) > SelfSignedValidity/10 {
+			if c, err := x509.ParseCertificate(blk.Bytes); err == nil && time.Until(c.NotAfter) > SelfSignedValidity/10 && namesAll(c, hosts) {
 				return nil
 			}
 		}
@@ -118,6 +120,16 @@ func ensureSelfSigned(certFile, keyFile string, hosts []string, remake bool) err
 		return err
 	}
 	return writeFileAtomic(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+}
+
+// namesAll reports whether c is valid for every host of hosts.
+func namesAll(c *x509.Certificate, hosts []string) bool {
+	for _, h := range hosts {
+		if h != "" && c.VerifyHostname(h) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // writeFileAtomic writes via a temporary file, synced, and a rename,
