@@ -12,8 +12,10 @@ const DatagramSizeMax = 65507 // bytes
 // Anything but white space after the frame is refused, since a datagram has
 // no next frame it could belong to.
 func DecodeDatagram(b []byte, opts DecoderOptions) (*Frame, error) {
-	r := bytes.NewReader(b)
-	d := NewDecoder(r, opts)
+	// The read buffer is sized to the datagram, not to a stream's 64 KiB:
+	// every line fits in it all the same, and a flood of small datagrams
+	// does not allocate 64 KiB for each.
+	d := newDecoderSize(bytes.NewReader(b), len(b)+1, opts)
 	f, err := d.Decode()
 	if err == io.EOF {
 		return nil, Errorf(StatusBadRequest, "the datagram is empty")

@@ -54,7 +54,12 @@ type Decoder struct {
 
 // NewDecoder returns a Decoder reading from r.
 func NewDecoder(r io.Reader, opts DecoderOptions) *Decoder {
-	return &Decoder{r: bufio.NewReaderSize(r, readBufferSize), bodyMax: opts.bodySizeMax(), checkJSON: !opts.DeferJSONCheck}
+	return newDecoderSize(r, readBufferSize, opts)
+}
+
+// newDecoderSize is NewDecoder with a read buffer of size bytes.
+func newDecoderSize(r io.Reader, size int, opts DecoderOptions) *Decoder {
+	return &Decoder{r: bufio.NewReaderSize(r, size), bodyMax: opts.bodySizeMax(), checkJSON: !opts.DeferJSONCheck}
 }
 
 // Buffered reports how many bytes are read from the connection but not yet

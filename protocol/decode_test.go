@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -284,5 +285,22 @@ func TestDecodeNamesAMissingBlankLine(t *testing.T) {
 	_, err := d.Decode()
 	if err == nil || !strings.Contains(err.Error(), "no blank line separates it from the headers") {
 		t.Fatalf("Decode = %v; want a refusal naming the missing blank line", err)
+	}
+}
+
+// TestDatagramDecodeAllocatesItsSize: every datagram got a stream's 64 KiB
+// read buffer, so a flood of small spoofed datagrams cost 64 KiB of
+// allocation each before any refusal. A datagram's buffer is its size.
+func TestDatagramDecodeAllocatesItsSize(t *testing.T) {
+	dg := []byte("AGLX/1.0 UDP\nTYPE: x\n\n{}")
+	const n = 1000
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for range n {
+		DecodeDatagram(dg, DecoderOptions{})
+	}
+	runtime.ReadMemStats(&m1)
+	if per := (m1.TotalAlloc - m0.TotalAlloc) / n; per > 4096 {
+		t.Errorf("a %d-byte datagram allocates %d bytes to decode", len(dg), per)
 	}
 }
