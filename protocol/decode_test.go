@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"runtime"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
