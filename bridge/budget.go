@@ -1,25 +1,24 @@
 package bridge
 
-import (
-	"sync"
-
-	"github.com/aglx/ledger/protocol"
-)
+import "sync"
 
 // Byte bounds on frames read and not yet answered. PipelineMax bounds a
 // connection's frames in flight by count; these bound them by size, which
 // is what memory is made of: 256 frames of 1 MiB bodies held about 845
 // MiB per connection while the log was stalled, and a few connections
-// could take the machine's memory.
+// could take the machine's memory. A frame counts as what it holds once
+// parsed (protocol.Frame.MemorySize: its wire bytes and its payload's
+// bound): counted by wire bytes alone, lists of short strings let 256 MiB
+// hold some 1.3 GB.
 const (
 	// ConnBytesMax bounds one connection's frames in flight. A single
 	// frame larger than this is still taken when the connection has
 	// nothing else in flight, so that every legal frame can pass.
-	ConnBytesMax = 16 << 20 // bytes, as read from the wire
+	ConnBytesMax = 16 << 20 // bytes of memory
 	// ServerBytesMax bounds all connections' frames in flight together,
 	// but for the one frame each connection may always have in flight
 	// (fits): so that peers that stop reading cannot stall the others.
-	ServerBytesMax = 256 << 20 // bytes, as read from the wire
+	ServerBytesMax = 256 << 20 // bytes of memory
 )
 
 // budget counts the bytes of frames in flight, per connection and in all,
@@ -133,17 +132,4 @@ func (b *budget) wake() {
 		b.grant()
 	}
 	b.mu.Unlock()
-}
-
-// wireSize is about the bytes a frame took on the wire: its body, its
-// header lines and its start line.
-func wireSize(f *protocol.Frame) int64 {
-	if f == nil {
-		return 0
-	}
-	n := int64(len(f.Body)) + 16
-	for _, h := range f.Headers {
-		n += int64(len(h.Name) + len(h.Value) + 3)
-	}
-	return n
 }

@@ -247,7 +247,7 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
-		size := wireSize(f)
+		size := f.MemorySize()
 		c.s.budget.acquire(c, size)
 		c.read()
 		it := c.s.prepare(f, pe, c.transport, c.peer)

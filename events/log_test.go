@@ -252,3 +252,39 @@ func TestOpenRefusesAReplicaChange(t *testing.T) {
 		t.Fatalf("the log ends at %d, want 1", last)
 	}
 }
+
+// TestRecentHoldsAtMostItsBytes: the ring of recent events is bounded by
+// bytes as well as by count. By count alone, 16,384 events of 1 MiB bodies
+// with their parsed payloads would have held some 80 GiB.
+func TestRecentHoldsAtMostItsBytes(t *testing.T) {
+	tests := []struct {
+		name      string
+		body      int
+		events    int
+		wantAbove uint64 // every event from this sequence on is held
+	}{
+		{"small events: the count bounds", 300, 20000, 20000 - RecentMax + 1},
+		{"large events: the bytes bound", 1 << 20, 200, 200 - RecentBytesMax/(6<<20) + 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r recent
+			body := make([]byte, tt.body)
+			for seq := uint64(1); seq <= uint64(tt.events); seq++ {
+				r.put(&Envelope{Seq: seq, Body: body})
+				if held := r.held(); held > RecentBytesMax {
+					t.Fatalf("after seq %d the ring holds %d bytes, more than %d", seq, held, RecentBytesMax)
+				}
+			}
+			for seq := uint64(1); seq <= uint64(tt.events); seq++ {
+				_, ok := r.get(seq)
+				if seq >= tt.wantAbove && !ok {
+					t.Fatalf("seq %d is not held, though it is among the newest", seq)
+				}
+				if seq < tt.wantAbove-1 && ok && tt.body > 1000 {
+					t.Fatalf("seq %d is still held", seq)
+				}
+			}
+		})
+	}
+}

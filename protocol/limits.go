@@ -19,7 +19,29 @@ const (
 	JSONDepthMax = 64 // levels
 	// LeadingBlankSizeMax bounds the white space tolerated between frames.
 	LeadingBlankSizeMax = 64 << 10 // bytes
+	// ParsedSizePerBodyByteMax bounds the memory a parsed payload takes,
+	// per byte of its body: a list of one-letter strings, 4 bytes each on
+	// the wire ("a",), takes a string header and an allocation each once
+	// decoded, about 4 bytes of heap per byte of body (TestParsedPayloadSize
+	// holds every list-bearing TYPE to it). Bounds on frames in memory
+	// count it (Frame.MemorySize): counting wire bytes alone let a bound
+	// of 256 MiB hold some 1.3 GB.
+	ParsedSizePerBodyByteMax = 5 // bytes per byte
 )
+
+// MemorySize bounds what f takes in memory once parsed: its bytes as read
+// and its decoded payload. It is what the node's byte bounds on frames in
+// flight and on recent events count.
+func (f *Frame) MemorySize() int64 {
+	if f == nil {
+		return 0
+	}
+	n := int64(len(f.Body))*(1+ParsedSizePerBodyByteMax) + 16
+	for _, h := range f.Headers {
+		n += int64(len(h.Name) + len(h.Value) + 3)
+	}
+	return n
+}
 
 // Version is the only protocol version this node speaks.
 const Version = "AGLX/1.0"
