@@ -36,6 +36,18 @@ func TestValidateBuiltPayloads(t *testing.T) {
 		{"valid sync", &RegistrySync{Entries: []RegistryEntry{{AgentID: "a", AgentURI: URI{SchemeAgent, "a.local"}}}}, ""},
 		{"balance with negative pending", &CreditBalance{Pending: mustAmount(t, "-1")}, `field "pending" must not be negative`},
 		{"empty balance", &CreditBalance{}, ""},
+		// What the registry keeps of an agent is bounded (LabelSizeMax,
+		// LabelsMax, AddressSizeMax), so a 1 MiB body cannot become a
+		// 1 MiB registry entry.
+		{"update at the bounds", &RegistryUpdate{AgentName: strings.Repeat("n", LabelSizeMax), Capabilities: make32(LabelSizeMax), Address: strings.Repeat("h", AddressSizeMax)}, ""},
+		{"name too long", &RegistryUpdate{AgentName: strings.Repeat("n", LabelSizeMax+1)}, `field "agent_name" is longer than 128 bytes`},
+		{"too many capabilities", &RegistryUpdate{AgentName: "n", Capabilities: append(make32(1), "x")}, `field "capabilities" lists 33 entries; at most 32`},
+		{"capability too long", &RegistryUpdate{AgentName: "n", Capabilities: []string{strings.Repeat("c", LabelSizeMax+1)}}, `field "capabilities[0]" is longer than 128 bytes`},
+		{"status too long", &RegistryUpdate{AgentName: "n", Status: strings.Repeat("s", LabelSizeMax+1)}, `field "status" is longer`},
+		{"address too long", &RegistryUpdate{AgentName: "n", Address: strings.Repeat("h", AddressSizeMax+1)}, `field "address" is longer than 255 bytes`},
+		{"announce type too long", &AgentAnnounce{AgentName: "n", AgentType: strings.Repeat("t", LabelSizeMax+1)}, `field "agent_type" is longer`},
+		{"sync status too long", &RegistrySync{Entries: []RegistryEntry{{AgentID: "a", AgentURI: URI{SchemeAgent, "a.local"}, Status: strings.Repeat("s", LabelSizeMax+1)}}}, `field "entries[0].status" is longer`},
+		{"too much expertise", &MentorRegister{AgentName: "n", Expertise: append(make32(1), "x")}, `field "expertise" lists 33 entries`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,4 +60,13 @@ func TestValidateBuiltPayloads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// make32 is LabelsMax labels of n bytes each.
+func make32(n int) []string {
+	out := make([]string, LabelsMax)
+	for i := range out {
+		out[i] = strings.Repeat("c", n)
+	}
+	return out
 }

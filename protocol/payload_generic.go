@@ -121,6 +121,23 @@ func (p *PlanApprovalResponse) Validate() error {
 // deduplication windows, so each must be short and printable.
 const IDSizeMax = 128 // bytes
 
+// Bounds on what the registry and the mentor directory keep of an agent
+// for as long as it is known: its name, type, status and address, its
+// capabilities or expertise. A body may be 1 MiB, and without these one
+// sender could make every one of up to a million agents hold that much
+// (and each status change again, in the history). With them an entry is
+// at most some 9 KB.
+const (
+	// LabelSizeMax bounds one name, type, status, capability or
+	// expertise.
+	LabelSizeMax = 128 // bytes
+	// LabelsMax bounds a list of capabilities or expertise.
+	LabelsMax = 32 // labels
+	// AddressSizeMax bounds a registered address: a DNS name is at most
+	// 253 bytes.
+	AddressSizeMax = 255 // bytes
+)
+
 // signatureSizeMax bounds a signature field: "rsa-sha256:" and the hex of an
 // 8192-bit RSA signature fit with room to spare.
 const signatureSizeMax = 4200 // bytes
@@ -307,7 +324,7 @@ func (c *fieldCheck) object(name string, raw json.RawMessage, required bool) {
 }
 
 // words checks a list of names (capabilities, expertise): if required, at
-// least one; each non-empty.
+// least one; at most LabelsMax; each a label.
 func (c *fieldCheck) words(name string, list []string, required bool) {
 	switch {
 	case list == nil && required:
@@ -316,10 +333,29 @@ func (c *fieldCheck) words(name string, list []string, required bool) {
 	case len(list) == 0 && required:
 		c.failf("field %q must list at least one entry", name)
 		return
+	case len(list) > LabelsMax:
+		c.failf("field %q lists %d entries; at most %d are kept", name, len(list), LabelsMax)
+		return
 	}
 	for i, w := range list {
-		if w == "" {
-			c.failf("field %q must not be empty", name+"["+strconv.Itoa(i)+"]")
+		c.label(name+"["+strconv.Itoa(i)+"]", w, true)
+	}
+}
+
+// label checks a short text the registry keeps (LabelSizeMax): if
+// required, present; never empty when given.
+func (c *fieldCheck) label(name, v string, required bool) {
+	c.sized(name, v, required, LabelSizeMax)
+}
+
+// sized checks a text of at most max bytes: if required, present.
+func (c *fieldCheck) sized(name, v string, required bool, max int) {
+	switch {
+	case v == "":
+		if required {
+			c.missing(name)
 		}
+	case len(v) > max:
+		c.failf("field %q is longer than %d bytes", name, max)
 	}
 }

@@ -67,7 +67,7 @@ type MentorRegister struct {
 // nothing cannot be matched to anyone.
 func (p *MentorRegister) Validate() error {
 	var c fieldCheck
-	c.text("agent_name", p.AgentName)
+	c.label("agent_name", p.AgentName, true)
 	c.words("expertise", p.Expertise, true)
 	c.fraction("rating", p.Rating, false)
 	return c.result()

@@ -32,8 +32,11 @@ type RegistryUpdate struct {
 // when given.
 func (p *RegistryUpdate) Validate() error {
 	var c fieldCheck
-	c.text("agent_name", p.AgentName)
+	c.label("agent_name", p.AgentName, true)
+	c.label("agent_type", p.AgentType, false)
 	c.words("capabilities", p.Capabilities, false)
+	c.sized("address", p.Address, false, AddressSizeMax)
+	c.label("status", p.Status, false)
 	c.integer("port", p.Port, false, 1, 65535)
 	c.integer("ttl", p.TTL, false, 1, ttlMax)
 	c.signature("signature", p.Signature, false, sigAlgsKey)
@@ -101,6 +104,7 @@ type RegistryEntry struct {
 func (e *RegistryEntry) check(c *fieldCheck, path string) {
 	c.id(path+".agent_id", e.AgentID, true)
 	c.address(path+".agent_uri", e.AgentURI)
+	c.label(path+".status", e.Status, false)
 	c.integer(path+".ttl", e.TTL, false, 0, ttlMax)
 }
 
@@ -152,6 +156,7 @@ func (p *RegistryExchange) Validate() error {
 	}
 	for i, a := range p.KnownAgents {
 		c.address("known_agents["+strconv.Itoa(i)+"].agent_uri", a.AgentURI)
+		c.label("known_agents["+strconv.Itoa(i)+"].status", a.Status, false)
 	}
 	return c.result()
 }
@@ -167,7 +172,8 @@ type AgentAnnounce struct {
 // Validate requires agent_name; uptime, if given, is not negative.
 func (p *AgentAnnounce) Validate() error {
 	var c fieldCheck
-	c.text("agent_name", p.AgentName)
+	c.label("agent_name", p.AgentName, true)
+	c.label("agent_type", p.AgentType, false)
 	c.integer("uptime", p.Uptime, false, 0, math.MaxInt64)
 	return c.result()
 }
