@@ -205,3 +205,64 @@ func TestPipelineBoundsUnansweredFrames(t *testing.T) {
 		t.Fatalf("%d frames reached the log with their replies held up, want PipelineMax = %d", got, pipeline)
 	}
 }
+
+type failingPacketConn struct {
+	net.PacketConn
+	fails atomic.Int32
+}
+
+func (c *failingPacketConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	if c.fails.Add(-1) >= 0 {
+		return 0, nil, &net.OpError{Op: "read", Net: "udp", Err: os.NewSyscallError("recvfrom", syscall.ENOBUFS)}
+	}
+	return c.PacketConn.ReadFrom(b)
+}
+
+// TestUDPOutlivesReadErrors: a read error that passes (ENOBUFS, an ICMP
+// error on the socket) makes the UDP port wait and read again; it ended,
+// and the node went on without its UDP port.
+func TestUDPOutlivesReadErrors(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	srv := New(l, Config{}, quiet)
+	inner, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := &failingPacketConn{PacketConn: inner}
+	pc.fails.Store(5)
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeUDP(pc) }()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		select {
+		case err := <-served:
+			if !errors.Is(err, ErrServerClosed) {
+				t.Errorf("ServeUDP ended with %v, want ErrServerClosed after Shutdown", err)
+			}
+		case <-ctx.Done():
+			t.Error("ServeUDP did not return after Shutdown")
+		}
+	}()
+	uc, err := net.Dial("udp", inner.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	announce := []byte("AGLX/1.0 UDP\nFROM: agent://a.local\nTYPE: agent.announce\n\n{\"agent_name\": \"a\"}\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for l.Published() == 0 { // datagrams may be lost; send until one is stored
+		if _, err := uc.Write(announce); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-served:
+			t.Fatalf("ServeUDP ended after read errors: %v", err)
+		case <-ctx.Done():
+			t.Fatal("no datagram was stored after the read errors")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -3,6 +3,7 @@ package bridge
 import (
 	"errors"
 	"net"
+	"time"
 
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
@@ -22,18 +23,34 @@ func (s *Server) ServeUDP(pc net.PacketConn) error {
 	go s.udpWaiter(waiting) // track counted it in s.wg
 	defer close(waiting)
 	buf := make([]byte, protocol.DatagramSizeMax+1)
+	var tempDelay time.Duration
 	for {
 		n, addr, err := pc.ReadFrom(buf)
 		if err != nil {
 			if s.isClosing() {
 				return ErrServerClosed
 			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			return err
+			// Out of buffers or memory, an ICMP error surfacing on the
+			// socket: wait and go on, as ServeTCP does. Ending here left
+			// the node without its UDP port, with /healthz still ok.
+			if tempDelay == 0 {
+				s.lg.Warn("reading datagrams failed; retrying", "addr", pc.LocalAddr().String(), "err", err)
+			}
+			tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(tempDelay):
+			case <-s.abort.Done():
+			}
+			continue
 		}
+		tempDelay = 0
 		s.handleDatagram(pc, addr, buf[:n], waiting)
 	}
 }

@@ -38,7 +38,10 @@ type AuditReport struct {
 	Events, Postings, Accounts int
 	AppliedSeq                 uint64
 	Digest, NodeDigest         string
-	Problems                   []string
+	// Problems lists the first auditProblemsMax discrepancies;
+	// ProblemsTotal counts them all.
+	Problems      []string
+	ProblemsTotal int
 }
 
 // auditProblemsMax bounds the discrepancies listed; the count goes on.
@@ -56,6 +59,7 @@ const auditProblemsMax = 100
 func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodePub crypto.PublicKey, live Digest) (*AuditReport, error) {
 	rep := &AuditReport{AppliedSeq: live.AppliedSeq, NodeDigest: live.SHA256}
 	problem := func(format string, args ...any) {
+		rep.ProblemsTotal++
 		if len(rep.Problems) < auditProblemsMax {
 			rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...))
 		}

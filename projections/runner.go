@@ -93,6 +93,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	wait := 100 * time.Millisecond
 	end, err := r.log.LastSeq(ctx)
 	for err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped, not failed: a stop during start is no warning
+		}
 		r.lg.Warn("projections: reading where the log ends failed; retrying", "err", err, "wait", wait)
 		select {
 		case <-time.After(wait):

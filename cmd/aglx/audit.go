@@ -64,7 +64,11 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "node:            %s, key %s\nevents folded:   %d (to seq %d)\npostings:        %d\naccounts:        %d\nledger digest:   %s\nnode digest:     %s\n",
 		node.Name, keyID, rep.Events, rep.AppliedSeq, rep.Postings, rep.Accounts, rep.Digest, rep.NodeDigest)
 	if len(rep.Problems) > 0 {
-		fmt.Fprintf(stdout, "\n%d discrepancies:\n", len(rep.Problems))
+		fmt.Fprintf(stdout, "\n%d discrepancies", rep.ProblemsTotal)
+		if rep.ProblemsTotal > len(rep.Problems) {
+			fmt.Fprintf(stdout, " (the first %d shown)", len(rep.Problems))
+		}
+		fmt.Fprintln(stdout, ":")
 		for _, p := range rep.Problems {
 			fmt.Fprintln(stdout, "  -", p)
 		}

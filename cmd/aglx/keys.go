@@ -40,17 +40,19 @@ func runKeygen(args []string, stdout io.Writer) error {
 		return err
 	}
 	// Synced before the public key is shown: an agent may bind it at once,
-	// and a key lost to a power cut after that could never sign again.
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
+	// and a key lost to a power cut after that could never sign again. A
+	// key that could not be written whole is removed, or the next try
+	// would refuse to overwrite it.
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if err != nil {
+		os.Remove(*out)
+		return fmt.Errorf("writing %s: %w", *out, err)
 	}
 	pub, err := protocol.MarshalPublicKey(k.Public())
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/aglx/ledger/bridge"
@@ -77,6 +78,12 @@ func runMint(args []string, stdout io.Writer) error {
 	stdout.Write(protocol.Encode(reply))
 	if reply.Type() == "error" {
 		return exitCode(1)
+	}
+	if strings.HasPrefix(reply.Value(protocol.HeaderStatus), "202") {
+		// Recorded, but the ledger's verdict did not come in time: the
+		// credit may still be refused (a limit, a figure out of range).
+		fmt.Fprintf(stdout, "\nrecorded, but the ledger's answer did not come in time: see `aglx balance %s` for whether %s was credited\n", *to, *amount)
+		return nil
 	}
 	// The ack's figures are the sender's: the node's issuance account,
 	// which goes negative by what it has issued. Say what happened.

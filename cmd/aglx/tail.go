@@ -39,6 +39,11 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	opts := events.ReadOptions{StartSeq: *seq, Follow: !*noFollow}
 	var err error
+	if *since != "" && *seq != 0 {
+		// The log starts at one of them; taking one silently would show
+		// another stretch than the one asked for.
+		return fmt.Errorf("--seq and --since both say where to start: give one")
+	}
 	if *since != "" {
 		t, err := parseSince(*since, time.Now())
 		if err != nil {

@@ -84,6 +84,9 @@ func DefaultConfig() Config {
 	}
 }
 
+// syncIntervalMin is the shortest --sync-interval.
+const syncIntervalMin = 100 * time.Millisecond
+
 // replicasMax is the most copies JetStream keeps of a stream.
 const replicasMax = 5 // servers
 
@@ -154,8 +157,10 @@ func (c Config) Validate() error {
 			return fmt.Errorf("--sync-to: %w", err)
 		}
 	}
-	if c.SyncInterval < 0 || c.SyncInterval > 24*time.Hour {
-		return fmt.Errorf("--sync-interval %v: must be between 0 (the default, %v) and 24h", c.SyncInterval, bridge.SyncIntervalDefault)
+	if c.SyncInterval != 0 && (c.SyncInterval < syncIntervalMin || c.SyncInterval > 24*time.Hour) {
+		// Below the bound, a peer that cannot be reached would be dialled
+		// (and a failure logged) in a tight loop.
+		return fmt.Errorf("--sync-interval %v: must be between %v and 24h (0: the default, %v)", c.SyncInterval, syncIntervalMin, bridge.SyncIntervalDefault)
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together")

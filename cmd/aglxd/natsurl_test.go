@@ -191,6 +191,9 @@ func TestConfigValidate(t *testing.T) {
 		{"log format", func(c *Config) { c.LogFormat = "xml" }, `--log-format "xml"`},
 		{"name not canonical", func(c *Config) { c.Name = "registry://Node.Local" }, `canonical form, "registry://node.local"`},
 		{"name not a URI", func(c *Config) { c.Name = "node" }, "--name"},
+		{"sync interval too short", func(c *Config) { c.SyncInterval = time.Nanosecond }, "--sync-interval 1ns: must be between 100ms and 24h"},
+		{"sync interval negative", func(c *Config) { c.SyncInterval = -time.Second }, "--sync-interval -1s"},
+		{"sync interval at its bound", func(c *Config) { c.SyncInterval = 100 * time.Millisecond }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()

@@ -69,3 +69,12 @@ func TestQueriesPrintSequencesWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestTailRefusesTwoStarts: --seq and --since both say where the log
+// starts; tail took --seq and ignored --since without a word.
+func TestTailRefusesTwoStarts(t *testing.T) {
+	err := runTail(context.Background(), []string{"--seq", "5", "--since", "10m", "--nats", "nats://127.0.0.1:1"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "give one") {
+		t.Fatalf("aglx tail --seq 5 --since 10m = %v, want a refusal", err)
+	}
+}
