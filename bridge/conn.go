@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -102,7 +103,7 @@ func (s *Server) startConn(nc net.Conn, transport string) {
 		}
 		s.mu.Unlock()
 		s.n.connsShed.Add(1)
-		s.lg.Warn("connection refused: limit reached", "peer", nc.RemoteAddr().String(), "limit", s.cfg.ConnectionsMax)
+		s.shedLog.log(s.lg, time.Now(), slog.LevelWarn, "connection refused: limit reached", "peer", nc.RemoteAddr().String(), "limit", s.cfg.ConnectionsMax)
 		if !told {
 			nc.Close()
 			return
@@ -446,7 +447,7 @@ func (s *Server) append(it *item) {
 func (s *Server) refuse(it *item, err error) {
 	s.n.refused.Add(1)
 	it.refusal = err
-	s.lg.Info("frame refused", "peer", it.peer, "id", it.inReplyTo, "status", int(protocol.StatusOf(err)), "reason", reasonOf(err))
+	s.refusedLog.log(s.lg, time.Now(), slog.LevelInfo, "frame refused", "peer", it.peer, "id", it.inReplyTo, "status", int(protocol.StatusOf(err)), "reason", reasonOf(err))
 }
 
 // recipient is the message's TO in canonical form, or "" for a broadcast.

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/projections"
@@ -20,7 +22,7 @@ func (s *Server) reply(it *item) []byte {
 		a, err := it.pending.Wait(s.abort)
 		if err != nil {
 			s.n.refused.Add(1)
-			s.lg.Warn("append failed", "id", it.inReplyTo, "err", err)
+			s.failedLog.log(s.lg, time.Now(), slog.LevelWarn, "append failed", "id", it.inReplyTo, "err", err)
 			it.refusal = err
 		} else {
 			s.n.appended.Add(1)
@@ -73,7 +75,7 @@ func (s *Server) answer(it *item, a events.Appended) (projections.Reply, bool) {
 	defer cancel()
 	r, ok, err := s.cfg.Answerer.Answer(ctx, a.Seq)
 	if err != nil {
-		s.lg.Warn("no answer from the projections; acknowledging as recorded (202), the outcome is to be read from the state", "seq", a.Seq, "err", err)
+		s.failedLog.log(s.lg, time.Now(), slog.LevelWarn, "no answer from the projections; acknowledging as recorded (202), the outcome is to be read from the state", "seq", a.Seq, "err", err)
 		it.accepted = protocol.StatusAccepted
 	}
 	if ok && r.Status != protocol.StatusOK && r.Status != protocol.StatusAccepted {

@@ -164,6 +164,9 @@ type Server struct {
 	abortWait context.CancelFunc
 
 	budget *budget // bytes of frames in flight (ConnBytesMax, ServerBytesMax)
+
+	// Per-frame log lines, each kind bounded (LogLinesPerSecondMax).
+	refusedLog, datagramLog, failedLog, shedLog logRate
 }
 
 // New returns a Server that appends to log.

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"errors"
+	"log/slog"
 	"net"
 	"time"
 
@@ -72,7 +73,7 @@ func (s *Server) handleDatagram(pc net.PacketConn, addr net.Addr, b []byte, wait
 	if err != nil && errors.As(err, &pe) && f == nil {
 		// Not even a frame we could read the addressing of: no reply.
 		s.n.udpRefused.Add(1)
-		s.lg.Info("datagram refused", "peer", peer, "status", int(pe.Status), "reason", pe.Reason)
+		s.datagramLog.log(s.lg, time.Now(), slog.LevelInfo, "datagram refused", "peer", peer, "status", int(pe.Status), "reason", pe.Reason)
 		return
 	}
 	if err == nil {
