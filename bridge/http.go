@@ -61,7 +61,7 @@ type NodeInfo struct {
 //	GET /v1/ledger/digest                          sha256 of the ledger's snapshot, for aglx audit
 //	GET /v1/agents                                 registry (?status=&capability=&zone=&after=&limit=)
 //	GET /v1/agents/{scheme}/{name}                 entry, key ids, zones, status history
-//	GET /v1/zones/{zone}                           a zone and its members
+//	GET /v1/zones/{zone}                           a zone and its members (?after=URI&limit=N, at most 1,000)
 //	GET /v1/mentors                                the mentor directory (?after=URI&limit=N, at most 1,000)
 func HTTPHandler(api API) http.Handler {
 	mux := http.NewServeMux()
@@ -152,7 +152,12 @@ func HTTPHandler(api API) http.Handler {
 		return http.StatusOK, a
 	}))
 	mux.HandleFunc("GET /v1/zones/{zone}", api.view(func(r *http.Request) (int, any) {
-		z, ok := api.Registry.Zone(r.PathValue("zone"))
+		q := r.URL.Query()
+		limit, err := limitOf(q.Get("limit"))
+		if err != nil {
+			return http.StatusBadRequest, errBody(err.Error())
+		}
+		z, ok := api.Registry.ZonePage(r.PathValue("zone"), q.Get("after"), limit)
 		if !ok {
 			return http.StatusNotFound, errBody("no zone " + r.PathValue("zone"))
 		}

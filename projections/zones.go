@@ -314,15 +314,34 @@ type ZoneMemberView struct {
 	Capabilities []string  `json:"capabilities,omitempty"`
 }
 
-// Zone returns zone id with its members, sorted by URI. Call it under
+// ZoneMembersPageMax is the most members one page of a zone holds.
+const ZoneMembersPageMax = 1_000 // members
+
+// Zone returns zone id with its first ZoneMembersPageMax members, sorted
+// by URI. Call it under Runner.View.
+func (r *Registry) Zone(id string) (ZoneView, bool) { return r.ZonePage(id, "", 0) }
+
+// ZonePage returns zone id with at most limit of its members (0, or more
+// than ZoneMembersPageMax, means ZoneMembersPageMax) whose URIs sort
+// after after. A zone may have as many members as the registry has
+// agents, and one answer holding them all was unbounded. Call it under
 // Runner.View.
-func (r *Registry) Zone(id string) (ZoneView, bool) {
+func (r *Registry) ZonePage(id, after string, limit int) (ZoneView, bool) {
 	z := r.zones[id]
 	if z == nil {
 		return ZoneView{}, false
 	}
+	if limit <= 0 || limit > ZoneMembersPageMax {
+		limit = ZoneMembersPageMax
+	}
 	v := ZoneView{ID: id, Role: z.cfg.Role, MinReputation: z.cfg.MinReputation, Members: []ZoneMemberView{}}
 	for _, uri := range sortedKeys(z.members) {
+		if uri <= after {
+			continue
+		}
+		if len(v.Members) == limit {
+			break
+		}
 		m := z.members[uri]
 		v.Members = append(v.Members, ZoneMemberView{AgentURI: uri, Role: m.Role, JoinedAt: m.JoinedAt, Expires: m.Expires,
 			Active: r.now.Before(m.Expires), Capabilities: slices.Clone(m.Capabilities)})

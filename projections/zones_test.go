@@ -174,3 +174,42 @@ func TestZoneJoinReplayOutlivesAFullAnswerMemory(t *testing.T) {
 	}
 	h.mustReply(join, at(2*time.Second), protocol.TypeZoneDeny, protocol.StatusConflict)
 }
+
+// TestZonePages: a zone's members come a page at a time, in URI order;
+// paging by any size shows each member once. One answer held them all,
+// however many a zone had.
+func TestZonePages(t *testing.T) {
+	h := newHarness(t)
+	at := func(d time.Duration) time.Time { return regT0.Add(d) }
+	var members []string
+	for i := range 5 {
+		uri := fmt.Sprintf("agent://m%d.local", i)
+		members = append(members, uri)
+		h.register(uri, 3600, at(time.Duration(i)*time.Second))
+		f := hmacSigned(t, testZoneSecretA, frame(uri, testNode, protocol.TypeZoneJoin,
+			fmt.Sprintf(`{"zone_id":"research-hub","agent_id":"m%d","timestamp":%q}`, i, ts(at(time.Minute)))))
+		h.mustReply(f, at(time.Minute), protocol.TypeZoneConfirm, protocol.StatusOK)
+	}
+	for _, limit := range []int{1, 2, 3, 5, 0} {
+		var got []string
+		for after := ""; ; {
+			v, ok := h.r.ZonePage("research-hub", after, limit)
+			if !ok {
+				t.Fatal("no zone research-hub")
+			}
+			if limit > 0 && len(v.Members) > limit {
+				t.Fatalf("a page of %d holds %d members", limit, len(v.Members))
+			}
+			if len(v.Members) == 0 {
+				break
+			}
+			for _, m := range v.Members {
+				got = append(got, m.AgentURI)
+			}
+			after = v.Members[len(v.Members)-1].AgentURI
+		}
+		if fmt.Sprint(got) != fmt.Sprint(members) {
+			t.Errorf("paging by %d: %v, want %v", limit, got, members)
+		}
+	}
+}
