@@ -5,6 +5,7 @@ package bridge
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -302,10 +303,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		s.abortWait()
 		s.mu.Lock()
+		conns := make([]net.Conn, 0, len(s.conns))
 		for c := range s.conns {
-			c.nc.Close()
+			conns = append(conns, c.nc)
 		}
 		s.mu.Unlock()
+		// Closed hard, outside the lock: a TLS close would first send
+		// close_notify, which waits up to 5 s on a peer that stopped
+		// reading, one connection after another.
+		for _, nc := range conns {
+			if tc, ok := nc.(*tls.Conn); ok {
+				nc = tc.NetConn()
+			}
+			nc.Close()
+		}
 		<-done
 		return ctx.Err()
 	}
