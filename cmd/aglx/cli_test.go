@@ -78,3 +78,24 @@ func TestTailRefusesTwoStarts(t *testing.T) {
 		t.Fatalf("aglx tail --seq 5 --since 10m = %v, want a refusal", err)
 	}
 }
+
+// TestHistorySaysWhenThePageIsFull: history stopped at its limit without a
+// word, and an operator took the page for the whole account.
+func TestHistorySaysWhenThePageIsFull(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"entries":[{"amount":"5","from":"registry://localhost","from_balance":"-5","kind":"transfer","seq":77,"time":"2026-01-01T00:00:00Z","to":"agent://a.local","to_balance":"5","transaction_id":"t"}]}`)
+	}))
+	defer api.Close()
+	for _, tt := range []struct {
+		limit string
+		hint  bool
+	}{{"1", true}, {"2", false}} {
+		var out strings.Builder
+		if err := runHistory([]string{"--http", api.URL, "--limit", tt.limit, "agent://a.local"}, &out); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out.String(), "--after 77") != tt.hint {
+			t.Errorf("--limit %s: hint shown = %v, want %v:\n%s", tt.limit, !tt.hint, tt.hint, out.String())
+		}
+	}
+}

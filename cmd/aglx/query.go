@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aglx/ledger/projections"
 	"github.com/aglx/ledger/protocol"
 )
 
@@ -162,7 +163,13 @@ func runHistory(args []string, stdout io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\t%s\t%s\t\n", e["seq"], e["time"], e["kind"], e["transaction_id"], other, amount, balance)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if n := len(v.Entries); n > 0 && n >= *limit {
+		fmt.Fprintf(stdout, "(a full page: there may be more; add --after %v)\n", v.Entries[n-1]["seq"])
+	}
+	return nil
 }
 
 // runAgents lists the registry.
@@ -171,11 +178,12 @@ func runAgents(args []string, stdout io.Writer) error {
 	status := fs.String("status", "", "only agents with this status (READY, EXPIRED, ...)")
 	capability := fs.String("capability", "", "only agents with this capability")
 	zone := fs.String("zone", "", "only members of this zone")
+	after := fs.String("after", "", "only agents whose URI sorts after this one (the next page)")
 	if _, err := parseQuery(fs, args, 0); err != nil {
 		return err
 	}
 	q := url.Values{}
-	for k, v := range map[string]string{"status": *status, "capability": *capability, "zone": *zone} {
+	for k, v := range map[string]string{"status": *status, "capability": *capability, "zone": *zone, "after": *after} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -194,7 +202,13 @@ func runAgents(args []string, stdout io.Writer) error {
 	for _, a := range v.Agents {
 		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\n", a["agent_uri"], a["agent_id"], a["status"], a["last_seen"], a["capabilities"])
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if n := len(v.Agents); n >= projections.AgentsPageMax {
+		fmt.Fprintf(stdout, "(a full page: there may be more; add --after %v)\n", v.Agents[n-1]["agent_uri"])
+	}
+	return nil
 }
 
 // runAgent shows one registry entry in full.
