@@ -124,16 +124,26 @@ func (s *Server) ackFrame(to, inReplyTo string, status protocol.Status, a events
 
 // errorFrame says why a message was refused.
 func (s *Server) errorFrame(to, inReplyTo string, err error) []byte {
+	return s.errorFrameOver(protocol.TransportTCP, to, inReplyTo, err)
+}
+
+// errorFrameOver is errorFrame with the start line's transport: a reply
+// to a datagram says UDP.
+func (s *Server) errorFrameOver(transport, to, inReplyTo string, err error) []byte {
 	status := protocol.StatusOf(err)
 	body, _ := json.Marshal(struct {
 		Status int    `json:"status"`
 		Reason string `json:"reason"`
 	}{int(status), reasonOf(err)})
-	return s.frame("error", to, inReplyTo, status, body)
+	return s.frameOver(transport, "error", to, inReplyTo, status, body)
 }
 
 func (s *Server) frame(typ, to, inReplyTo string, status protocol.Status, body []byte) []byte {
-	f := protocol.Frame{Transport: protocol.TransportTCP, Body: body}
+	return s.frameOver(protocol.TransportTCP, typ, to, inReplyTo, status, body)
+}
+
+func (s *Server) frameOver(transport, typ, to, inReplyTo string, status protocol.Status, body []byte) []byte {
+	f := protocol.Frame{Transport: transport, Body: body}
 	f.Headers = make([]protocol.Header, 0, 7)
 	f.Headers = append(f.Headers, protocol.Header{Name: protocol.HeaderFrom, Value: s.cfg.Name})
 	if to != "" {

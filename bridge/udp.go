@@ -99,7 +99,7 @@ func (s *Server) handleDatagram(pc net.PacketConn, addr net.Addr, b []byte, wait
 	if it.refusal != nil {
 		s.n.udpRefused.Add(1)
 		if !it.silent {
-			reply := s.errorFrame(it.to, it.inReplyTo, it.refusal)
+			reply := s.errorFrameOver(protocol.TransportUDP, it.to, it.inReplyTo, it.refusal)
 			if len(reply) <= len(b) {
 				pc.WriteTo(reply, addr)
 			}

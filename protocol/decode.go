@@ -152,9 +152,9 @@ func (d *Decoder) decode() (*Frame, error) {
 		deferred = Errorf(StatusBadRequest, "the body is not valid JSON")
 	}
 	if hasCL {
-		n, perr := strconv.Atoi(strings.TrimSpace(cl))
+		n, ok := contentLength(cl)
 		switch {
-		case perr != nil || n < 0:
+		case !ok:
 			if deferred == nil {
 				deferred = Errorf(StatusBadRequest, "CONTENT-LENGTH %q is not a non-negative integer", cl)
 			}
@@ -256,8 +256,25 @@ func (d *Decoder) parseStartLine(f *Frame, line []byte) *Error {
 // contentLengthZero reports whether a CONTENT-LENGTH value says the frame
 // has no body.
 func contentLengthZero(v string) bool {
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	return err == nil && n == 0
+	n, ok := contentLength(v)
+	return ok && n == 0
+}
+
+// contentLength reads a CONTENT-LENGTH value: decimal digits only, as in
+// HTTP. strconv.Atoi alone also took "+5" and "-0".
+func contentLength(v string) (int, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" || len(v) > 18 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(v[i]-'0')
+	}
+	return n, true
 }
 
 // parseHeader splits "NAME: value". A line without a colon is fatal: it is

@@ -154,6 +154,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad header name", "AGLX/1.0 TCP\nFR OM: agent://a\n\n{}\n", StatusBadRequest, true},
 		{"duplicate TYPE", "AGLX/1.0 TCP\nTYPE: ack\ntype: error\n\n{}\n", StatusBadRequest, false},
 		{"bad content length", "AGLX/1.0 TCP\nTYPE: ack\nCONTENT-LENGTH: -3\n\n{}\n", StatusBadRequest, false},
+		{"content length with a plus", "AGLX/1.0 TCP\nTYPE: ack\nCONTENT-LENGTH: +2\n\n{}\n", StatusBadRequest, false},
+		{"content length minus zero", "AGLX/1.0 TCP\nTYPE: ack\nCONTENT-LENGTH: -0\n\n{}\n", StatusBadRequest, false},
 		{"header not utf-8", "AGLX/1.0 TCP\nTYPE: ack\nX-A: \xff\xfe\n\n{}\n", StatusBadRequest, false},
 		{"bare CR in a value", "AGLX/1.0 TCP\nTYPE: ack\nX-A: 1\r2\n\n{}\n", StatusBadRequest, false},
 		{"duplicate STATUS", "AGLX/1.0 TCP\nTYPE: ack\nSTATUS: 200 OK\nSTATUS: 500 No\n\n{}\n", StatusBadRequest, false},

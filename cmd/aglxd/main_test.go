@@ -591,3 +591,34 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestUDPRefusalsAnswerOverUDP: a datagram the node refuses gets an error
+// datagram whose start line says UDP (it said TCP), no larger than the
+// datagram it answers.
+func TestUDPRefusalsAnswerOverUDP(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	uc, err := net.Dial("udp", m.UDPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	// Long enough for the answer to fit: a node answers a datagram only
+	// with fewer bytes than it got, so that it cannot amplify a spoofed one.
+	dg := []byte("AGLX/1.0 UDP\nFROM: agent://a.local\nTO: registry://localhost\nTYPE: task.cancel\n\n{\"task_id\": \"t\", \"reason\": \"" + strings.Repeat("r", 500) + "\"}\n")
+	buf := make([]byte, 64<<10)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatal("no answer to a refused datagram")
+		}
+		uc.Write(dg)
+		uc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		n, err := uc.Read(buf)
+		if err != nil {
+			continue // a datagram may be lost; send again
+		}
+		if !bytes.HasPrefix(buf[:n], []byte("AGLX/1.0 UDP\n")) || !bytes.Contains(buf[:n], []byte("TYPE: error")) || n > len(dg) {
+			t.Fatalf("answer %q, want an error datagram over UDP no larger than %d bytes", buf[:n], len(dg))
+		}
+		return
+	}
+}
