@@ -42,6 +42,16 @@ func newIDIndex(window time.Duration, max int) *idIndex {
 	return &idIndex{window: window, max: max, byKey: map[string]idEntry{}}
 }
 
+// dedupRetention is how long the index keeps an ID for a duplicate window
+// of w: twice w. Its clock is the receive time of the frame being
+// committed, and frames reach the committer out of receive order (a
+// signature check, a full queue: an append may wait up to its timeout).
+// Kept only for w, an ID could be forgotten, at the commit of a frame
+// received later, before a resend received within w of the first was
+// committed, and the resend was stored again. Kept longer, a resend a
+// little after the window is answered as a duplicate, which is harmless.
+func dedupRetention(w time.Duration) time.Duration { return 2 * w }
+
 // isClientID reports whether a dedup key came from the client (an ID
 // header) rather than being the node's own unique event id.
 func isClientID(msgID string) bool { return len(msgID) > 3 && msgID[:3] == "id:" }

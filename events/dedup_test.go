@@ -1,6 +1,7 @@
 package events
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -147,4 +148,33 @@ func TestClientKeyIsUnambiguous(t *testing.T) {
 			t.Fatalf("ClientKey(%q, %q) = %q, which reads back as %q, %q", from, id, key, gotFrom, gotID)
 		}
 	})
+}
+
+// TestResendWithinTheWindowOutOfOrder: frames reach the committer out of
+// receive order. A frame received 121 s after an original, committed
+// before the original's resend (received at 119 s), moved the index's
+// clock past the original's window, and the resend was stored twice.
+func TestResendWithinTheWindowOutOfOrder(t *testing.T) {
+	l, _ := openTestLog(t, t.TempDir())
+	ctx := context.Background()
+	t0 := time.Now().UTC()
+	orig := testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local")
+	orig.MsgID = ClientKey("agent://a.local", "k")
+	orig.ReceivedAt = t0
+	other := testEnvelope(2, "task.assign", "agent://c.local", "agent://b.local")
+	other.MsgID = ClientKey("agent://c.local", "z")
+	other.ReceivedAt = t0.Add(121 * time.Second)
+	resend := testEnvelope(3, "task.assign", "agent://a.local", "agent://b.local")
+	resend.MsgID = orig.MsgID
+	resend.ReceivedAt = t0.Add(119 * time.Second)
+
+	first := appendAll(t, l, orig)[0]
+	appendAll(t, l, other)
+	a, err := l.Append(ctx, resend).Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Duplicate || a.Seq != first.Seq {
+		t.Fatalf("a resend received 119 s after the first = %+v; want a duplicate of seq %d", a, first.Seq)
+	}
 }

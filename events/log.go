@@ -266,7 +266,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 		walMsgMax: walMsgMax, batchBytesMax: min(BatchBytesMax, walMsgMax),
 		queue:     make(chan *Pending, InFlightMax),
 		toPublish: make(chan *batch, InFlightMax/BatchEventsMax+1),
-		ids:       newIDIndex(cfg.DuplicateWindow, DedupEntriesMax),
+		ids:       newIDIndex(dedupRetention(cfg.DuplicateWindow), DedupEntriesMax),
 		stop:      make(chan struct{}),
 		pubCh:     make(chan struct{}),
 	}

@@ -31,7 +31,9 @@ func (l *Log) recover(ctx context.Context) error {
 		return nil
 	}
 	// The window is the node's wall clock; this is the edge, not a fold.
-	since := time.Now().Add(-l.cfg.DuplicateWindow)
+	// Read back as far as the index keeps IDs, which also covers a NATS
+	// server whose clock is somewhat behind the node's.
+	since := time.Now().Add(-dedupRetention(l.cfg.DuplicateWindow))
 	return l.Read(ctx, ReadOptions{StartTime: since}, func(e *Envelope) error {
 		if isClientID(e.MsgID) {
 			l.ids.add(e.MsgID, Appended{EventID: e.ID, Seq: e.Seq}, e.ReceivedAt, contentDigest(e))
