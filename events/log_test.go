@@ -288,3 +288,27 @@ func TestRecentHoldsAtMostItsBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestReadLeavesNoConsumers: every Read made an ordered consumer that
+// stayed on the server for 5 minutes after the read ended; a runner or
+// relay catching up a stretch at a time piled them up.
+func TestReadLeavesNoConsumers(t *testing.T) {
+	l, _ := openTestLog(t, t.TempDir())
+	ctx := context.Background()
+	appendAll(t, l, testEnvelope(1, "task.result", "agent://a.local", "agent://b.local"), testEnvelope(2, "task.result", "agent://a.local", "agent://b.local"))
+	if err := l.WaitPublished(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if err := l.Read(ctx, ReadOptions{StartSeq: 2}, func(*Envelope) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Consumers; n > 0 {
+		t.Fatalf("after 20 finished reads the event stream has %d consumers", n)
+	}
+}

@@ -27,6 +27,9 @@ type ReadOptions struct {
 // ErrStop, returned by a Read callback, ends the read without error.
 var ErrStop = errors.New("events: stop reading")
 
+// readConsumerDeleteWait bounds the deletion of a finished read's consumer.
+const readConsumerDeleteWait = 2 * time.Second
+
 // Read calls fn for each event in order. It reads through an ordered
 // consumer: ephemeral, flow-controlled, and restarted by the client on gaps,
 // so a slow fn slows the read instead of growing a buffer.
@@ -58,7 +61,17 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn func(*Envelope) err
 	if err != nil {
 		return fmt.Errorf("events: read: %w", err)
 	}
-	defer it.Stop()
+	defer func() {
+		it.Stop()
+		// Stopping leaves the consumer on the server until it has been
+		// idle for 5 minutes, and the runner and the relay read a stretch
+		// at a time when they fall behind: one consumer a stretch piled up.
+		if ci := cons.CachedInfo(); ci != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), readConsumerDeleteWait)
+			l.js.DeleteConsumer(dctx, l.cfg.Stream, ci.Name) // at worst it expires
+			cancel()
+		}
+	}()
 	if !opts.Follow {
 		info, err := cons.Info(ctx)
 		if err != nil {
