@@ -100,6 +100,11 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn func(*Envelope) err
 		if err != nil {
 			return fmt.Errorf("events: read: %w", err)
 		}
+		if !opts.Follow && meta.Sequence.Stream > end {
+			// Stored after the read began: a read that does not follow
+			// ends where the log ended when it started.
+			return nil
+		}
 		env, err := FromMsg(m.Headers(), m.Data(), meta.Sequence.Stream)
 		if err != nil {
 			return err
