@@ -120,6 +120,10 @@ func (f *Federation) push(ctx context.Context, seq uint64) (uint64, error) {
 		return seq, err
 	}
 	defer c.Close()
+	// A stop cuts the push short: a peer that never answers held the
+	// node's shutdown for the whole timeout.
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
 	if dl, ok := ctx.Deadline(); ok {
 		c.Conn().SetDeadline(dl)
 	}

@@ -3,9 +3,11 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,7 +113,7 @@ type Relay struct {
 	cur *relayCursor // set by Open
 
 	mu    sync.Mutex
-	conns map[string]*Client // by address; reused while they work
+	conns map[string]*keptConn // by address; reused while they work (relay_conns.go)
 }
 
 // RelayCounters are the relay's running totals and position.
@@ -221,6 +223,7 @@ type relayRun struct {
 	wg         sync.WaitGroup // the lanes' goroutines
 	freed      chan struct{}  // a lane settled a message (relay_lane.go)
 	laneEnded  chan struct{}  // a lane ended
+	giveUpLog  logRate        // lines about messages given up (LogLinesPerSecondMax)
 }
 
 // follow considers the published events from next on: from the log's
@@ -285,13 +288,26 @@ func (st *relayRun) follow(ctx context.Context) error {
 	return nil
 }
 
+// relayedBefore reports whether e carries a RELAYED-BY header, whatever
+// its value: an empty one ("RELAYED-BY:") counted as none, and a message
+// an agent sent to an address that leads back to a node went round for
+// ever, stored again on every pass.
+func relayedBefore(e *events.Envelope) bool {
+	for _, h := range e.Headers {
+		if strings.EqualFold(h.Name, HeaderRelayedBy) {
+			return true
+		}
+	}
+	return false
+}
+
 // consider hands e to its address's lane if it is an agent-to-agent
 // message whose addressee can be reached. It reports false, having done
 // nothing, when that needs a lane and none is free: e must be considered
 // again.
 func (st *relayRun) consider(ctx context.Context, e *events.Envelope) bool {
 	r := st.r
-	if !relayable(e.Type) || e.To == "" || e.To == r.NodeURI || e.Header(HeaderRelayedBy) != "" {
+	if !relayable(e.Type) || e.To == "" || e.To == r.NodeURI || relayedBefore(e) {
 		return true // not the relay's, or relayed once already
 	}
 	addr, ok := r.contact(e.To)
@@ -487,12 +503,17 @@ func (r *Relay) allowed(addr string) bool {
 // again on a new connection before it counts as failed, so that a quiet
 // spell does not mark a live address down (relay_breaker.go).
 func (r *Relay) deliver(ctx context.Context, addr string, env *events.Envelope) error {
+	defer r.release(addr)
 	f := env.Frame()
 	if f.Transport == "" {
 		f.Transport = protocol.TransportTCP
 	}
 	// A copy of the headers: the envelope may be shared with the folds.
-	f.Headers = append(append([]protocol.Header(nil), f.Headers...), protocol.Header{Name: HeaderRelayedBy, Value: r.NodeURI})
+	// One RELAYED-BY, ours: with the sender's kept as well, an empty
+	// first one would hide ours from the next relay's one-hop check.
+	f.Headers = append([]protocol.Header(nil), f.Headers...)
+	f.Headers = slices.DeleteFunc(f.Headers, func(h protocol.Header) bool { return strings.EqualFold(h.Name, HeaderRelayedBy) })
+	f.Headers = append(f.Headers, protocol.Header{Name: HeaderRelayedBy, Value: r.NodeURI})
 	info, _ := protocol.Lookup(env.Type)
 	answered := !info.NoReply
 	for {
@@ -555,9 +576,31 @@ func (r *Relay) send(ctx context.Context, c *Client, f *protocol.Frame, answered
 		err = c.Flush()
 	}
 	if err == nil && answered {
-		_, err = c.ReadReply()
+		var reply *protocol.Frame
+		if reply, err = c.ReadReply(); err == nil {
+			err = refusedForNow(reply)
+		}
 	}
 	return err
+}
+
+// errTryAgain is an addressee's answer that it did not take the message
+// for now (429, or a 5xx such as 503: "not stored; resend").
+var errTryAgain = errors.New("relay: the addressee did not take the message for now")
+
+// refusedForNow returns errTryAgain for an error reply that asks for the
+// message again later. Any other reply is the addressee's receipt: a 4xx
+// says the message itself is wrong, and sending it again would get the
+// same. Counted as delivered, a 429 or 503 lost the message.
+func refusedForNow(reply *protocol.Frame) error {
+	if reply.Type() != protocol.TypeError {
+		return nil
+	}
+	code, _, _ := strings.Cut(reply.Value(protocol.HeaderStatus), " ")
+	if code == "429" || (len(code) == 3 && code[0] == '5') {
+		return fmt.Errorf("%w: %s", errTryAgain, reply.Value(protocol.HeaderStatus))
+	}
+	return nil
 }
 
 // staleProbeWait is how long the relay waits for a kept connection to
@@ -568,45 +611,3 @@ const (
 	staleProbeWait = time.Millisecond
 	strayProbeWait = 50 * time.Microsecond
 )
-
-// conn returns the connection to addr, and whether it was kept from an
-// earlier delivery rather than dialled now.
-func (r *Relay) conn(ctx context.Context, addr string) (*Client, bool, error) {
-	r.mu.Lock()
-	c := r.conns[addr]
-	r.mu.Unlock()
-	if c != nil {
-		return c, true, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
-	defer cancel()
-	c, err := Dial(ctx, addr)
-	if err != nil {
-		return nil, false, err
-	}
-	r.mu.Lock()
-	if r.conns == nil {
-		r.conns = map[string]*Client{}
-	}
-	r.conns[addr] = c
-	r.mu.Unlock()
-	return c, false, nil
-}
-
-func (r *Relay) drop(addr string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c := r.conns[addr]; c != nil {
-		c.Close()
-		delete(r.conns, addr)
-	}
-}
-
-func (r *Relay) closeConns() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for a, c := range r.conns {
-		c.Close()
-		delete(r.conns, a)
-	}
-}

@@ -1,6 +1,9 @@
 package bridge
 
-import "time"
+import (
+	"log/slog"
+	"time"
+)
 
 // An address that fails is treated as down until its next attempt is due.
 //
@@ -28,6 +31,14 @@ import "time"
 // are given up untried (they stay in the log): keeping them would hold the
 // relay's bound, and with it every other agent's messages.
 const relayRetryPerAddressMax = relayPendingMax / 4 // messages
+
+// relayRetriesMax bounds the messages waiting for a retry to all addresses
+// together: half of relayPendingMax, so that the other half is always left
+// for messages to addresses that work. With only the per-address bound,
+// four dead addresses (any four agents registering ports nobody listens
+// on) filled relayPendingMax, and the relay took nothing new until their
+// back-offs ran out, half an hour later.
+const relayRetriesMax = relayPendingMax / 2 // messages
 
 // isDown reports whether addr is down, and if so queues it for the
 // address's next attempt instead. The caller holds mu.
@@ -74,13 +85,13 @@ func (st *relayRun) pruneDown(now time.Time) {
 }
 
 // queueRetry puts it in the retry queue as having failed at addr, or gives
-// it up if addr has relayRetryPerAddressMax waiting already. The caller
-// holds mu.
+// it up if addr has relayRetryPerAddressMax waiting already, or all
+// addresses relayRetriesMax. The caller holds mu.
 func (st *relayRun) queueRetry(it *retryItem, addr string) {
-	if st.retryCount[addr] >= relayRetryPerAddressMax {
+	if st.retryCount[addr] >= relayRetryPerAddressMax || st.retries.len() >= relayRetriesMax {
 		st.r.undeliverable.Add(1)
-		st.r.Lg.Warn("relay: too many messages wait for a retry to this address; giving this one up, it stays in the log",
-			"seq", it.env.Seq, "to", it.env.To, "addr", addr, "waiting", st.retryCount[addr])
+		st.giveUpLog.log(st.r.Lg, time.Now(), slog.LevelWarn, "relay: too many messages wait for a retry; giving this one up, it stays in the log",
+			"seq", it.env.Seq, "to", it.env.To, "addr", addr, "waiting_for_addr", st.retryCount[addr], "waiting", st.retries.len())
 		return
 	}
 	it.addr = addr
