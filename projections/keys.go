@@ -122,16 +122,25 @@ type seenOutcome struct {
 	reply  Reply
 }
 
-// replayKey names a message by its exact bytes: FROM, TO and TYPE as
-// written, and the body. A resend is byte-identical; anything else is a new
-// message and is judged on its own.
+// replayKey names a message by what its signature covers: the signing
+// input (FROM, TO and TYPE as written, and the body in canonical form,
+// without the signature). Named by its exact bytes, a captured zone.join
+// sent again with one more space, or its members in another order, still
+// verified and was not recognised, and got a fresh session token for the
+// agent that had joined. A body the signing input cannot be made of is
+// named by its bytes; it carries no signature that could verify.
 func replayKey(e *Event) string {
 	h := sha256.New()
-	for _, s := range []string{e.Header(protocol.HeaderFrom), e.Header(protocol.HeaderTo), e.Header(protocol.HeaderType)} {
-		h.Write([]byte(s))
-		h.Write([]byte{'\n'})
+	from, to, typ := e.Header(protocol.HeaderFrom), e.Header(protocol.HeaderTo), e.Header(protocol.HeaderType)
+	if input, err := protocol.SigningInput(from, to, typ, e.Body); err == nil {
+		h.Write(input)
+	} else {
+		for _, s := range []string{from, to, typ} {
+			h.Write([]byte(s))
+			h.Write([]byte{'\n'})
+		}
+		h.Write(e.Body)
 	}
-	h.Write(e.Body)
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 

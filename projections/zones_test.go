@@ -213,3 +213,35 @@ func TestZonePages(t *testing.T) {
 		}
 	}
 }
+
+// TestZoneJoinReplayInAnotherLayout: the replay memory named a join by its
+// exact bytes, while the HMAC covers its canonical form; the same join
+// sent again with one more space, or its members in another order, was
+// not recognised, got a fresh session token for the agent, and ended the
+// agent's own session.
+func TestZoneJoinReplayInAnotherLayout(t *testing.T) {
+	const carol = "agent://carol.local"
+	h := newHarness(t)
+	at := func(d time.Duration) time.Time { return regT0.Add(d) }
+	h.register(carol, 3600, at(0))
+	join := hmacSigned(t, testZoneSecretA, frame(carol, testNode, protocol.TypeZoneJoin,
+		fmt.Sprintf(`{"zone_id":"research-hub","agent_id":"c","timestamp":%q}`, ts(at(time.Second)))))
+	first := h.mustReply(join, at(time.Second), protocol.TypeZoneConfirm, protocol.StatusOK)
+	token := str(t, first.Body, "session_token")
+	layouts := map[string][]byte{
+		"the same bytes":   join.Body,
+		"one more space":   append([]byte("{ "), bytes.TrimPrefix(join.Body, []byte("{"))...),
+		"a trailing space": append(bytes.TrimSuffix(append([]byte(nil), join.Body...), []byte("}")), []byte(" }")...),
+	}
+	for name, body := range layouts {
+		replay := frame(carol, testNode, protocol.TypeZoneJoin, "")
+		replay.Body = body
+		_, rep, _ := h.apply(replay, at(3*time.Second))
+		if rep.Type == protocol.TypeZoneConfirm && str(t, rep.Body, "session_token") != token {
+			t.Errorf("%s: the replay got a fresh session token: %s", name, rep.Body)
+		}
+		if !h.r.ValidSession("research-hub", carol, token) {
+			t.Fatalf("%s: the replay ended carol's own session", name)
+		}
+	}
+}
