@@ -216,14 +216,7 @@ func envelopeCheck(pub crypto.PublicKey, e *events.Envelope) protocol.SigCheck {
 // member where its TYPE defines none, e.g. registry.update): without one a
 // captured message could be replayed forever.
 func (r *Registry) staleness(e *Event) string {
-	var raw []byte
-	ok := false
-	if e.Msg != nil { // the value Parse found: no second pass over the body
-		raw = e.Msg.TimestampRaw()
-		ok = raw != nil && string(raw) != "null"
-	} else {
-		raw, ok = bodyMember(e.Body, "timestamp")
-	}
+	raw, ok := timestampRaw(e)
 	if !ok {
 		return "stale: a signed message must carry a \"timestamp\" within " + r.window.String() + " of its arrival, and this one carries none"
 	}
@@ -232,6 +225,29 @@ func (r *Registry) staleness(e *Event) string {
 		return "stale: the \"timestamp\" of a signed message must be an RFC 3339 time"
 	}
 	return r.outsideWindow(ts.Time, e.ReceivedAt)
+}
+
+// timestampRaw is the body's top-level "timestamp" member, if it has one.
+func timestampRaw(e *Event) ([]byte, bool) {
+	if e.Msg != nil { // the value Parse found: no second pass over the body
+		raw := e.Msg.TimestampRaw()
+		return raw, raw != nil && string(raw) != "null"
+	}
+	return bodyMember(e.Body, "timestamp")
+}
+
+// signedTimestamp is the time a signed message carries, when it carries
+// one that reads (staleness has refused the others).
+func signedTimestamp(e *Event) (time.Time, bool) {
+	raw, ok := timestampRaw(e)
+	if !ok {
+		return time.Time{}, false
+	}
+	var ts protocol.Timestamp
+	if err := ts.UnmarshalJSON(raw); err != nil || ts.IsZero() {
+		return time.Time{}, false
+	}
+	return ts.Time, true
 }
 
 // outsideWindow says why ts is too far from arrival, or "".

@@ -63,7 +63,13 @@ type keyRecord struct {
 }
 
 // keyring is an agent's keys, oldest first; the last is current.
-type keyring struct{ keys []*keyRecord }
+type keyring struct {
+	keys []*keyRecord
+	// lastSigned is, by TYPE, the timestamp of the latest signed message
+	// that changed the registry (Registry.signedOutOfOrder). It is folded
+	// from the log like everything else, so a replay rebuilds it.
+	lastSigned map[string]time.Time
+}
 
 // at returns the key that counted for an event at seq: the latest bound
 // by an earlier event. seq 0 stands for an event not yet stored.

@@ -278,11 +278,44 @@ func (r *Registry) refuse(e *Event, status protocol.Status, reason string) {
 // refuseInauthentic answers e with 401 if its signature check failed
 // (r.last, made by Apply for e) and reports whether it did.
 func (r *Registry) refuseInauthentic(e *Event) bool {
-	if v := r.last.v; v.Auth == AuthInvalid {
+	v := r.last.v
+	if v.Auth == AuthInvalid {
 		r.refuse(e, protocol.StatusUnauthorized, v.Reason)
 		return true
 	}
+	if v.Auth == AuthValid {
+		if reason := r.signedOutOfOrder(e); reason != "" {
+			r.refuse(e, protocol.StatusConflict, reason)
+			return true
+		}
+	}
 	return false
+}
+
+// signedOutOfOrder says why a signed message that changes the registry is
+// older than one of its TYPE from the same sender already applied, or
+// records its timestamp and returns "". A signed message is fresh for the
+// whole signature window, and only auth.request, key.rotate and zone.join
+// are remembered as answered; so a captured registry.update (sent over
+// plain TCP, its ID header unsigned and removable) could be sent again
+// within the window, after a later one, and put the entry back as it was
+// (the relay then delivered to the old address). Equal timestamps pass:
+// agents stamp whole seconds.
+func (r *Registry) signedOutOfOrder(e *Event) string {
+	kr := r.keys[e.From]
+	ts, ok := signedTimestamp(e)
+	if kr == nil || !ok {
+		return ""
+	}
+	if last, seen := kr.lastSigned[e.Type]; seen && ts.Before(last) {
+		return fmt.Sprintf("this signed %s is stamped %s, before the one from %s already applied (%s): a replay, or sent out of order",
+			e.Type, rfc3339(ts), e.From, rfc3339(last))
+	}
+	if kr.lastSigned == nil {
+		kr.lastSigned = map[string]time.Time{}
+	}
+	kr.lastSigned[e.Type] = ts
+	return ""
 }
 
 // ackBody is the body of an ack, as the bridge writes its own, so that one

@@ -162,3 +162,29 @@ func TestAuthenticateVerdicts(t *testing.T) {
 		})
 	}
 }
+
+// TestSignedUpdateReplayIsRefused: a signed registry.update is fresh for
+// the whole signature window and travels over plain TCP, its ID header
+// unsigned. Sent again after a later update, a captured one put the entry
+// back as it was, and the relay delivered to the old address. An older
+// signed message of a TYPE than one already applied is now refused (409);
+// one stamped the same second passes.
+func TestSignedUpdateReplayIsRefused(t *testing.T) {
+	const bob = "agent://bob.local"
+	k := newEd25519(t)
+	h := newHarness(t)
+	at := func(d time.Duration) time.Time { return regT0.Add(d) }
+	h.bindKey(bob, k, at(0))
+	upd := func(addr string, stamped time.Duration) *protocol.Frame {
+		return signed(t, k, frame(bob, testNode, protocol.TypeRegistryUpdate, fmt.Sprintf(
+			`{"agent_name":"Bob","address":%q,"port":7000,"timestamp":%q}`, addr, ts(at(stamped)))))
+	}
+	u1 := upd("10.0.0.1", time.Second)
+	h.mustReply(u1, at(time.Second), protocol.TypeRegistryAck, protocol.StatusOK)
+	h.mustReply(upd("10.0.0.2", 10*time.Second), at(10*time.Second), protocol.TypeRegistryAck, protocol.StatusOK)
+	h.mustReply(u1, at(20*time.Second), protocol.TypeError, protocol.StatusConflict)
+	if c, _ := h.r.Contact(bob, at(21*time.Second)); c != "10.0.0.2:7000" {
+		t.Errorf("after the replay Contact = %q, want the agent's latest word 10.0.0.2:7000", c)
+	}
+	h.mustReply(upd("10.0.0.3", 10*time.Second), at(22*time.Second), protocol.TypeRegistryAck, protocol.StatusOK)
+}
