@@ -227,7 +227,8 @@ func (r *Registry) zoneDeny(e *Event, status protocol.Status, zoneID, reason str
 // (404); the HMAC under its secret verifies (401); the timestamp is within
 // the window (401); the same message was not answered before (409: a
 // replay must not be handed a session token); the agent has a live entry
-// (403); its reputation is at least the zone's minimum (403).
+// (403); its reputation is at least the zone's minimum (403); an agent with
+// a key has no live session in the zone already (409).
 func (r *Registry) zoneJoin(e *Event, p *protocol.ZoneJoin) {
 	z := r.zones[p.ZoneID]
 	if z == nil {
@@ -272,6 +273,16 @@ func (r *Registry) admit(e *Event, p *protocol.ZoneJoin, z *zoneState) protocol.
 	if !(rep >= z.cfg.MinReputation) {
 		r.zoneDeny(e, protocol.StatusForbidden, p.ZoneID, "Reputation below required threshold ("+strconv.FormatFloat(z.cfg.MinReputation, 'f', -1, 64)+")")
 		return protocol.StatusForbidden
+	}
+	// The zone's secret is shared by its members, so the HMAC proves
+	// membership, not which agent sent the join: any member could join as
+	// another and take its session. Once the agent has a key, a join does
+	// not replace its live session; the agent ends it first with a
+	// zone.leave, which must carry its signature.
+	if old := z.members[e.From]; old != nil && r.now.Before(old.Expires) && r.keys[e.From].current() != nil {
+		r.zoneDeny(e, protocol.StatusConflict, p.ZoneID, fmt.Sprintf(
+			"%s is a member until %s; send a signed zone.leave first to join again", e.From, rfc3339(old.Expires)))
+		return protocol.StatusConflict
 	}
 	m := &zoneMember{Role: z.cfg.Role, JoinedAt: r.now, JoinSeq: e.Seq, JoinEvent: e.ID,
 		Expires: r.now.Add(ZoneSessionDuration), Capabilities: slices.Clone(p.Capabilities)}

@@ -245,3 +245,31 @@ func TestZoneJoinReplayInAnotherLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestZoneJoinCannotTakeAKeyedAgentsSession: the zone's secret is shared
+// by its members, so any member could send a zone.join FROM another agent,
+// take that agent's session token and end its session. Once the agent has
+// a key, a join does not replace its live session; a signed zone.leave
+// ends it first.
+func TestZoneJoinCannotTakeAKeyedAgentsSession(t *testing.T) {
+	const carol = "agent://carol.local"
+	h := newHarness(t)
+	at := func(d time.Duration) time.Time { return regT0.Add(d) }
+	k := newEd25519(t)
+	h.bindKey(carol, k, at(0))
+	h.mustReply(signed(t, k, frame(carol, testNode, protocol.TypeRegistryUpdate,
+		fmt.Sprintf(`{"agent_name":"Carol","ttl":3600,"timestamp":%q}`, ts(at(time.Second))))), at(time.Second), protocol.TypeRegistryAck, protocol.StatusOK)
+	join := func(when time.Duration) *protocol.Frame {
+		return hmacSigned(t, testZoneSecretA, frame(carol, testNode, protocol.TypeZoneJoin,
+			fmt.Sprintf(`{"zone_id":"research-hub","agent_id":"x","timestamp":%q}`, ts(at(when)))))
+	}
+	token := str(t, h.mustReply(join(2*time.Second), at(2*time.Second), protocol.TypeZoneConfirm, protocol.StatusOK).Body, "session_token")
+	h.mustReply(join(3*time.Second), at(3*time.Second), protocol.TypeZoneDeny, protocol.StatusConflict)
+	if !h.r.ValidSession("research-hub", carol, token) {
+		t.Fatal("a second join ended carol's session")
+	}
+	// Carol herself leaves, signed, and joins again.
+	h.mustReply(signed(t, k, frame(carol, testNode, protocol.TypeZoneLeave,
+		fmt.Sprintf(`{"zone_id":"research-hub","timestamp":%q}`, ts(at(4*time.Second))))), at(4*time.Second), protocol.TypeAck, protocol.StatusOK)
+	h.mustReply(join(5*time.Second), at(5*time.Second), protocol.TypeZoneConfirm, protocol.StatusOK)
+}
