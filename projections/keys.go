@@ -233,6 +233,9 @@ func (r *Registry) bindFirstKey(e *Event, p *protocol.AuthRequest, pub crypto.Pu
 			"%s already has a key bound (%s); a new key replaces it only through key.rotate signed with the current one", e.From, cur.KeyID))
 	}
 	until := r.now.Add(AuthValidity)
+	if cur == nil && kr == nil && len(r.keys) >= RegistryKeysMax {
+		return r.authRejection(protocol.StatusUnavailable, fmt.Sprintf("the registry holds keys for %d agents, its limit", RegistryKeysMax))
+	}
 	if cur == nil {
 		r.keysMu.Lock()
 		if kr == nil {

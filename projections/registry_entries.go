@@ -22,6 +22,11 @@ const (
 	// RegistryAgentsMax bounds the agents the registry knows. Entries are
 	// history and are never evicted; past the bound new ones are refused.
 	RegistryAgentsMax = 1 << 20 // agents
+	// RegistryKeysMax bounds the agents with a bound key. auth.request
+	// binds a key for any URI, with no entry needed, so without a bound
+	// one key pair could be bound under URIs without end; past it a first
+	// key is refused with 503, as a registration past RegistryAgentsMax is.
+	RegistryKeysMax = RegistryAgentsMax // agents
 	// RegistrySyncedMax bounds the agents known only from peer registries
 	// (registry.sync, which an unsigned registry:// sender may send), so
 	// that peers cannot fill the registry and leave agents that register
