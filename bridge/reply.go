@@ -61,12 +61,14 @@ func (s *Server) mayWait(it *item) bool {
 // answered reports whether the reply to it, appended as a, comes from the
 // projections rather than being a plain ack.
 func (s *Server) answered(it *item, a events.Appended) bool {
-	return s.cfg.Answerer != nil && !a.Duplicate && s.cfg.Answerer.Answers(it.env.Type)
+	return s.cfg.Answerer != nil && s.cfg.Answerer.Answers(it.env.Type)
 }
 
 // answer waits for the projections' reply to an appended message, for the
-// TYPEs they answer. A duplicate was answered the first time; it gets the
-// plain ack that names the first event.
+// TYPEs they answer. A duplicate gets the reply to the first event (the
+// outbox keeps it), or 202 when it is gone: a plain ack, as before
+// 2026-11-30, told an agent whose transfer the ledger had refused that
+// its resend succeeded.
 func (s *Server) answer(it *item, a events.Appended) (projections.Reply, bool) {
 	if !s.answered(it, a) {
 		return projections.Reply{}, false

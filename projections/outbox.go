@@ -8,7 +8,9 @@ import (
 )
 
 // OutboxMax bounds the replies the outbox holds. A reply is taken within
-// moments of being made, by the connection that waits for it; during a
+// moments of being made, by the connection that waits for it, and kept
+// after that for a resend of the same message (the bridge answers a
+// duplicate with the first reply); the oldest are dropped first. During a
 // replay at start nobody waits, and the oldest replies are dropped.
 const OutboxMax = 1 << 16 // replies
 
@@ -47,28 +49,22 @@ func (o *Outbox) Put(seq uint64, r Reply) {
 	o.bySeq[seq] = r
 	o.order = append(o.order, seq)
 	for len(o.bySeq) > OutboxMax {
-		if _, ok := o.bySeq[o.order[0]]; ok {
-			delete(o.bySeq, o.order[0])
-			o.evicted = max(o.evicted, o.order[0])
-		}
+		delete(o.bySeq, o.order[0])
+		o.evicted = max(o.evicted, o.order[0])
 		o.order = o.order[1:]
 	}
-	if len(o.order) > 2*OutboxMax { // taken entries linger in order
-		kept := o.order[:0]
-		for _, s := range o.order {
-			if _, ok := o.bySeq[s]; ok {
-				kept = append(kept, s)
-			}
-		}
-		o.order = kept
+	if cap(o.order) > 2*OutboxMax && len(o.order) <= OutboxMax {
+		o.order = append(make([]uint64, 0, OutboxMax+1), o.order...) // the slice's dropped front
 	}
 }
 
-// Take removes and returns the reply to the event at seq. It fails with
-// ErrReplyDropped when there is none but one may have been dropped to
-// keep the bound: "no reply" must not be mistaken for "no reply decided",
-// which the bridge answers with a plain ack, when the dropped reply was,
-// say, a refusal.
+// Take returns the reply to the event at seq, and keeps it for a resend of
+// the same message: until 2026-11-30 it removed it, the bridge answered a
+// resend with a plain ack, and a transfer the ledger had refused (402) was
+// answered 200 the second time. It fails with ErrReplyDropped when there
+// is none but one may have been dropped to keep the bound: "no reply" must
+// not be mistaken for "no reply decided", which the bridge answers with a
+// plain ack, when the dropped reply was, say, a refusal.
 func (o *Outbox) Take(seq uint64) (Reply, bool, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -76,7 +72,6 @@ func (o *Outbox) Take(seq uint64) (Reply, bool, error) {
 	if !ok && seq <= o.evicted {
 		return Reply{}, false, ErrReplyDropped
 	}
-	delete(o.bySeq, seq)
 	return r, ok, nil
 }
 
