@@ -49,6 +49,12 @@ type Envelope struct {
 	// it is never stored, and a reader of the stream decodes it afresh
 	// (protocol.Parse of Frame() gives the same message).
 	Msg *protocol.Message
+	// Foreign says why the stream's message at Seq is not an event of
+	// this node's, when Read hands back this envelope in its place: the
+	// stream takes anything a NATS client with the right to publish puts
+	// on its subjects. Such an envelope has no TYPE and no body, and every
+	// fold skips it; never stored.
+	Foreign error
 }
 
 // Frame rebuilds the AGLX frame the envelope was made from.

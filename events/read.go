@@ -107,7 +107,10 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn func(*Envelope) err
 		}
 		env, err := FromMsg(m.Headers(), m.Data(), meta.Sequence.Stream)
 		if err != nil {
-			return err
+			// Not one of the node's events. Failing the read stopped the
+			// runner at it for good: nothing after it was ever applied,
+			// and every answer ended in 202. Readers get its sequence.
+			env = &Envelope{Seq: meta.Sequence.Stream, Foreign: err}
 		}
 		if err := fn(env); err != nil {
 			if errors.Is(err, ErrStop) {

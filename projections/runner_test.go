@@ -11,6 +11,7 @@ import (
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func openLog(t *testing.T) *events.Log {
@@ -245,5 +246,41 @@ func TestRunnerWaitsForItsServer(t *testing.T) {
 	defer wcancel()
 	if err := r.WaitFor(wctx, 3); err != nil {
 		t.Fatalf("WaitFor(3) after the server came back: %v", err)
+	}
+}
+
+// TestRunnerSkipsAForeignMessage: the event stream takes anything a NATS
+// client with the right to publish puts on its subjects. A message that is
+// not one of the node's events made the read fail, and the runner retried
+// it for ever: nothing after it was applied, and every answer was a 202.
+func TestRunnerSkipsAForeignMessage(t *testing.T) {
+	l, nc := openLogConn(t)
+	rng := rand.New(rand.NewPCG(7, 7))
+	appendAll(t, l, []*events.Envelope{randomEnvelope(rng, 0), randomEnvelope(rng, 1)})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := l.WaitPublished(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: "aglx.ev.junk._.x.y", Data: []byte("hello")}); err != nil {
+		t.Fatal(err)
+	}
+	rl, err := events.Attach(ctx, nc, "") // a reader of the log, as on a restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRunner(rl, nil, NewStats())
+	go r.Run(ctx)
+	select {
+	case <-r.Ready():
+	case <-ctx.Done():
+		t.Fatalf("the runner did not get past the foreign message: applied %d of 3", r.Applied())
+	}
+	if r.Applied() != 3 {
+		t.Fatalf("applied %d, want 3", r.Applied())
 	}
 }

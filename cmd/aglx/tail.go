@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -66,6 +67,10 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	enc := json.NewEncoder(stdout)
 	err = lg.Read(ctx, opts, func(e *events.Envelope) error {
+		if e.Foreign != nil {
+			fmt.Fprintf(os.Stderr, "# seq %d: not an AGLX event (%v); skipped\n", e.Seq, e.Foreign)
+			return nil
+		}
 		if *asJSON {
 			return enc.Encode(jsonEvent(e))
 		}
