@@ -363,7 +363,9 @@ func (s *Server) prepare(f *protocol.Frame, decodeErr *protocol.Error, transport
 		transport: transport, peer: peer, receivedAt: time.Now().UTC(),
 	}
 	if f != nil {
-		if v := f.ID(); v != "" {
+		if v := f.ID(); v != "" && len(v) <= protocol.IDSizeMax {
+			// A longer one is refused (Parse), and echoed it would make a
+			// reply line too long to read; the reply names the event id.
 			it.inReplyTo = v
 		}
 		if from := f.From(); from != "" {

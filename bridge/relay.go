@@ -40,7 +40,7 @@ const (
 // A frame that arrives with it is recorded but never relayed again, so two
 // nodes (or an agent that registers a node's own address) cannot bounce a
 // message between them forever: the relay is one hop.
-const HeaderRelayedBy = "RELAYED-BY"
+const HeaderRelayedBy = protocol.HeaderRelayedBy
 
 // relayBackOff is the wait before each further attempt.
 var relayBackOff = []time.Duration{time.Second, 5 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute,

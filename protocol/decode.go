@@ -317,7 +317,14 @@ func parseHeader(line []byte, last *repeatedValues) (Header, *Error) {
 		return Header{Name: name, Value: strings.ToValidUTF8(strings.TrimSpace(string(value)), "\uFFFD")},
 			Errorf(StatusBadRequest, "header %s is not valid UTF-8", name)
 	}
-	return Header{Name: name, Value: last.value(slot, bytes.TrimSpace(value))}, nil
+	value = bytes.TrimSpace(value)
+	if len(name)+2+len(value) > HeaderLineSizeMax {
+		// The node writes "NAME: value"; a line that fits only without the
+		// space would come back too long for any decoder, its own included.
+		return Header{Name: name, Value: strings.ToValidUTF8(string(value[:HeaderLineSizeMax/2]), "")},
+			Errorf(StatusTooLarge, "header %s is longer than %d bytes once written as NAME: value", name, HeaderLineSizeMax)
+	}
+	return Header{Name: name, Value: last.value(slot, value)}, nil
 }
 
 // repeatedValues holds, per header that tends to repeat from frame to
@@ -373,6 +380,16 @@ func isTokenByte(c byte) bool {
 var singleHeaders = []string{HeaderFrom, HeaderTo, HeaderType, HeaderContentLength, HeaderContentType, HeaderID, HeaderCredits, HeaderInReplyTo, HeaderStatus}
 
 func checkHeaders(f *Frame) *Error {
+	n := 0
+	for _, h := range f.Headers {
+		if !strings.EqualFold(h.Name, HeaderContentLength) && !strings.EqualFold(h.Name, HeaderRelayedBy) {
+			n++
+		}
+	}
+	if n > HeaderCountKeptMax {
+		return Errorf(StatusTooLarge, "%d header lines besides CONTENT-LENGTH and RELAYED-BY; at most %d, so that the frame still fits %d lines when the node writes it on (with its CONTENT-LENGTH, and a relay's RELAYED-BY)",
+			n, HeaderCountKeptMax, HeaderCountMax)
+	}
 	for _, name := range singleHeaders {
 		n := 0
 		for _, h := range f.Headers {

@@ -1,6 +1,10 @@
 package protocol
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
 
 // AppendFrame appends the wire form of f to dst and returns the extended
 // slice. It writes the headers in order, drops any CONTENT-LENGTH it was given
@@ -35,13 +39,18 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 	return dst
 }
 
-// appendLine appends s with any CR or LF replaced by a space: a header
-// built from untrusted text must never end its line early and inject a
-// header (or a body) of its own.
+// appendLine appends s with every control character (CR and LF above
+// all, but any the decoder refuses) written as a space and invalid UTF-8
+// as U+FFFD: a header built from untrusted text must never end its line
+// early and inject a header (or a body) of its own, and what the node
+// writes must be what its own decoder reads.
 func appendLine(dst []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c == '\r' || c == '\n' {
+		if c < 0x20 && c != '\t' || c == 0x7F {
 			c = ' '
 		}
 		dst = append(dst, c)

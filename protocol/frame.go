@@ -14,6 +14,9 @@ const (
 	HeaderStatus        = "STATUS"
 	HeaderID            = "ID"
 	HeaderInReplyTo     = "IN-REPLY-TO"
+	// HeaderRelayedBy marks a frame a node delivers on behalf of its
+	// sender (the relay, in package bridge).
+	HeaderRelayedBy = "RELAYED-BY"
 )
 
 // Transports named on a start line.

@@ -8,6 +8,11 @@ const (
 	HeaderLineSizeMax = 8 << 10 // bytes
 	// HeaderCountMax bounds the header lines of one frame.
 	HeaderCountMax = 64 // headers
+	// HeaderCountKeptMax bounds the header lines, CONTENT-LENGTH and
+	// RELAYED-BY aside, of a frame the node accepts: when it writes the frame on it adds a
+	// CONTENT-LENGTH, and a relay a RELAYED-BY. Accepted at 64, a frame
+	// written on had 66, and the next node refused it whole.
+	HeaderCountKeptMax = HeaderCountMax - 2 // headers
 	// BodySizeMaxDefault is the default bound on one JSON body. A Decoder may
 	// be given another (DecoderOptions.BodySizeMax).
 	BodySizeMaxDefault = 1 << 20 // bytes

@@ -91,8 +91,15 @@ func parse(f *Frame) (*Message, *Error) {
 	if m.From, e = addressHeader(f, HeaderFrom, true); e != nil {
 		return nil, e
 	}
-	if m.To, e = addressHeader(f, HeaderTo, !info.UDP); e != nil {
+	// TO may be missing on an ack or error, which answer a frame: the
+	// node's own error to a frame without a FROM has none.
+	if m.To, e = addressHeader(f, HeaderTo, !info.UDP && !info.NoReply); e != nil {
 		return nil, e
+	}
+	if id, ok := f.Get(HeaderID); ok && (len(id) > IDSizeMax || !visibleASCII(id)) {
+		// The ID comes back as IN-REPLY-TO, nine bytes longer: a long one
+		// made the reply a line no decoder takes. It is a dedup key too.
+		return nil, Errorf(StatusBadRequest, "the ID header must be 1 to %d bytes of visible ASCII", IDSizeMax)
 	}
 	if credits, ok := f.Get(HeaderCredits); ok {
 		a, why := parseAmount(credits)

@@ -42,8 +42,21 @@ func parseTimestamp(s string) (Timestamp, string) {
 	if len(s) > timestampSizeMax {
 		return Timestamp{}, "is longer than " + strconv.Itoa(timestampSizeMax) + " bytes; expected an RFC 3339 time such as \"2025-10-29T18:22:04Z\""
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil || !strictRFC3339(s) {
+	// RFC 3339 (5.6, note) allows "t" and "z" in lower case; Go's parser
+	// does not. The text stays as sent: a signature covers it.
+	u := s
+	if len(u) > 10 && (u[10] == 't' || u[len(u)-1] == 'z') {
+		b := []byte(u)
+		if b[10] == 't' {
+			b[10] = 'T'
+		}
+		if b[len(b)-1] == 'z' {
+			b[len(b)-1] = 'Z'
+		}
+		u = string(b)
+	}
+	t, err := time.Parse(time.RFC3339Nano, u)
+	if err != nil || !strictRFC3339(u) {
 		return Timestamp{}, "holds " + quoteValue(s) + ", which is not an RFC 3339 time such as \"2025-10-29T18:22:04Z\""
 	}
 	return Timestamp{Time: t, Text: s}, ""
