@@ -106,6 +106,12 @@ type Relay struct {
 	// could make the node open connections into any network it can reach.
 	// Addresses must be IP literals.
 	Networks []netip.Prefix
+	// Refused reports whether the node refused the event at seq (its
+	// reply was an error, such as a transfer the ledger found no funds
+	// for). Such a message is not delivered: with RELAYED-BY on it, an
+	// addressee would take a refused transfer for a payment. Nil, or false
+	// for a reply no longer held, delivers.
+	Refused func(seq uint64) bool
 
 	delivered, undeliverable, failed atomic.Int64
 	cursorSeq, waiting, lanes        atomic.Int64
@@ -309,6 +315,11 @@ func (st *relayRun) consider(ctx context.Context, e *events.Envelope) bool {
 	r := st.r
 	if !relayable(e.Type) || e.To == "" || e.To == r.NodeURI || relayedBefore(e) {
 		return true // not the relay's, or relayed once already
+	}
+	if r.Refused != nil && r.Refused(e.Seq) {
+		r.undeliverable.Add(1)
+		r.Lg.Debug("relay: the node refused this message; not delivered", "seq", e.Seq, "to", e.To)
+		return true
 	}
 	addr, ok := r.contact(e.To)
 	if !ok {

@@ -75,6 +75,15 @@ func (o *Outbox) Take(seq uint64) (Reply, bool, error) {
 	return r, ok, nil
 }
 
+// Refused reports whether the reply to the event at seq, still held, is a
+// refusal (an error).
+func (o *Outbox) Refused(seq uint64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, ok := o.bySeq[seq]
+	return ok && r.Type == protocol.TypeError
+}
+
 // ErrReplyDropped is Take's failure for a reply the outbox may have
 // dropped: more than OutboxMax newer replies came before it was taken.
 var ErrReplyDropped = errors.New("projections: the reply was dropped from the outbox before it was taken; its outcome is in the state")

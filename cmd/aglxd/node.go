@@ -147,7 +147,8 @@ func (m *Main) Run(ctx context.Context) error {
 				m.lg.Warn("--relay-networks holds a very wide network: any agent can have the node connect to almost any address in it", "network", n.String())
 			}
 		}
-		m.relay = &bridge.Relay{Log: m.log, Runner: m.runner, Registry: m.registry, NodeURI: m.cfg.Name, Lg: m.lg, Networks: nets}
+		m.relay = &bridge.Relay{Log: m.log, Runner: m.runner, Registry: m.registry, NodeURI: m.cfg.Name, Lg: m.lg, Networks: nets,
+			Refused: m.outbox.Refused}
 		// Before any frame is taken: a relay that never ran starts at the
 		// log's end as it stands now.
 		if err := m.relay.Open(ctx); err != nil {

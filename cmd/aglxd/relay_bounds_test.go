@@ -216,3 +216,31 @@ func TestFederationPushEndsAtShutdown(t *testing.T) {
 		t.Fatal("Close waited for the push to a peer that never answers")
 	}
 }
+
+// TestRelaySkipsWhatTheNodeRefused: a credit.transfer the ledger refused
+// (no funds) was still delivered to its addressee, RELAYED-BY the node,
+// which could read it as a payment. What the node refused stays in the
+// log, undelivered.
+func TestRelaySkipsWhatTheNodeRefused(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
+	sink := listenAgent(t, "127.0.0.1:0")
+	registerAt(t, m, "agent://sink.local", sink.ln.Addr().String())
+	c := dial(t, m.TCPAddr())
+	c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://broke.local\nTO: agent://sink.local\nTYPE: credit.transfer\n\n" +
+		`{"amount": "5", "currency": "AGLX", "reason": "r", "timestamp": "2025-10-29T19:02:40Z", "transaction_id": "tx-broke"}` + "\n"))
+	c.Flush()
+	if f, _ := readReply(t, c); f.Type() != "error" {
+		t.Fatalf("the transfer without funds: %s %s, want the ledger's refusal", f.Type(), f.Body)
+	}
+	c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://broke.local\nTO: agent://sink.local\nTYPE: task.cancel\n\n{\"task_id\": \"t\", \"reason\": \"r\"}\n"))
+	c.Flush()
+	readReply(t, c)
+	select {
+	case f := <-sink.frames:
+		if f.Type() != protocol.TypeTaskCancel {
+			t.Fatalf("the addressee got %s %s first; the refused transfer must not reach it", f.Type(), f.Body)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("nothing was delivered: %+v", m.relay.Counters())
+	}
+}
