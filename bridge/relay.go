@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -299,12 +298,8 @@ func (st *relayRun) follow(ctx context.Context) error {
 // an agent sent to an address that leads back to a node went round for
 // ever, stored again on every pass.
 func relayedBefore(e *events.Envelope) bool {
-	for _, h := range e.Headers {
-		if strings.EqualFold(h.Name, HeaderRelayedBy) {
-			return true
-		}
-	}
-	return false
+	_, ok := e.Frame().Get(HeaderRelayedBy)
+	return ok
 }
 
 // consider hands e to its address's lane if it is an agent-to-agent
@@ -520,11 +515,9 @@ func (r *Relay) deliver(ctx context.Context, addr string, env *events.Envelope) 
 		f.Transport = protocol.TransportTCP
 	}
 	// A copy of the headers: the envelope may be shared with the folds.
-	// One RELAYED-BY, ours: with the sender's kept as well, an empty
-	// first one would hide ours from the next relay's one-hop check.
-	f.Headers = append([]protocol.Header(nil), f.Headers...)
-	f.Headers = slices.DeleteFunc(f.Headers, func(h protocol.Header) bool { return strings.EqualFold(h.Name, HeaderRelayedBy) })
-	f.Headers = append(f.Headers, protocol.Header{Name: HeaderRelayedBy, Value: r.NodeURI})
+	// It has no RELAYED-BY (consider left such frames alone), so ours is
+	// the only one.
+	f.Headers = append(append([]protocol.Header(nil), f.Headers...), protocol.Header{Name: HeaderRelayedBy, Value: r.NodeURI})
 	info, _ := protocol.Lookup(env.Type)
 	answered := !info.NoReply
 	for {

@@ -228,19 +228,27 @@ func (s *Server) ServeTCP(ln net.Listener, transport string) error {
 			// a connection reset before it was taken: wait and go on, as
 			// net/http does. Ending here left the node running without
 			// its listener, with /healthz still saying ok.
-			if tempDelay == 0 {
-				s.lg.Warn("accepting connections failed; retrying", "addr", ln.Addr().String(), "err", err)
-			}
-			tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
-			select {
-			case <-time.After(tempDelay):
-			case <-s.abort.Done():
-			}
+			tempDelay = s.backOff(tempDelay, "accepting connections failed; retrying", ln.Addr().String(), err)
 			continue
 		}
 		tempDelay = 0
 		s.startConn(nc, transport)
 	}
+}
+
+// backOff waits after a read or accept error that may pass, doubling the
+// wait from 5 ms up to a second, and returns the new wait. The first error
+// of a run is logged; Shutdown's deadline ends the wait.
+func (s *Server) backOff(delay time.Duration, msg, addr string, err error) time.Duration {
+	if delay == 0 {
+		s.lg.Warn(msg, "addr", addr, "err", err)
+	}
+	delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+	select {
+	case <-time.After(delay):
+	case <-s.abort.Done():
+	}
+	return delay
 }
 
 // track registers a listener or packet conn for Shutdown to close, and

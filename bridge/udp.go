@@ -41,14 +41,7 @@ func (s *Server) ServeUDP(pc net.PacketConn) error {
 			// Out of buffers or memory, an ICMP error surfacing on the
 			// socket: wait and go on, as ServeTCP does. Ending here left
 			// the node without its UDP port, with /healthz still ok.
-			if tempDelay == 0 {
-				s.lg.Warn("reading datagrams failed; retrying", "addr", pc.LocalAddr().String(), "err", err)
-			}
-			tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
-			select {
-			case <-time.After(tempDelay):
-			case <-s.abort.Done():
-			}
+			tempDelay = s.backOff(tempDelay, "reading datagrams failed; retrying", pc.LocalAddr().String(), err)
 			continue
 		}
 		tempDelay = 0

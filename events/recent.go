@@ -25,11 +25,7 @@ const envelopeFixed = 512 // bytes
 // envelopeMemory bounds the memory e holds: its headers, its body and the
 // parsed payload it carries (protocol.ParsedSizePerBodyByteMax).
 func envelopeMemory(e *Envelope) int64 {
-	n := int64(envelopeFixed) + int64(len(e.Body))*(1+protocol.ParsedSizePerBodyByteMax)
-	for _, h := range e.Headers {
-		n += int64(len(h.Name) + len(h.Value))
-	}
-	return n
+	return envelopeFixed + protocol.MemorySize(e.Headers, e.Body)
 }
 
 // recent is a ring of the newest events published to the event stream,

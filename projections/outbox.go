@@ -53,9 +53,6 @@ func (o *Outbox) Put(seq uint64, r Reply) {
 		o.evicted = max(o.evicted, o.order[0])
 		o.order = o.order[1:]
 	}
-	if cap(o.order) > 2*OutboxMax && len(o.order) <= OutboxMax {
-		o.order = append(make([]uint64, 0, OutboxMax+1), o.order...) // the slice's dropped front
-	}
 }
 
 // Take returns the reply to the event at seq, and keeps it for a resend of

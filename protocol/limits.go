@@ -41,8 +41,13 @@ func (f *Frame) MemorySize() int64 {
 	if f == nil {
 		return 0
 	}
-	n := int64(len(f.Body))*(1+ParsedSizePerBodyByteMax) + 16
-	for _, h := range f.Headers {
+	return MemorySize(f.Headers, f.Body)
+}
+
+// MemorySize is Frame.MemorySize of a frame with these headers and body.
+func MemorySize(headers []Header, body []byte) int64 {
+	n := int64(len(body))*(1+ParsedSizePerBodyByteMax) + 16
+	for _, h := range headers {
 		n += int64(len(h.Name) + len(h.Value) + 3)
 	}
 	return n
