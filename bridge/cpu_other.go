@@ -4,6 +4,6 @@ package bridge
 
 import "time"
 
-// processCPU is 0 where getrusage is missing: load tests then report no
+// ProcessCPU is 0 where getrusage is missing: load tests then report no
 // CPU per frame.
-func processCPU() time.Duration { return 0 }
+func ProcessCPU() time.Duration { return 0 }

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// processCPU is the CPU time the process has used so far.
-func processCPU() time.Duration {
+// ProcessCPU is the CPU time (user and system) the process has used so
+// far; the load tests and the disk probe report costs with it.
+func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0

@@ -56,7 +56,7 @@ func (ld Load) Run(ctx context.Context) (LoadResult, error) {
 	var wg sync.WaitGroup
 	var firstErr error
 	var mu sync.Mutex
-	cpu := processCPU()
+	cpu := ProcessCPU()
 	start := time.Now()
 	for c := 0; c < conns; c++ {
 		wg.Add(1)
@@ -73,7 +73,7 @@ func (ld Load) Run(ctx context.Context) (LoadResult, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu = processCPU() - cpu
+	cpu = ProcessCPU() - cpu
 	if firstErr != nil {
 		return LoadResult{}, firstErr
 	}

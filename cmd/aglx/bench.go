@@ -76,14 +76,23 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	half := fs.Float64("rate-fraction", 0.5, "the latency run sends at this fraction of the measured peak")
 	dir := fs.String("dir", "", "where the servers keep their stores (default: a temporary directory)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	only := fs.String("only", "", "run only this part: raw, ingest (peak), latency (peak, then paced) or signed")
+	only := fs.String("only", "", "run only this part: raw, ingest (peak), latency (peak, then paced), signed, or disk (synced appends alone and beside a stream writer, without NATS; -dir picks the disk)")
 	runs := fs.Int("runs", 1, "repeat the full measurement this many times and judge the goals over all runs")
+	fixedRate := fs.Float64("rate", 0, "with -only latency: pace at this many frames a second instead of -rate-fraction of a peak measured first, to compare builds at one load")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each timed load run to this file, suffixed with the run's name (and the allocations so far, suffixed .allocs)")
 	if stop, err := parseFlags(fs, args); stop {
 		return err
 	}
 	if *runs < 1 {
 		return fmt.Errorf("aglx bench: -runs must be at least 1")
+	}
+	switch *only {
+	case "", "raw", "ingest", "latency", "signed", "disk":
+	default:
+		return fmt.Errorf("aglx bench: -only %q: not one of raw, ingest, latency, signed, disk", *only)
+	}
+	if *fixedRate < 0 || (*fixedRate > 0 && *only != "latency") {
+		return fmt.Errorf("aglx bench: -rate is a positive rate, and only for -only latency (the full run paces at a fraction of the peak it measures)")
 	}
 	temporary := *dir == ""
 	if temporary {
@@ -95,6 +104,16 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		*dir = d
 	}
 	profilePrefix = *cpuprofile
+	switch *only {
+	case "disk":
+		return benchDisk(ctx, *dir+"/disk", stdout)
+	case "raw":
+		rows, err := benchRawRows(ctx, *dir, len(benchFrame(0)), *n, *window)
+		for _, r := range rows {
+			fmt.Fprintf(stdout, "%s: %.0f/s, p50 %s p99 %s\n", r.Name, r.PerSec, r.P50, r.P99)
+		}
+		return err
+	}
 	if *only == "signed" {
 		sr, err := benchSigned(ctx, *dir+"/node-signed", min(*n, 50000), *conns)
 		if err != nil {
@@ -123,17 +142,21 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 				name, r.PerSec, r.Errors, r.P50, r.P99, r.CPUPerFrame(), ns.ack.Quantile(0.5), ns.ack.Quantile(0.99), ns.ack.Max,
 				cs.Quantile(0.5), cs.Quantile(0.99), cs.Latency.Max, float64(cs.Events)/float64(max(cs.Commits, 1)))
 		}
-		r, ns, err := benchIngest(ctx, *dir+"/node-peak", 0, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
-		if err != nil {
-			return err
-		}
-		report("ingest", r, ns)
-		if *only == "latency" {
-			rate := r.PerSec * *half
-			if r, ns, err = benchIngest(ctx, *dir+"/node-paced", 0, bridge.Load{Conns: *conns, Frames: min(*n, int(rate*10)+1), Rate: rate, Frame: frame}); err != nil {
+		rate, name := *fixedRate, fmt.Sprintf("paced at %.0f/s:", *fixedRate)
+		if rate == 0 {
+			r, ns, err := benchIngest(ctx, *dir+"/node-peak", 0, bridge.Load{Conns: *conns, Frames: *n, Frame: frame})
+			if err != nil {
 				return err
 			}
-			report(fmt.Sprintf("paced at %.0f%%:", *half*100), r, ns)
+			report("ingest", r, ns)
+			rate, name = r.PerSec**half, fmt.Sprintf("paced at %.0f%%:", *half*100)
+		}
+		if *only == "latency" {
+			r, ns, err := benchIngest(ctx, *dir+"/node-paced", 0, bridge.Load{Conns: *conns, Frames: min(*n, int(rate*10)+1), Rate: rate, Frame: frame})
+			if err != nil {
+				return err
+			}
+			report(name, r, ns)
 		}
 		return nil
 	}
@@ -196,18 +219,9 @@ const (
 // benchFull runs every measurement once, one after the other, each with
 // its own server and store under dir.
 func benchFull(ctx context.Context, dir string, frame func(int) []byte, n, conns, window int, half float64) (benchReport, error) {
-	size := len(frame(0)) + 200 // body plus the envelope headers, as stored
-
-	var rows []benchRow
-	for _, raw := range []struct {
-		name string
-		sync time.Duration
-	}{{"jetstream async publish, fsync every 2m (ceiling)", 2 * time.Minute}, {"jetstream async publish, fsync always", 0}} {
-		r, err := benchRaw(ctx, fmt.Sprintf("%s/raw-%d", dir, len(rows)), raw.sync, n, size, window)
-		if err != nil {
-			return benchReport{}, fmt.Errorf("%s: %w", raw.name, err)
-		}
-		rows = append(rows, benchRow{Name: raw.name, Count: r.Msgs, PerSec: r.PerSec, P50: r.P50, P99: r.P99, Elapsed: r.Elapsed})
+	rows, err := benchRawRows(ctx, dir, len(frame(0)), n, window)
+	if err != nil {
+		return benchReport{}, err
 	}
 	peak, ns, err := benchIngest(ctx, dir+"/node-peak", 0, bridge.Load{Conns: conns, Frames: n, Frame: frame})
 	if err != nil {
@@ -243,6 +257,24 @@ func benchFull(ctx context.Context, dir string, frame func(int) []byte, n, conns
 	return benchReport{Rows: rows, Signed: signedRow, VerifyNS: sr.verify.single, VerifyCeiling: sr.verify.ceiling,
 		StdlibVerifyNS: sr.verify.stdlib, BatchVerifyNS: sr.verify.batch, SignedBatching: sr.batching(),
 		ReplayEvents: sr.replay.events, ReplayNS: sr.replay.elapsed}, nil
+}
+
+// benchRawRows measures raw JetStream, the ceiling and the floor, with
+// messages the size of a stored event whose frame is frameBytes long.
+func benchRawRows(ctx context.Context, dir string, frameBytes, n, window int) ([]benchRow, error) {
+	size := frameBytes + 200 // body plus the envelope headers, as stored
+	var rows []benchRow
+	for _, raw := range []struct {
+		name string
+		sync time.Duration
+	}{{"jetstream async publish, fsync every 2m (ceiling)", 2 * time.Minute}, {"jetstream async publish, fsync always", 0}} {
+		r, err := benchRaw(ctx, fmt.Sprintf("%s/raw-%d", dir, len(rows)), raw.sync, n, size, window)
+		if err != nil {
+			return rows, fmt.Errorf("%s: %w", raw.name, err)
+		}
+		rows = append(rows, benchRow{Name: raw.name, Count: r.Msgs, PerSec: r.PerSec, P50: r.P50, P99: r.P99, Elapsed: r.Elapsed})
+	}
+	return rows, nil
 }
 
 // print writes the report as two tables.

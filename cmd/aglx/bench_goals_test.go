@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -44,5 +45,23 @@ func TestJudgeGoals(t *testing.T) {
 				t.Errorf("printed:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// TestBenchRefusesWhatItCannotRun: a mistyped -only used to fall through
+// to the full run, minutes of work measuring something else than asked,
+// and -rate means nothing but for the paced run.
+func TestBenchRefusesWhatItCannotRun(t *testing.T) {
+	for _, args := range [][]string{
+		{"-only", "rwa"},
+		{"-rate", "1000"},
+		{"-only", "ingest", "-rate", "1000"},
+		{"-only", "latency", "-rate", "-5"},
+	} {
+		var out bytes.Buffer
+		err := runBench(context.Background(), args, &out)
+		if err == nil || !strings.Contains(err.Error(), "aglx bench") {
+			t.Errorf("aglx bench %v: err %v; want a refusal", args, err)
+		}
 	}
 }
