@@ -107,10 +107,13 @@ type Relay struct {
 	Networks []netip.Prefix
 	// Refused reports whether the node refused the event at seq (its
 	// reply was an error, such as a transfer the ledger found no funds
-	// for). Such a message is not delivered: with RELAYED-BY on it, an
-	// addressee would take a refused transfer for a payment. Nil, or false
-	// for a reply no longer held, delivers.
-	Refused func(seq uint64) bool
+	// for), and whether that is known. A refused message is not
+	// delivered: with RELAYED-BY on it, an addressee would take a refused
+	// transfer for a payment. Nor is one whose verdict is no longer known
+	// (projections.RefusalsMax): until 2026-11-30 the relay delivered
+	// those, and after a restart that resumed its cursor far behind, a
+	// refused transfer went out as if paid. Nil delivers everything.
+	Refused func(seq uint64) (refused, known bool)
 
 	delivered, undeliverable, failed atomic.Int64
 	cursorSeq, waiting, lanes        atomic.Int64
@@ -311,10 +314,18 @@ func (st *relayRun) consider(ctx context.Context, e *events.Envelope) bool {
 	if !relayable(e.Type) || e.To == "" || e.To == r.NodeURI || relayedBefore(e) {
 		return true // not the relay's, or relayed once already
 	}
-	if r.Refused != nil && r.Refused(e.Seq) {
-		r.undeliverable.Add(1)
-		r.Lg.Debug("relay: the node refused this message; not delivered", "seq", e.Seq, "to", e.To)
-		return true
+	if r.Refused != nil {
+		refused, known := r.Refused(e.Seq)
+		if refused {
+			r.undeliverable.Add(1)
+			r.Lg.Debug("relay: the node refused this message; not delivered", "seq", e.Seq, "to", e.To)
+			return true
+		}
+		if !known {
+			r.undeliverable.Add(1)
+			st.giveUpLog.log(r.Lg, time.Now(), slog.LevelWarn, "relay: whether the node refused this message is no longer known; not delivered, it stays in the log", "seq", e.Seq, "to", e.To)
+			return true
+		}
 	}
 	addr, ok := r.contact(e.To)
 	if !ok {

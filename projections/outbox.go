@@ -2,6 +2,7 @@ package projections
 
 import (
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/aglx/ledger/protocol"
@@ -13,6 +14,14 @@ import (
 // duplicate with the first reply); the oldest are dropped first. During a
 // replay at start nobody waits, and the oldest replies are dropped.
 const OutboxMax = 1 << 16 // replies
+
+// RefusalsMax bounds the refusals the outbox remembers after their replies
+// are dropped: the sequences of the events a projection refused, 8 bytes
+// each, 8 MiB at the bound. The relay asks for them long after the reply
+// went (an addressee that was down for an hour, a restart that resumes the
+// relay's cursor far behind the log's end); refusals are a small part of
+// the log, so this covers far more of it than the replies do.
+const RefusalsMax = 1 << 20 // refusals
 
 // Reply is the node's answer to one message, decided by a projection when
 // it applied the message: a registry.ack, a credit outcome, a refusal. It
@@ -34,6 +43,11 @@ type Outbox struct {
 	// Replies are put in log order, so any reply at or below it that is
 	// not here may have been dropped.
 	evicted uint64
+	// refusals holds the sequences of refused events, ascending, and
+	// refusalsEvicted the highest one dropped to keep RefusalsMax: above
+	// it, an event not in refusals was not refused.
+	refusals        []uint64
+	refusalsEvicted uint64
 }
 
 // NewOutbox returns an empty outbox.
@@ -48,6 +62,9 @@ func (o *Outbox) Put(seq uint64, r Reply) {
 	}
 	o.bySeq[seq] = r
 	o.order = append(o.order, seq)
+	if r.Type == protocol.TypeError {
+		o.addRefusal(seq)
+	}
 	for len(o.bySeq) > OutboxMax {
 		delete(o.bySeq, o.order[0])
 		o.evicted = max(o.evicted, o.order[0])
@@ -72,13 +89,40 @@ func (o *Outbox) Take(seq uint64) (Reply, bool, error) {
 	return r, ok, nil
 }
 
-// Refused reports whether the reply to the event at seq, still held, is a
-// refusal (an error).
-func (o *Outbox) Refused(seq uint64) bool {
+// addRefusal records that the event at seq was refused. Replies come in
+// log order, so it is appended; one out of order (never expected) is put
+// in its place, so the search stays right. Past RefusalsMax the oldest
+// eighth is dropped at once, which keeps the cost of dropping constant
+// per refusal.
+func (o *Outbox) addRefusal(seq uint64) {
+	if seq <= o.refusalsEvicted {
+		return // older than what the record can vouch for anyway
+	}
+	i, found := slices.BinarySearch(o.refusals, seq)
+	if found {
+		return
+	}
+	o.refusals = slices.Insert(o.refusals, i, seq)
+	if len(o.refusals) > RefusalsMax {
+		drop := len(o.refusals) - RefusalsMax + RefusalsMax/8
+		o.refusalsEvicted = o.refusals[drop-1]
+		o.refusals = append(o.refusals[:0], o.refusals[drop:]...)
+	}
+}
+
+// Refused reports whether the node refused the event at seq (a projection
+// answered it with an error), and whether the outbox knows: an event it
+// has a refusal for, or one applied and newer than the last refusal it
+// let go of, is known; below that, a refusal may have been dropped. The
+// caller must ask only about applied events: for one not yet applied it
+// answers "not refused", as no reply has been made.
+func (o *Outbox) Refused(seq uint64) (refused, known bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	r, ok := o.bySeq[seq]
-	return ok && r.Type == protocol.TypeError
+	if _, found := slices.BinarySearch(o.refusals, seq); found {
+		return true, true
+	}
+	return false, seq > o.refusalsEvicted
 }
 
 // ErrReplyDropped is Take's failure for a reply the outbox may have

@@ -38,3 +38,46 @@ func TestOutboxSaysWhenAReplyWasDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestOutboxRemembersRefusalsPastItsReplies: the relay asks whether the
+// node refused a message long after its reply was dropped. A refusal is
+// remembered for RefusalsMax refusals, an accepted message is known as
+// such while no newer refusal was let go of, and past that the outbox says
+// it does not know, rather than "not refused".
+func TestOutboxRemembersRefusalsPastItsReplies(t *testing.T) {
+	o := NewOutbox()
+	refusal := Reply{Type: protocol.TypeError, Status: protocol.StatusPaymentRequired}
+	o.Put(2, refusal)
+	o.Put(3, Reply{Type: "ack", Status: protocol.StatusOK})
+	for seq := uint64(4); seq < 4+2*OutboxMax; seq++ { // pushes 2 and 3 out of the replies
+		o.Put(seq, Reply{Type: "ack", Status: protocol.StatusOK})
+	}
+	check := func(when string, tests []struct {
+		seq            uint64
+		refused, known bool
+	}) {
+		t.Helper()
+		for _, tc := range tests {
+			if refused, known := o.Refused(tc.seq); refused != tc.refused || known != tc.known {
+				t.Errorf("%s: Refused(%d) = %v, %v; want %v, %v", when, tc.seq, refused, known, tc.refused, tc.known)
+			}
+		}
+	}
+	check("replies dropped", []struct {
+		seq            uint64
+		refused, known bool
+	}{{2, true, true}, {3, false, true}, {1, false, true}, {4 + 2*OutboxMax - 1, false, true}})
+
+	// RefusalsMax more refusals: the oldest eighth goes, 2 with it.
+	base := uint64(1) << 40
+	for i := range uint64(RefusalsMax) {
+		o.addRefusal(base + i)
+	}
+	check("refusals dropped", []struct {
+		seq            uint64
+		refused, known bool
+	}{{2, false, false}, {3, false, false}, {base, false, false}, {base + RefusalsMax - 1, true, true}, {base + RefusalsMax, false, true}})
+	if len(o.refusals) > RefusalsMax {
+		t.Errorf("%d refusals held, bound %d", len(o.refusals), RefusalsMax)
+	}
+}

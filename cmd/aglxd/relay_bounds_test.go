@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/projections"
 	"github.com/aglx/ledger/protocol"
 )
 
@@ -242,5 +243,41 @@ func TestRelaySkipsWhatTheNodeRefused(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("nothing was delivered: %+v", m.relay.Counters())
+	}
+}
+
+// TestRelayHoldsWhatItCannotVouchFor: a message whose verdict the node no
+// longer knows (the relay resumed far behind the log's end, past
+// projections.RefusalsMax refusals) is not delivered: it may have been a
+// refused transfer. Until 2026-11-30 "not known" was taken for "not
+// refused". The outbox is made to forget here by a flood of refusals of
+// events far ahead, as the relay cannot be put a million refusals behind
+// in a test.
+func TestRelayHoldsWhatItCannotVouchFor(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
+	sink := listenAgent(t, "127.0.0.1:0")
+	registerAt(t, m, "agent://sink.local", sink.ln.Addr().String())
+	for i := range uint64(projections.RefusalsMax + 1) {
+		m.outbox.Put(1<<40+i, projections.Reply{Type: protocol.TypeError})
+	}
+	before := m.relay.Counters().Undeliverable
+	c := dial(t, m.TCPAddr())
+	c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://sink.local\nTYPE: task.cancel\n\n{\"task_id\": \"t\", \"reason\": \"r\"}\n"))
+	c.Flush()
+	readReply(t, c)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if rc := m.relay.Counters(); rc.Delivered > 0 {
+			t.Fatalf("delivered though its verdict is unknown: %+v", rc)
+		} else if rc.Undeliverable > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay never settled the message: %+v", m.relay.Counters())
+		}
+	}
+	select {
+	case f := <-sink.frames:
+		t.Fatalf("delivered %s %s though its verdict is unknown", f.Type(), f.Body)
+	default:
 	}
 }
