@@ -289,38 +289,99 @@ func limitOf(s string) (int, error) {
 func errBody(msg string) map[string]string { return map[string]string{"error": msg} }
 
 // HTTPConnectionsMax bounds the HTTP API's open connections; further ones
-// wait in the listen backlog until one closes.
+// wait in the listen backlog until one closes, or until a kept-alive
+// connection that is idle is closed to make room.
 const HTTPConnectionsMax = 256 // connections
 
 // LimitListener lets at most n connections from ln be open at once: the
 // HTTP API reads projection state under the fold's read lock, and any
 // number of clients must not be able to hold it, or the node's memory.
-func LimitListener(ln net.Listener, n int) net.Listener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+//
+// Its ConnState must be the server's ConnState hook: a connection kept
+// alive between requests holds its slot for the server's IdleTimeout, and
+// with every slot held so, until 2026-11-30, a new client (the
+// orchestrator's health check among them) waited that long. Now, when all
+// slots are taken, the connection idle longest is closed, as the server
+// may close any idle kept-alive connection; a client retries its request
+// on a new one.
+func LimitListener(ln net.Listener, n int) *LimitedListener {
+	return &LimitedListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
+		idle: map[net.Conn]time.Time{}, wentIdle: make(chan struct{}, 1)}
 }
 
-type limitListener struct {
+// LimitedListener is LimitListener's listener.
+type LimitedListener struct {
 	net.Listener
 	slots     chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+
+	mu       sync.Mutex
+	idle     map[net.Conn]time.Time // open connections the server keeps alive between requests, since when
+	wentIdle chan struct{}          // a connection became idle (capacity 1)
 }
 
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
+// Accept takes the next connection and waits for a free slot for it,
+// closing the longest-idle connection whenever none is free. It takes the
+// connection first, so that idle ones are closed only for a client that
+// is there: the one waiting is the only connection beyond n.
+func (l *LimitedListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
 		return nil, err
 	}
-	return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+	for {
+		select {
+		case l.slots <- struct{}{}:
+			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+		}
+		l.closeIdlest()
+		select {
+		case l.slots <- struct{}{}:
+			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+		case <-l.wentIdle: // one may be closed now
+		case <-l.done:
+			c.Close()
+			return nil, net.ErrClosed
+		}
+	}
 }
 
-func (l *limitListener) Close() error {
+// ConnState is the http.Server's ConnState hook: it tracks which
+// connections are idle.
+func (l *LimitedListener) ConnState(c net.Conn, st http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st != http.StateIdle {
+		delete(l.idle, c)
+		return
+	}
+	l.idle[c] = time.Now()
+	select {
+	case l.wentIdle <- struct{}{}:
+	default:
+	}
+}
+
+// closeIdlest closes the connection idle the longest, if any is.
+func (l *LimitedListener) closeIdlest() {
+	l.mu.Lock()
+	var oldest net.Conn
+	var since time.Time
+	for c, t := range l.idle {
+		if oldest == nil || t.Before(since) {
+			oldest, since = c, t
+		}
+	}
+	delete(l.idle, oldest)
+	l.mu.Unlock()
+	if oldest != nil {
+		oldest.Close()
+	}
+}
+
+func (l *LimitedListener) Close() error {
 	l.closeOnce.Do(func() { close(l.done) })
 	return l.Listener.Close()
 }

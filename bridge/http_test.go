@@ -1,7 +1,10 @@
 package bridge
 
 import (
+	"bufio"
+	"io"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -63,4 +66,41 @@ func TestLimitListener(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Accept did not end when the listener closed")
 	}
+}
+
+// TestIdleConnectionsMakeRoom: with every slot held by a kept-alive
+// connection between requests, a new client waited for the server's idle
+// timeout (two minutes in aglxd), so a few idle clients could fail the
+// orchestrator's health checks. The longest-idle connection is closed to
+// make room.
+func TestIdleConnectionsMakeRoom(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := LimitListener(inner, 2)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
+		IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute, ConnState: ln.ConnState}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	for range 2 { // two clients, each with one answered request and its connection kept
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: node\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + inner.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatalf("a third client with both slots idle: %v", err)
+	}
+	resp.Body.Close()
 }

@@ -209,6 +209,7 @@ func (m *Main) Run(ctx context.Context) error {
 		m.http = &http.Server{Handler: bridge.HTTPHandler(api), ReadHeaderTimeout: 10 * time.Second,
 			WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 		httpLn := bridge.LimitListener(m.httpLn, bridge.HTTPConnectionsMax)
+		m.http.ConnState = httpLn.ConnState
 		m.serve("http", func() error { return m.http.Serve(httpLn) })
 	}
 	if m.relay != nil {
