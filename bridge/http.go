@@ -35,6 +35,9 @@ type API struct {
 	Edge     *Server
 	Relay    *Relay // nil when the relay is off
 	Node     NodeInfo
+	// Certs, when the node serves TLS, gives NodeInfo.TLSPin: the
+	// certificate may be renewed while the node runs.
+	Certs *Certs
 }
 
 // NodeInfo is what GET /v1/node says about the node.
@@ -67,7 +70,13 @@ func HTTPHandler(api API) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", api.health)
 	mux.HandleFunc("GET /metrics", api.metrics)
-	mux.HandleFunc("GET /v1/node", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, api.Node) })
+	mux.HandleFunc("GET /v1/node", func(w http.ResponseWriter, r *http.Request) {
+		info := api.Node
+		if api.Certs != nil {
+			info.TLSPin = api.Certs.Fingerprint()
+		}
+		writeJSON(w, http.StatusOK, info)
+	})
 	mux.HandleFunc("GET /v1/stats", api.view(func(r *http.Request) (int, any) {
 		snap, err := api.Stats.Snapshot()
 		if err != nil {

@@ -12,11 +12,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -27,31 +29,150 @@ const SelfSignedValidity = 365 * 24 * time.Hour
 // TLSConfig returns the server TLS configuration: from certFile and keyFile
 // when given, else from a self-signed certificate kept in dir (made on first
 // use, for the hosts named). TLS 1.3 only: there are no old clients to keep.
-// It also returns the certificate's SHA-256 fingerprint, which operators
-// hand to clients that pin it.
-func TLSConfig(certFile, keyFile, dir string, hosts []string) (*tls.Config, string, error) {
+// The certificate is served through the returned Certs, which picks up a
+// renewed one without a restart (Certs.get); its Fingerprint is what
+// operators hand to clients that pin it. lg may be nil.
+func TLSConfig(certFile, keyFile, dir string, hosts []string, lg *slog.Logger) (*tls.Config, *Certs, error) {
 	if (certFile == "") != (keyFile == "") {
-		return nil, "", errors.New("tls: give both a certificate and a key, or neither")
+		return nil, nil, errors.New("tls: give both a certificate and a key, or neither")
 	}
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	c := &Certs{certFile: certFile, keyFile: keyFile, hosts: hosts, lg: lg, checkEvery: CertCheckInterval}
 	if certFile == "" {
-		certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-		if err := ensureSelfSigned(certFile, keyFile, hosts, false); err != nil {
-			return nil, "", err
+		c.own = true
+		c.certFile, c.keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+		if err := ensureSelfSigned(c.certFile, c.keyFile, hosts, false); err != nil {
+			return nil, nil, err
 		}
 		// The pair is written as two files; a crash between them leaves
 		// a key that is not the certificate's. The node's own pair is
 		// made again then, rather than refuse every start.
-		if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
-			if err := ensureSelfSigned(certFile, keyFile, hosts, true); err != nil {
-				return nil, "", err
+		if _, err := tls.LoadX509KeyPair(c.certFile, c.keyFile); err != nil {
+			if err := ensureSelfSigned(c.certFile, c.keyFile, hosts, true); err != nil {
+				return nil, nil, err
 			}
 		}
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, "", fmt.Errorf("tls: %w", err)
+	if err := c.load(); err != nil {
+		return nil, nil, err
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}, Fingerprint(cert.Certificate[0]), nil
+	c.checked = time.Now()
+	return &tls.Config{GetCertificate: c.get, MinVersion: tls.VersionTLS13}, c, nil
+}
+
+// CertCheckInterval is how often, at most, the node looks at its
+// certificate files for a renewed certificate, and at its own certificate
+// for whether a tenth of its validity is left. It looks when a client
+// connects, so an idle node looks at the next connection.
+const CertCheckInterval = time.Minute
+
+// Certs serves the node's TLS certificate. Certificates are renewed on
+// disk (an ACME client every 60 days or so; the node's own every 330);
+// until 2026-11-30 the node read them only at start, so a node that ran
+// past its certificate's end refused every TLS client, security messages
+// included, until restarted, and a restart replays the whole log. Now a
+// renewed pair is taken at the next check; a pair that does not load (a
+// renewal half written) is logged and the one in use kept.
+type Certs struct {
+	certFile, keyFile string
+	own               bool // made by the node: remade when a tenth of its validity is left
+	hosts             []string
+	lg                *slog.Logger
+	checkEvery        time.Duration
+
+	mu      sync.Mutex
+	cert    *tls.Certificate
+	fp      string
+	digest  [sha256.Size]byte // of the files cert was read from (readPair)
+	checked time.Time
+}
+
+// readPair reads the certificate and key files, and a digest of both
+// that tells whether they changed: a comparison of contents, which unlike
+// modification times holds on any file system.
+func readPair(certFile, keyFile string) (certPEM, keyPEM []byte, digest [sha256.Size]byte, err error) {
+	if certPEM, err = os.ReadFile(certFile); err != nil {
+		return nil, nil, digest, err
+	}
+	if keyPEM, err = os.ReadFile(keyFile); err != nil {
+		return nil, nil, digest, err
+	}
+	h := sha256.New()
+	h.Write(certPEM)
+	h.Write([]byte{0})
+	h.Write(keyPEM)
+	h.Sum(digest[:0])
+	return certPEM, keyPEM, digest, nil
+}
+
+// Fingerprint is the SHA-256 fingerprint of the certificate being served.
+func (c *Certs) Fingerprint() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fp
+}
+
+// get is the server's GetCertificate: the current certificate, looked at
+// again once checkEvery has passed.
+func (c *Certs) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now := time.Now(); now.Sub(c.checked) >= c.checkEvery {
+		c.checked = now
+		c.refresh(now)
+	}
+	return c.cert, nil
+}
+
+// refresh remakes the node's own certificate when a tenth of its validity
+// is left at now, and takes the pair on disk if its files changed. c.mu
+// is held.
+func (c *Certs) refresh(now time.Time) {
+	if c.own && c.cert.Leaf != nil && c.cert.Leaf.NotAfter.Sub(now) <= SelfSignedValidity/10 {
+		if err := ensureSelfSigned(c.certFile, c.keyFile, c.hosts, true); err != nil {
+			c.lg.Error("tls: remaking the node's certificate failed; serving the old one", "not_after", c.cert.Leaf.NotAfter, "err", err)
+		}
+	}
+	certPEM, keyPEM, digest, err := readPair(c.certFile, c.keyFile)
+	if err != nil {
+		c.lg.Warn("tls: cannot read the certificate files; serving the certificate read before", "err", err)
+		return
+	}
+	if digest == c.digest {
+		return
+	}
+	was := c.fp
+	if err := c.take(certPEM, keyPEM, digest); err != nil {
+		c.lg.Warn("tls: the certificate files changed but do not load; serving the certificate read before, trying again in a minute", "err", err)
+		return
+	}
+	c.lg.Info("tls: certificate renewed", "sha256_fingerprint", c.fp, "was", was, "not_after", c.cert.Leaf.NotAfter)
+}
+
+// load reads the pair from disk into c.
+func (c *Certs) load() error {
+	certPEM, keyPEM, digest, err := readPair(c.certFile, c.keyFile)
+	if err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	return c.take(certPEM, keyPEM, digest)
+}
+
+// take makes the pair read as digest the one served.
+func (c *Certs) take(certPEM, keyPEM []byte, digest [sha256.Size]byte) error {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return fmt.Errorf("tls: %s and %s: %w", c.certFile, c.keyFile, err)
+	}
+	if pair.Leaf == nil {
+		if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+	}
+	c.cert, c.fp, c.digest = &pair, Fingerprint(pair.Certificate[0]), digest
+	return nil
 }
 
 // Fingerprint is the SHA-256 of a certificate's DER, as hex pairs joined

@@ -1,10 +1,12 @@
 package bridge
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestSelfSignedPairIsRemadeWhenItDoesNotMatch: a crash between writing
@@ -12,21 +14,21 @@ import (
 // the next start makes a new pair instead of failing every time.
 func TestSelfSignedPairIsRemadeWhenItDoesNotMatch(t *testing.T) {
 	dir := t.TempDir()
-	_, first, err := TLSConfig("", "", dir, nil)
+	_, firstCerts, err := TLSConfig("", "", dir, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := t.TempDir()
-	if _, _, err := TLSConfig("", "", other, nil); err != nil {
+	if _, _, err := TLSConfig("", "", other, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	key, _ := os.ReadFile(filepath.Join(other, "key.pem"))
 	if err := os.WriteFile(filepath.Join(dir, "key.pem"), key, 0o600); err != nil { // the new key, the old certificate
 		t.Fatal(err)
 	}
-	_, again, err := TLSConfig("", "", dir, nil)
-	if err != nil || again == first {
-		t.Fatalf("TLSConfig over a mismatched pair = %q, %v; want a new certificate", again, err)
+	_, againCerts, err := TLSConfig("", "", dir, nil, nil)
+	if err != nil || againCerts.Fingerprint() == firstCerts.Fingerprint() {
+		t.Fatalf("TLSConfig over a mismatched pair: %v; want a new certificate", err)
 	}
 }
 
@@ -48,19 +50,81 @@ func TestSelfSignedCertificateFollowsTheHost(t *testing.T) {
 	}
 	prev := ""
 	for _, tt := range tests {
-		cfg, fp, err := TLSConfig("", "", dir, []string{tt.host})
+		_, certs, err := TLSConfig("", "", dir, []string{tt.host}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		fp := certs.Fingerprint()
 		if (fp == prev) != tt.same {
 			t.Errorf("host %q: fingerprint the same as before = %v, want %v", tt.host, fp == prev, tt.same)
 		}
 		if tt.host != "" {
-			c, err := x509.ParseCertificate(cfg.Certificates[0].Certificate[0])
+			c, err := x509.ParseCertificate(certs.cert.Certificate[0])
 			if err != nil || c.VerifyHostname(tt.host) != nil {
 				t.Errorf("host %q: the certificate does not name it (%v)", tt.host, err)
 			}
 		}
 		prev = fp
+	}
+}
+
+// TestRenewedCertificateIsServedWithoutRestart: an operator's certificate
+// renewed on disk (as an ACME client does) is served from the next check
+// on, and a renewal caught half written (a key that is not the
+// certificate's) leaves the old one in service; the node's own
+// certificate is remade when a tenth of its validity is left. Until
+// 2026-11-30 certificates were read only at start, and a node that ran
+// past its certificate's end refused every TLS client.
+func TestRenewedCertificateIsServedWithoutRestart(t *testing.T) {
+	op := t.TempDir()
+	certFile, keyFile := filepath.Join(op, "cert.pem"), filepath.Join(op, "key.pem")
+	renew := func() {
+		t.Helper()
+		if err := ensureSelfSigned(certFile, keyFile, nil, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	renew()
+	cfg, certs, err := TLSConfig(certFile, keyFile, "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs.checkEvery = 0 // look at the files at every handshake
+	served := func() string {
+		t.Helper()
+		c, err := cfg.GetCertificate(&tls.ClientHelloInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Fingerprint(c.Certificate[0])
+	}
+	first := served()
+	renew()
+	second := served()
+	if second == first || certs.Fingerprint() != second {
+		t.Fatalf("after a renewal on disk: served %s (first %s, Fingerprint %s); want the new one", second, first, certs.Fingerprint())
+	}
+	other := t.TempDir()
+	if err := ensureSelfSigned(filepath.Join(other, "cert.pem"), filepath.Join(other, "key.pem"), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := os.ReadFile(filepath.Join(other, "key.pem"))
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil { // half a renewal: a new key, the old certificate
+		t.Fatal(err)
+	}
+	if got := served(); got != second {
+		t.Fatalf("with a mismatched pair on disk: served %s; want the one before, %s", got, second)
+	}
+
+	_, own, err := TLSConfig("", "", t.TempDir(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	was := own.Fingerprint()
+	own.mu.Lock()
+	own.refresh(own.cert.Leaf.NotAfter.Add(-SelfSignedValidity / 20)) // a twentieth left
+	own.mu.Unlock()
+	if own.Fingerprint() == was || time.Until(own.cert.Leaf.NotAfter) < SelfSignedValidity/2 {
+		t.Fatalf("the node's own certificate with a twentieth left: not remade (fingerprint %s, was %s)", own.Fingerprint(), was)
 	}
 }

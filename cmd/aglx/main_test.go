@@ -68,7 +68,7 @@ func startTestNode(t *testing.T) testNode {
 		t.Fatal(err)
 	}
 	certDir := t.TempDir()
-	tcfg, _, err := bridge.TLSConfig("", "", certDir, nil)
+	tcfg, _, err := bridge.TLSConfig("", "", certDir, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

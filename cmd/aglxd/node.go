@@ -48,7 +48,7 @@ type Main struct {
 
 	tcpLn  net.Listener
 	tlsLn  net.Listener
-	tlsPin string // the TLS certificate's SHA-256 fingerprint
+	tlsCerts *bridge.Certs // the TLS certificate served, and its fingerprint
 	udpPC  net.PacketConn
 	httpLn net.Listener
 
@@ -165,7 +165,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	if m.cfg.TLSListen != "" {
 		host, _, _ := net.SplitHostPort(m.cfg.TLSListen)
-		tcfg, fp, err := bridge.TLSConfig(m.cfg.TLSCert, m.cfg.TLSKey, filepath.Join(m.cfg.DataDir, "tls"), []string{host})
+		tcfg, certs, err := bridge.TLSConfig(m.cfg.TLSCert, m.cfg.TLSKey, filepath.Join(m.cfg.DataDir, "tls"), []string{host}, m.lg)
 		if err != nil {
 			return fmt.Errorf("--tls-listen: %w", err)
 		}
@@ -174,8 +174,8 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("--tls-listen: %w", err)
 		}
 		m.tlsLn = tls.NewListener(ln, tcfg)
-		m.tlsPin = fp
-		m.lg.Info("TLS certificate", "sha256_fingerprint", fp, "self_signed", m.cfg.TLSCert == "")
+		m.tlsCerts = certs
+		m.lg.Info("TLS certificate", "sha256_fingerprint", certs.Fingerprint(), "self_signed", m.cfg.TLSCert == "")
 	}
 	m.bridge = bridge.New(m.log, bridge.Config{
 		Name: m.cfg.Name, BodySizeMax: m.cfg.BodySizeMax,
@@ -201,7 +201,8 @@ func (m *Main) Run(ctx context.Context) error {
 		pub, _ := protocol.MarshalPublicKey(m.key.Public())
 		api := bridge.API{
 			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Edge: m.bridge, Relay: m.relay,
-			Node: bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr(), TLSPin: m.tlsPin},
+			Node: bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr()},
+			Certs: m.tlsCerts,
 		}
 		// Every wait a client controls is bounded: the request's headers,
 		// the response, a kept-alive connection between requests, and how
