@@ -46,11 +46,11 @@ type Main struct {
 	bridge      *bridge.Server
 	http        *http.Server
 
-	tcpLn  net.Listener
-	tlsLn  net.Listener
+	tcpLn    net.Listener
+	tlsLn    net.Listener
 	tlsCerts *bridge.Certs // the TLS certificate served, and its fingerprint
-	udpPC  net.PacketConn
-	httpLn net.Listener
+	udpPC    net.PacketConn
+	httpLn   net.Listener
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -201,7 +201,7 @@ func (m *Main) Run(ctx context.Context) error {
 		pub, _ := protocol.MarshalPublicKey(m.key.Public())
 		api := bridge.API{
 			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Edge: m.bridge, Relay: m.relay,
-			Node: bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr()},
+			Node:  bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr()},
 			Certs: m.tlsCerts,
 		}
 		// Every wait a client controls is bounded: the request's headers,
