@@ -475,6 +475,10 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 
 var errGap = errors.New("events: gap between the event stream and the write-ahead stream")
 
+// errForeign says the event stream holds, where the node's events go on, a
+// message the node did not write: someone else can write to its subjects.
+var errForeign = errors.New("events: the event stream holds a message the node did not write")
+
 // wrongLastSeq reports whether JetStream refused a publish because the
 // stream's last sequence was not the one the publish expected.
 func wrongLastSeq(err error) bool {

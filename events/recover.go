@@ -51,20 +51,16 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var from uint64 // write-ahead batch of the event stream's last event
-	if last > 0 {
-		m, err := l.stream.GetMsg(ctx, last)
-		if err != nil {
-			return 0, fmt.Errorf("events: recover: read seq %d: %w", last, err)
-		}
-		from, _ = walSeqOf(m.Header)
+	from, nodeLast, lastID, err := l.lastOwnEvent(ctx, last)
+	if err != nil {
+		return 0, err
 	}
 	info, err := l.wal.Info(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("events: recover: %w", err)
 	}
 	first, end := info.State.FirstSeq, info.State.LastSeq
-	if from >= first && from <= end && !l.batchHolds(ctx, from, last) {
+	if from >= first && from <= end && !l.batchHolds(ctx, from, nodeLast) {
 		// The batch the event stream names is not the one that holds its
 		// last event: the write-ahead stream was re-created and its
 		// numbering started again. Read it from its start.
@@ -103,6 +99,17 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 		}
 		var futs []jetstream.PubAckFuture
 		for _, e := range b.events {
+			// A message the node did not write, where one of its events
+			// was promised, would have that acknowledged event lost
+			// without a word if the copy went on after it (until
+			// 2026-11-30 it did). Nothing here can put that right: the node
+			// refuses to go on, and says why.
+			if e.Seq > nodeLast && e.Seq <= last {
+				return 0, fmt.Errorf("%w at seq %d, which the node promised to event %s (it is in write-ahead batch %d); refusing to go on rather than lose it (docs/OPERATIONS.md, \"Who may write to NATS\")", errForeign, e.Seq, e.ID, seq)
+			}
+			if e.Seq == nodeLast && e.ID != lastID {
+				return 0, fmt.Errorf("%w at seq %d: it holds event %s where the write-ahead stream has %s; refusing to go on rather than lose an acknowledged event", errForeign, e.Seq, lastID, e.ID)
+			}
 			if e.Seq <= last {
 				continue
 			}
@@ -130,7 +137,37 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 	if copied > 0 {
 		l.lg.Warn("event stream repaired from the write-ahead stream", "events", copied, "last_seq", last)
 	}
+	if nodeLast < last {
+		l.lg.Warn("the event stream ends with messages the node did not write; no acknowledged event was in their place, and the node's events go on after them (readers skip them: they lack the Aglx-Event-Id header)", "from_seq", nodeLast+1, "to_seq", last)
+	}
 	return last, nil
+}
+
+// foreignTailMax bounds how far back from the event stream's end
+// lastOwnEvent looks for the node's own last event. More messages than
+// this that the node did not write, at the end, are an error either way.
+const foreignTailMax = 1024 // messages
+
+// lastOwnEvent finds the last event the node wrote in the event stream,
+// at or below last, and returns its write-ahead batch, its sequence and
+// its id. Messages the node did not write may follow it (someone else can
+// write to the stream's subjects); replayWAL checks that none of them
+// sits where an acknowledged event was promised.
+func (l *Log) lastOwnEvent(ctx context.Context, last uint64) (walSeq, seq uint64, id string, err error) {
+	for seq = last; seq > 0; seq-- {
+		if last-seq >= foreignTailMax {
+			return 0, 0, "", fmt.Errorf("%w: the last %d messages, up to seq %d, are none of the node's", errForeign, foreignTailMax, last)
+		}
+		m, err := l.stream.GetMsg(ctx, seq)
+		if err != nil {
+			return 0, 0, "", fmt.Errorf("events: recover: read seq %d: %w", seq, err)
+		}
+		id = m.Header.Get(HdrEventID)
+		if ws, err := walSeqOf(m.Header); err == nil && id != "" {
+			return ws, seq, id, nil
+		}
+	}
+	return 0, 0, "", nil
 }
 
 // batchHolds reports whether write-ahead batch seq holds event last,
