@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/protocol"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
@@ -323,5 +324,44 @@ func TestStartServerOnAStoreItCannotWrite(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "jetstream") || time.Since(start) >= serverReadyTimeout {
 		t.Fatalf("StartServer on an unwritable store: %v after %s; want an error naming the store at once", err, time.Since(start))
+	}
+}
+
+// TestStoreFromBeforeReadersHadAnAccount: a store written when every client
+// shared the server's global account (before 2026-11-30, when readers got
+// ReadersAccount) is the node's still: its streams are found where they
+// were, not left behind for an empty log.
+func TestStoreFromBeforeReadersHadAnAccount(t *testing.T) {
+	dir := t.TempDir()
+	old, err := server.NewServer(&server.Options{ServerName: "aglxd", JetStream: true, StoreDir: filepath.Join(dir, "jetstream"), DontListen: true, NoSigs: true, MaxPayload: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go old.Start()
+	if !old.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the old-style server did not start")
+	}
+	onc, err := nats.Connect("", nats.InProcessServer(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(context.Background(), onc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	l.Close(context.Background())
+	onc.Close()
+	old.Shutdown()
+	old.WaitForShutdown()
+
+	nc := connectTest(t, dir)
+	l, err = Open(context.Background(), nc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	if last, err := l.LastSeq(context.Background()); err != nil || last != 1 {
+		t.Fatalf("the event stream written before ends at %d (%v); want 1", last, err)
 	}
 }

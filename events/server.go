@@ -42,8 +42,9 @@ const EventSyncInterval = 100 * time.Millisecond
 const serverReadyTimeout = 30 * time.Second
 
 // Server is the embedded nats-server. The node talks to it in-process as the
-// only user allowed to write; every client that connects over the network
-// without credentials is a reader (see readerPermissions).
+// only user of its account; every client that connects over the network
+// without credentials is a reader, in an account of its own
+// (ReadersAccount).
 type Server struct {
 	*server.Server
 	password string // of nodeUser; random per start, never stored
@@ -63,22 +64,84 @@ const (
 // publishing to NodeInboxPrefix.> to everyone but the node (OPERATIONS.md).
 const NodeInboxPrefix = "_AGLX_NODE"
 
-// readerPermissions let an analytics consumer read everything and create
-// its own consumers, but neither publish events (which would bypass the
-// bridge and break the node's sequence promises) nor change, purge, delete
-// or snapshot streams, nor write the node's key-value buckets (the relay's
-// cursor: moving it would skip deliveries or repeat them), nor answer or
-// watch the node's own requests (NodeInboxPrefix).
-var readerPermissions = &server.Permissions{
-	Subscribe: &server.SubjectPermission{Deny: []string{NodeInboxPrefix + ".>"}},
-	Publish: &server.SubjectPermission{Deny: []string{
-		NodeInboxPrefix + ".>",
-		"aglx.>", "$KV.>",
-		"$JS.API.STREAM.CREATE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.DELETE.>",
-		"$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.STREAM.SNAPSHOT.>",
-		"$JS.API.STREAM.RESTORE.>", "$JS.API.STREAM.PEER.>", "$JS.API.STREAM.LEADER.>",
-		"$JS.API.META.>", "$JS.API.ACCOUNT.>", "$JS.API.SERVER.>", "$SYS.>",
-	}},
+// ReadersAccount is the NATS account of every client that connects to the
+// embedded server without credentials. The node and its streams live in
+// the server's global account; readers reach them only through what that
+// account exports to this one (readerServices, and the events' subjects).
+//
+// Until 2026-11-30 readers shared the node's account, kept in check by a
+// list of subjects they could not publish to. A list cannot close one door:
+// any request may name any reply subject, and JetStream sends its answer
+// there from inside the account, where the event stream took it as an
+// event (a reader could make the node lose an acknowledged event that
+// way, events.errForeign). Across accounts, a reply subject is mapped on
+// its way back to the reader's account, so no answer can land in the
+// node's streams, its key-value buckets or its inboxes.
+const ReadersAccount = "AGLX_READERS"
+
+// readerServices are the JetStream API subjects the node's account exports
+// to readers: enough to look the streams up, read messages, and create,
+// use and delete pull consumers, durable or not. Push consumers deliver
+// inside the node's account, which readers cannot subscribe to; they are
+// not for readers. Nothing here creates, changes, purges or deletes a
+// stream, or touches a key-value bucket.
+var readerServices = []struct {
+	subject  string
+	streamed bool // the answer is many messages (a pull request's)
+}{
+	{"$JS.API.INFO", false},
+	{"$JS.API.STREAM.NAMES", false},
+	{"$JS.API.STREAM.LIST", false},
+	{"$JS.API.STREAM.INFO.*", false},
+	{"$JS.API.STREAM.MSG.GET.*", false},
+	{"$JS.API.DIRECT.GET.>", false},
+	{"$JS.API.CONSUMER.CREATE.>", false},
+	{"$JS.API.CONSUMER.DURABLE.CREATE.>", false},
+	{"$JS.API.CONSUMER.INFO.>", false},
+	{"$JS.API.CONSUMER.NAMES.>", false},
+	{"$JS.API.CONSUMER.LIST.>", false},
+	{"$JS.API.CONSUMER.DELETE.>", false},
+	{"$JS.API.CONSUMER.MSG.NEXT.>", true},
+	{"$JS.ACK.>", false},
+}
+
+// unlimitedJetStream is the node's account's JetStream limits: none; the
+// streams carry their own.
+var unlimitedJetStream = server.JetStreamAccountLimits{MaxMemory: -1, MaxStore: -1, MaxStreams: -1, MaxConsumers: -1,
+	MaxAckPending: -1, MemoryMaxStreamBytes: -1, StoreMaxStreamBytes: -1}
+
+// eventSubjects are the subjects the node's account exports to readers as a
+// stream, for clients that subscribe to events as they are published.
+const eventSubjects = "aglx.ev.>"
+
+// shareWithReaders sets up the exports and imports between the node's
+// account and ReadersAccount on a server made but not started.
+func shareWithReaders(ns *server.Server) error {
+	readers, err := ns.LookupAccount(ReadersAccount)
+	if err != nil {
+		return fmt.Errorf("events: server: the readers' account: %w", err)
+	}
+	node := ns.GlobalAccount()
+	to := []*server.Account{readers}
+	for _, svc := range readerServices {
+		rt := server.Singleton
+		if svc.streamed {
+			rt = server.Streamed
+		}
+		if err := node.AddServiceExportWithResponse(svc.subject, rt, to); err != nil {
+			return fmt.Errorf("events: server: export %s: %w", svc.subject, err)
+		}
+		if err := readers.AddServiceImport(node, svc.subject, svc.subject); err != nil {
+			return fmt.Errorf("events: server: import %s: %w", svc.subject, err)
+		}
+	}
+	if err := node.AddStreamExport(eventSubjects, to); err != nil {
+		return fmt.Errorf("events: server: export %s: %w", eventSubjects, err)
+	}
+	if err := readers.AddStreamImport(node, eventSubjects, ""); err != nil {
+		return fmt.Errorf("events: server: import %s: %w", eventSubjects, err)
+	}
+	return nil
 }
 
 // Connect opens an in-process connection as the node's writing user.
@@ -113,9 +176,11 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		NoAuthUser: readerUser,
 	}
 	password, reader := rand.Text(), rand.Text()
+	readers := server.NewAccount(ReadersAccount)
+	opts.Accounts = []*server.Account{readers}
 	opts.Users = []*server.User{
 		{Username: nodeUser, Password: password},
-		{Username: readerUser, Password: reader, Permissions: readerPermissions},
+		{Username: readerUser, Password: reader, Account: readers},
 	}
 	if opts.MaxPayload <= 0 {
 		// Room for the largest event the node may be configured to take,
@@ -170,10 +235,21 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: server: %w", err)
 	}
+	if err := shareWithReaders(ns); err != nil {
+		ns.Shutdown()
+		return nil, err
+	}
 	go ns.Start()
 	if !ns.ReadyForConnections(serverReadyTimeout) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("events: server: not ready after %s (is %s already in use?)", serverReadyTimeout, cfg.Listen)
+	}
+	// With an account of its own for readers, the server no longer turns
+	// JetStream on for its global account by itself. It is the node's, and
+	// its streams are where they always were (jetstream/$G).
+	if err := ns.GlobalAccount().EnableJetStream(map[string]server.JetStreamAccountLimits{"": unlimitedJetStream}, nil); err != nil {
+		ns.Shutdown()
+		return nil, fmt.Errorf("events: server: JetStream for the node's account: %w", err)
 	}
 	return &Server{Server: ns, password: password}, nil
 }

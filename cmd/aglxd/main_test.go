@@ -570,6 +570,69 @@ func TestNATSReadersCannotWrite(t *testing.T) {
 	}
 }
 
+// TestReadersCannotAnswerIntoTheLog: a reader's request may name any reply
+// subject, and JetStream answers there. When readers shared the node's
+// account, an answer sent to a subject inside the event stream was stored
+// as an event (and made the node lose the acknowledged event promised that
+// sequence). Readers now have an account of their own, their replies are
+// mapped back into it, and the log holds only the node's events; reading,
+// pulling and subscribing still work.
+func TestReadersCannotAnswerIntoTheLog(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
+	c := dial(t, m.TCPAddr())
+	c.Write(referenceFiles(t)[3]) // task.result: seq 1
+	c.Flush()
+	readAck(t, c)
+	rd, err := nats.Connect(m.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	js, err := jetstream.New(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.CreateConsumer(ctx, events.StreamNameDefault, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy})
+	if err != nil {
+		t.Fatalf("a reader cannot create a pull consumer: %v", err)
+	}
+	for _, r := range []struct{ subject, reply string }{
+		{"$JS.API.INFO", "aglx.ev.task.result.agent~evil_local.agent~x_local"},
+		{"$JS.API.STREAM.INFO." + events.StreamNameDefault, "$KV." + bridge.RelayCursorBucket + ".cursor"},
+		{"$JS.API.CONSUMER.MSG.NEXT." + events.StreamNameDefault + "." + cons.CachedInfo().Name, "aglx.ev.task.result.agent~evil_local.agent~y_local"},
+	} {
+		if err := rd.PublishRequest(r.subject, r.reply, []byte(`{"batch":1}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rd.Flush()
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range batch.Messages() {
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("a reader's pull consumer fetched %d events, want the one", n)
+	}
+	c.Write(referenceFiles(t)[3]) // the next event must land at seq 2, right after the node's first
+	c.Flush()
+	if _, a := readAck(t, c); a.Seq != 2 {
+		t.Fatalf("the next frame was acked at seq %d; want 2", a.Seq)
+	}
+	if err := m.log.WaitPublished(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	last, err := m.log.LastSeq(ctx)
+	if err != nil || last != 2 || m.log.Healthy() != nil {
+		t.Fatalf("the event stream ends at %d (%v), health %v; want the node's two events only", last, err, m.log.Healthy())
+	}
+}
+
 // TestMetrics: /metrics counts what the node did, in Prometheus's format.
 func TestMetrics(t *testing.T) {
 	m := startNode(t, t.TempDir())
