@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/ledger"
@@ -149,7 +150,7 @@ func (r *Registry) verifiedAtIngest(e *Event) (Verdict, bool) {
 	if !haveKey {
 		return Verdict{}, false
 	}
-	if kid, ok, found := c.Get(e.ID); !found || !ok || kid != keyID {
+	if kid, ok, found := c.Get(e.Envelope); !found || !ok || kid != keyID {
 		return Verdict{}, false
 	}
 	if reason := r.staleness(e); reason != "" {
@@ -189,7 +190,7 @@ func (r *Registry) keyFor(uri string, seq uint64) (crypto.PublicKey, string, boo
 // common case.
 func (r *Registry) verifyCached(pub crypto.PublicKey, keyID string, e *Event) error {
 	if c := r.cfg.Verdicts; c != nil {
-		if kid, ok, found := c.Get(e.ID); found && ok && kid == keyID {
+		if kid, ok, found := c.Get(e.Envelope); found && ok && kid == keyID {
 			return nil
 		}
 	}
@@ -292,11 +293,16 @@ const VerdictCacheMax = 1 << 16 // verdicts
 // VerdictCache memoises signature checks between the bridge and the fold.
 // The bridge verifies each signed frame at ingest, in parallel workers,
 // against the sender's key as it is then (CurrentKey, under Runner.View),
-// and Puts the result by event id with that key's id. The fold takes a
-// cached result only when it names the key the fold itself would use, so
-// the cache changes how fast a verdict is reached, never what it is: a
-// verdict is a pure function of the message and the key. It is safe for
-// concurrent use; its zero value is ready to use.
+// and Puts the result for that envelope with that key's id. The fold takes
+// a cached result only for the very envelope that was checked (the one
+// the log hands on from memory) and only when it names the key the fold
+// itself would use, so the cache changes how fast a verdict is reached,
+// never what it is: a verdict is a pure function of the message and the
+// key. Until 2026-11-30 it was looked up by event id alone, and a second
+// message with the same id (only a client writing into the event stream
+// beside the node can make one) took the first one's verdict live but not
+// on replay. It is safe for concurrent use; its zero value is ready to
+// use.
 type VerdictCache struct {
 	mu    sync.Mutex
 	m     map[string]cachedVerdict
@@ -304,6 +310,10 @@ type VerdictCache struct {
 }
 
 type cachedVerdict struct {
+	// env is the envelope checked. Weak: the cache must not keep up to
+	// VerdictCacheMax events alive, and a pointer made from another
+	// envelope, even one allocated where this one was, never equals it.
+	env   weak.Pointer[events.Envelope]
 	keyID string
 	ok    bool
 }
@@ -311,16 +321,17 @@ type cachedVerdict struct {
 // NewVerdictCache returns an empty cache.
 func NewVerdictCache() *VerdictCache { return &VerdictCache{} }
 
-// Put records that the signature of event eventID did (ok) or did not
-// verify against the key keyID (protocol.KeyID of it).
-func (c *VerdictCache) Put(eventID, keyID string, ok bool) {
-	c.PutAll([]VerdictEntry{{eventID, keyID, ok}})
+// Put records that the signature env carries did (ok) or did not verify
+// against the key keyID (protocol.KeyID of it).
+func (c *VerdictCache) Put(env *events.Envelope, keyID string, ok bool) {
+	c.PutAll([]VerdictEntry{{env, keyID, ok}})
 }
 
 // VerdictEntry is one verdict for PutAll.
 type VerdictEntry struct {
-	EventID, KeyID string
-	OK             bool
+	Env   *events.Envelope
+	KeyID string
+	OK    bool
 }
 
 // PutAll is Put for each of vs, under one hold of the cache's lock: the
@@ -332,10 +343,10 @@ func (c *VerdictCache) PutAll(vs []VerdictEntry) {
 		c.m = make(map[string]cachedVerdict)
 	}
 	for _, v := range vs {
-		if _, dup := c.m[v.EventID]; !dup {
-			c.order = append(c.order, v.EventID)
+		if _, dup := c.m[v.Env.ID]; !dup {
+			c.order = append(c.order, v.Env.ID)
 		}
-		c.m[v.EventID] = cachedVerdict{v.KeyID, v.OK}
+		c.m[v.Env.ID] = cachedVerdict{weak.Make(v.Env), v.KeyID, v.OK}
 		for len(c.m) > VerdictCacheMax {
 			delete(c.m, c.order[0])
 			c.order = c.order[1:]
@@ -343,12 +354,16 @@ func (c *VerdictCache) PutAll(vs []VerdictEntry) {
 	}
 }
 
-// Get returns the verdict recorded for eventID, if any.
-func (c *VerdictCache) Get(eventID string) (keyID string, ok, found bool) {
+// Get returns the verdict recorded for env itself, if any: not one
+// recorded for another envelope with the same event id.
+func (c *VerdictCache) Get(env *events.Envelope) (keyID string, ok, found bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, found := c.m[eventID]
-	return v.keyID, v.ok, found
+	v, found := c.m[env.ID]
+	c.mu.Unlock()
+	if !found || v.env != weak.Make(env) {
+		return "", false, false
+	}
+	return v.keyID, v.ok, true
 }
 
 // Len is the number of verdicts held.

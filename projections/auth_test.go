@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
 )
 
@@ -159,10 +160,10 @@ func TestVerdictCacheBoundAndRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				id := fmt.Sprintf("ev-%d-%d", w, i)
-				c.Put(id, "k", i%2 == 0)
-				if kid, ok, found := c.Get(id); found && (kid != "k" || ok != (i%2 == 0)) {
-					t.Errorf("Get(%s) = %q, %v", id, kid, ok)
+				env := &events.Envelope{ID: fmt.Sprintf("ev-%d-%d", w, i)}
+				c.Put(env, "k", i%2 == 0)
+				if kid, ok, found := c.Get(env); found && (kid != "k" || ok != (i%2 == 0)) {
+					t.Errorf("Get(%s) = %q, %v", env.ID, kid, ok)
 					return
 				}
 			}
@@ -172,9 +173,15 @@ func TestVerdictCacheBoundAndRace(t *testing.T) {
 	if n := c.Len(); n != VerdictCacheMax {
 		t.Errorf("Len = %d, want %d (bounded)", n, VerdictCacheMax)
 	}
-	c.Put("newest", "k", true)
-	if _, _, found := c.Get("newest"); !found {
+	newest := &events.Envelope{ID: "newest"}
+	c.Put(newest, "k", true)
+	if _, _, found := c.Get(newest); !found {
 		t.Error("the newest verdict was evicted")
+	}
+	// Another envelope with the same event id is not the one checked: it
+	// gets no verdict from the cache (it used to get this one's).
+	if _, _, found := c.Get(&events.Envelope{ID: "newest"}); found {
+		t.Error("a verdict was taken for another envelope with the same event id")
 	}
 }
 
@@ -224,7 +231,7 @@ func TestVerdictCacheInTheFold(t *testing.T) {
 			for e := range jobs {
 				pub, kid, ok := h.r.CurrentKey(e.From)
 				if ok {
-					cache.Put(e.ID, kid, VerifyEnvelope(pub, e.Envelope) == nil)
+					cache.Put(e.Envelope, kid, VerifyEnvelope(pub, e.Envelope) == nil)
 				}
 			}
 		}()
@@ -254,7 +261,7 @@ func TestVerdictCacheInTheFold(t *testing.T) {
 	// A positive verdict cached for another key does not make a forgery valid.
 	forged := h.event(signed(t, newEd25519(t), frame(bob, testNode, protocol.TypeRegistryUpdate,
 		fmt.Sprintf(`{"agent_name":"Bob","timestamp":%q}`, ts(at(300))))), at(300))
-	cache.Put(forged.ID, protocol.KeyID(k1.Public()), true)
+	cache.Put(forged.Envelope, protocol.KeyID(k1.Public()), true)
 	if v := h.r.Authenticate(forged); v.Auth != AuthInvalid || !strings.Contains(v.Reason, "does not match") {
 		t.Errorf("Authenticate(forgery with a stale cached verdict) = %+v, want invalid", v)
 	}

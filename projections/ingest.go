@@ -52,6 +52,7 @@ func (v *IngestVerifier) VerifyBatch(envs []*events.Envelope) {
 		}
 		v.Cache.PutAll(verdicts[:n])
 		clear(checks[:n])
+		clear(verdicts[:n])
 		n = 0
 	}
 	for _, env := range envs {
@@ -66,7 +67,7 @@ func (v *IngestVerifier) VerifyBatch(envs []*events.Envelope) {
 			continue
 		}
 		checks[n] = envelopeCheck(pub, env)
-		verdicts[n] = VerdictEntry{EventID: env.ID, KeyID: kid}
+		verdicts[n] = VerdictEntry{Env: env, KeyID: kid}
 		if n++; n == ingestBatchMax {
 			flush()
 		}

@@ -67,7 +67,7 @@ func TestIngestVerifierBatchVerdicts(t *testing.T) {
 	}
 	good, bad := 0, 0
 	for _, w := range wants {
-		kid, ok, found := cache.Get(w.env.ID)
+		kid, ok, found := cache.Get(w.env)
 		if found != w.checked {
 			t.Fatalf("%s from %s: verdict recorded %v, want %v", w.env.Type, w.env.From, found, w.checked)
 		}
