@@ -228,7 +228,8 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 			ctx, cancel := context.WithTimeout(r.Context(), seqWaitMax)
 			defer cancel()
 			if err := api.Runner.WaitFor(ctx, seq); err != nil {
-				writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()))
+				writeJSON(w, http.StatusServiceUnavailable, errBody(fmt.Sprintf("the state has not reached seq %d within %s (it is at %d); ask again, or without ?seq=",
+					seq, seqWaitMax, api.Runner.Applied())))
 				return
 			}
 		}

@@ -22,7 +22,13 @@ func (s *Server) reply(it *item) []byte {
 		a, err := it.pending.Wait(s.abort)
 		if err != nil {
 			s.n.refused.Add(1)
-			s.failedLog.log(s.lg, time.Now(), slog.LevelWarn, "append failed", "id", it.inReplyTo, "err", err)
+			if st := protocol.StatusOf(err); st >= 400 && st < 500 {
+				// The sender's mistake (a reused ID with other content),
+				// not the store's: logged as refusals are.
+				s.refusedLog.log(s.lg, time.Now(), slog.LevelInfo, "append refused", "id", it.inReplyTo, "status", int(st), "reason", reasonOf(err))
+			} else {
+				s.failedLog.log(s.lg, time.Now(), slog.LevelWarn, "append failed", "id", it.inReplyTo, "err", err)
+			}
 			it.refusal = err
 		} else {
 			s.n.appended.Add(1)

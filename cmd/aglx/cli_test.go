@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/protocol"
@@ -96,6 +97,27 @@ func TestHistorySaysWhenThePageIsFull(t *testing.T) {
 		}
 		if strings.Contains(out.String(), "--after 77") != tt.hint {
 			t.Errorf("--limit %s: hint shown = %v, want %v:\n%s", tt.limit, !tt.hint, tt.hint, out.String())
+		}
+	}
+}
+
+// TestSignAddsATimestamp: a frame written by hand without a "timestamp"
+// was signed as it was, and the node refused it (400, field "timestamp"
+// is required). aglx sign puts the current time in first, moving no other
+// byte; a body that has one, or is not an object, is left alone.
+func TestSignAddsATimestamp(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	tests := []struct{ in, want string }{
+		{`{"amount": 1.50, "currency": "AGLX"}`, `{"timestamp": "2026-11-30T12:00:00Z", "amount": 1.50, "currency": "AGLX"}`},
+		{` {}`, ` {"timestamp": "2026-11-30T12:00:00Z"}`},
+		{`{"timestamp": "2025-01-01T00:00:00Z"}`, `{"timestamp": "2025-01-01T00:00:00Z"}`},
+		{`[1, 2]`, `[1, 2]`},
+		{`not json`, `not json`},
+		{``, ``},
+	}
+	for _, tc := range tests {
+		if got := string(withTimestamp([]byte(tc.in), now)); got != tc.want {
+			t.Errorf("withTimestamp(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"crypto"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/aglx/ledger/protocol"
 )
@@ -99,6 +101,7 @@ func signFrames(key crypto.Signer, inputs [][]byte) ([][]byte, error) {
 			if err != nil {
 				return nil, err
 			}
+			f.Body = withTimestamp(f.Body, time.Now())
 			if err := protocol.SignFrame(key, f); err != nil {
 				return nil, fmt.Errorf("signing %s from %s: %w", f.Type(), f.From(), err)
 			}
@@ -109,10 +112,39 @@ func signFrames(key crypto.Signer, inputs [][]byte) ([][]byte, error) {
 	return out, nil
 }
 
+// withTimestamp adds a "timestamp" member with now to a JSON object body
+// that has none: the node refuses a signed message without one (it is
+// what makes a captured message stale), and a frame written by hand
+// easily lacks it. Anything else is returned as it is, byte for byte; the
+// member is put first, so no other text moves.
+func withTimestamp(body []byte, now time.Time) []byte {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(body, &members) != nil || members == nil {
+		return body
+	}
+	if _, ok := members["timestamp"]; ok {
+		return body
+	}
+	open := bytes.IndexByte(body, '{')
+	member := fmt.Sprintf(`"timestamp": %q`, now.UTC().Format(time.RFC3339))
+	if len(members) > 0 {
+		member += ", "
+	}
+	out := make([]byte, 0, len(body)+len(member))
+	out = append(out, body[:open+1]...)
+	out = append(out, member...)
+	return append(out, body[open+1:]...)
+}
+
 // runSign signs frames from files or stdin and prints them.
 func runSign(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("aglx sign", flag.ContinueOnError)
 	keyPath := fs.String("key", "", "private key file (from aglx keygen)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: aglx sign --key FILE [FRAME-FILE...]   (no FRAME-FILE: read stdin)")
+		fmt.Fprintln(fs.Output(), "Signs every frame and writes them to stdout. A JSON body without a \"timestamp\" gets the current time first: the node refuses signed messages without one.")
+		fs.PrintDefaults()
+	}
 	if stop, err := parseFlags(fs, args); stop {
 		return err
 	}

@@ -33,9 +33,20 @@ func runMint(args []string, stdout io.Writer) error {
 	if *to == "" || *amount == "" {
 		return errors.New("--to and --amount are required")
 	}
-	if _, err := protocol.ParseAmount(*amount); err != nil {
+	a, err := protocol.ParseAmount(*amount)
+	if err != nil {
+		// Checked here, not by the node: no status to report.
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return fmt.Errorf("--amount: %s", pe.Reason)
+		}
 		return fmt.Errorf("--amount: %w", err)
 	}
+	if a.Decimal().Sign() <= 0 {
+		return fmt.Errorf("--amount %s: a mint credits more than 0", *amount)
+	}
+	// Written out in plain digits (1e3 is 1000), keeping its decimals.
+	*amount = a.Decimal().Text('f')
 	key, err := loadNodeKey(*keyPath)
 	if err != nil {
 		return err

@@ -74,6 +74,17 @@ func queryFlags(name, arg string) (*flag.FlagSet, *string, *bool) {
 	return fs, api, asJSON
 }
 
+// queryFlagsNoJSON is queryFlags for a query that prints JSON always.
+func queryFlagsNoJSON(name, arg string) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	api := fs.String("http", "http://127.0.0.1:2595", "the node's HTTP API")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s [flags] %s\n", name, arg)
+		fs.PrintDefaults()
+	}
+	return fs, api
+}
+
 // parseQuery parses a query's flags, before or after its arguments, and
 // checks the count of these, which it returns. Its callers go on when the
 // error is nil, so after -h it returns exit status 0.
@@ -148,6 +159,9 @@ func runHistory(args []string, stdout io.Writer) error {
 	var v struct {
 		Entries []map[string]any `json:"entries"`
 	}
+	if *limit < 1 {
+		return fmt.Errorf("--limit %d: a page holds at least 1 posting", *limit)
+	}
 	if err := getJSON(*api, fmt.Sprintf("/v1/accounts/%s/entries?after=%d&limit=%d", p, *after, *limit), &v); err != nil {
 		return err
 	}
@@ -213,7 +227,7 @@ func runAgents(args []string, stdout io.Writer) error {
 
 // runAgent shows one registry entry in full.
 func runAgent(args []string, stdout io.Writer) error {
-	fs, api, _ := queryFlags("aglx agent", "URI") // the answer is JSON either way
+	fs, api := queryFlagsNoJSON("aglx agent", "URI") // the answer is JSON either way
 	pos, err := parseQuery(fs, args, 1)
 	if err != nil {
 		return err

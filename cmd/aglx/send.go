@@ -37,6 +37,9 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	if stop, err := parseFlags(fs, args); stop {
 		return err
 	}
+	if (*ca != "" || *pin != "") && !*useTLS {
+		return errors.New("--ca and --pin say whom to trust over TLS; add --tls (without it the frames would go in the clear)")
+	}
 	if *addr == "" {
 		*addr = "127.0.0.1:2594"
 		if *useTLS {

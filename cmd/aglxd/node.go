@@ -80,7 +80,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.cfg.NATSURL == "" {
 		ns, err := events.StartServer(events.ServerConfig{DataDir: m.cfg.DataDir, Listen: m.cfg.NATSListen, SyncInterval: sync})
 		if err != nil {
-			return err
+			return fmt.Errorf("--nats-listen %s, --data %s: %w", m.cfg.NATSListen, m.cfg.DataDir, err)
 		}
 		m.ns = ns
 		m.nc, err = ns.Connect("aglxd")
