@@ -273,7 +273,8 @@ func TestRunnerSkipsAForeignMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewRunner(rl, nil, NewStats())
+	stats := NewStats()
+	r := NewRunner(rl, nil, stats)
 	go r.Run(ctx)
 	select {
 	case <-r.Ready():
@@ -283,4 +284,10 @@ func TestRunnerSkipsAForeignMessage(t *testing.T) {
 	if r.Applied() != 3 {
 		t.Fatalf("applied %d, want 3", r.Applied())
 	}
+	r.View(func(uint64) {
+		// The stranger is no event: Stats counted it as one of TYPE "".
+		if stats.Events != 2 || stats.ByType[""] != 0 || stats.Last.IsZero() {
+			t.Errorf("stats: %d events, %d of no TYPE, last %v; want the node's 2", stats.Events, stats.ByType[""], stats.Last)
+		}
+	})
 }

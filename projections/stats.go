@@ -36,6 +36,12 @@ func (s *Stats) Name() string { return "stats" }
 
 // Apply implements Projection.
 func (s *Stats) Apply(e *Event) {
+	if e.Foreign != nil {
+		// Not an event of the node's (a message someone else put on the
+		// stream): skipped, as by every fold. It was counted as an event
+		// of TYPE "" and set Last to the zero time.
+		return
+	}
 	s.Events++
 	s.ByType[e.Type]++
 	if _, ok := s.BySender[e.From]; ok || len(s.BySender) < StatsSendersMax {

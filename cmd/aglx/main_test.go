@@ -318,6 +318,9 @@ func TestTailFilters(t *testing.T) {
 		{"not a URI", nil, "worker05", "", "", "error"},
 		{"a group", []string{"credit"}, "", "", "", "[" + p + ".credit.*.*.*]"},
 		{"a typo in a TYPE", []string{"credt"}, "", "", "", "error"},
+		// Overlapping filters made JetStream refuse the consumer.
+		{"a group and one of its TYPEs", []string{"credit.transfer", "credit"}, "", "", "", "[" + p + ".credit.*.*.*]"},
+		{"a TYPE twice", []string{"task.assign", "task.assign"}, "", "", "", "[" + p + ".task.assign.*.*]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

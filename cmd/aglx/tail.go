@@ -108,6 +108,7 @@ func filters(types []string, from, to, agent string) ([]string, error) {
 			return nil, err
 		}
 	}
+	types = withoutOverlap(types)
 	if len(types) == 0 {
 		types = []string{""}
 	}
@@ -128,6 +129,26 @@ func filters(types []string, from, to, agent string) ([]string, error) {
 		return nil, nil
 	}
 	return out, nil
+}
+
+// withoutOverlap drops a --type given twice, and a TYPE whose group is
+// given too: JetStream refuses a consumer whose filters overlap, so
+// `--type credit --type credit.transfer` failed with the server's words.
+func withoutOverlap(types []string) []string {
+	seen := map[string]bool{}
+	for _, t := range types {
+		seen[t] = true
+	}
+	var out []string
+	for _, t := range types {
+		group, _, isType := strings.Cut(t, ".")
+		if !seen[t] || (isType && seen[group]) {
+			continue
+		}
+		seen[t] = false // once
+		out = append(out, t)
+	}
+	return out
 }
 
 func parseSince(s string, now time.Time) (time.Time, error) {
