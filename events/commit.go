@@ -483,5 +483,9 @@ var errForeign = errors.New("events: the event stream holds a message the node d
 // stream's last sequence was not the one the publish expected.
 func wrongLastSeq(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+	// A replicated stream answers a conflict with its own code (the
+	// client's docs: the two are equivalent); with the first alone, a
+	// benign conflict on --replicas 3 counted as a refusal by JetStream.
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -127,6 +128,9 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 			select {
 			case <-fut.Ok():
 			case err := <-fut.Err():
+				if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
+					return 0, fmt.Errorf("events: recover: an acknowledged event in write-ahead batch %d is larger than the event stream now takes (was --body-max lowered?); start once with the limit it was taken under, then lower it: %w", seq, err)
+				}
 				return 0, fmt.Errorf("events: recover: publish: %w", err)
 			case <-ctx.Done():
 				return 0, ctx.Err()

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -363,5 +364,33 @@ func TestStoreFromBeforeReadersHadAnAccount(t *testing.T) {
 	defer l.Close(context.Background())
 	if last, err := l.LastSeq(context.Background()); err != nil || last != 1 {
 		t.Fatalf("the event stream written before ends at %d (%v); want 1", last, err)
+	}
+}
+
+// TestRecoverAfterTheBodyLimitWasLowered: an event taken under a larger
+// --body-max and still only in the write-ahead stream cannot be copied to
+// an event stream whose limit was lowered; the start says so, naming the
+// flag, instead of passing on JetStream's "message size exceeds maximum".
+func TestRecoverAfterTheBodyLimitWasLowered(t *testing.T) {
+	nc := connectTest(t, t.TempDir())
+	ctx := context.Background()
+	l, err := Open(ctx, nc, Config{BodySizeMax: 512 << 10}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopWorkers(l)
+	b := &batch{firstSeq: l.nextSeq}
+	e := testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local")
+	e.Body = bytes.Repeat([]byte("x"), 400<<10)
+	e.Seq = b.firstSeq
+	b.events = append(b.events, e)
+	if _, err := l.writeBatch(b, encodeBatch(nil, b)); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = Open(ctx, nc, Config{BodySizeMax: 64 << 10}, nil); err == nil {
+		l.Close(ctx)
+		t.Fatal("Open copied an event larger than the event stream takes")
+	} else if !strings.Contains(err.Error(), "--body-max") {
+		t.Fatalf("Open: %v; want --body-max named", err)
 	}
 }
