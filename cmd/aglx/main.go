@@ -18,17 +18,17 @@ import (
 const usage = `usage: aglx COMMAND [flags]
 
 commands:
-  send   send AGLX frames from files or stdin to a node and print the replies
-  tail   follow the node's event log, filtered by TYPE or agent
-  bench  measure durable ingest against raw JetStream, in one run
-  keygen make an agent key pair (Ed25519 or RSA)
-  sign   sign frames with a key and print them
-  mint   issue credits to an account (signed with the node's key)
-  balance URI     an account's figures
-  history URI     an account's postings with running balances
-  audit  fold the ledger again from the log and check every figure
-  agents          the registry
-  agent URI       one agent: entry, keys, zones, history
+  send [FILE...]   send AGLX frames from files or stdin to a node and print the replies
+  tail             follow the node's event log, filtered by TYPE or agent
+  bench            measure durable ingest against raw JetStream, in one run
+  keygen           make an agent key pair (Ed25519 or RSA)
+  sign [FILE...]   sign frames with a key and print them
+  mint             issue credits to an account (signed with the node's key)
+  balance URI      an account's figures
+  history URI      an account's postings with running balances
+  audit            fold the ledger again from the log and check every figure
+  agents           the registry
+  agent URI        one agent: entry, keys, zones, history
 
 Run 'aglx COMMAND -h' for a command's flags.
 `

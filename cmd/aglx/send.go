@@ -50,6 +50,9 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if len(bytes.TrimSpace(bytes.Join(inputs, nil))) == 0 {
+		return errors.New("nothing to send: the input holds no frame")
+	}
 	if *keyPath != "" {
 		key, err := loadKey(*keyPath)
 		if err != nil {
