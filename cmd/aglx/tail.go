@@ -170,14 +170,21 @@ type jsonLine struct {
 	From       string          `json:"from"`
 	To         string          `json:"to,omitempty"`
 	Transport  string          `json:"transport"`
+	Declared   string          `json:"declared,omitempty"`
 	Peer       string          `json:"peer,omitempty"`
+	DedupID    string          `json:"dedup_id,omitempty"`
+	NoBody     bool            `json:"no_body,omitempty"`
 	ReceivedAt time.Time       `json:"received_at"`
 	Headers    [][2]string     `json:"headers"`
 	Body       json.RawMessage `json:"body,omitempty"`
 }
 
 func jsonEvent(e *events.Envelope) jsonLine {
-	l := jsonLine{Seq: e.Seq, EventID: e.ID, Type: e.Type, From: e.From, To: e.To, Transport: e.Transport, Peer: e.Peer, ReceivedAt: e.ReceivedAt}
+	l := jsonLine{Seq: e.Seq, EventID: e.ID, Type: e.Type, From: e.From, To: e.To, Transport: e.Transport, Declared: e.Declared,
+		Peer: e.Peer, NoBody: e.Body == nil, ReceivedAt: e.ReceivedAt}
+	if e.MsgID != e.ID {
+		l.DedupID = e.MsgID
+	}
 	for _, h := range e.Headers {
 		l.Headers = append(l.Headers, [2]string{h.Name, h.Value})
 	}
