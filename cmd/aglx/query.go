@@ -64,14 +64,8 @@ func uriPath(uri string) (string, error) {
 // queryFlags makes a query's flag set; arg names its argument, if it takes
 // one, for the usage line.
 func queryFlags(name, arg string) (*flag.FlagSet, *string, *bool) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	api := fs.String("http", "http://127.0.0.1:2595", "the node's HTTP API")
-	asJSON := fs.Bool("json", false, "print JSON")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: %s [flags] %s\n", name, arg)
-		fs.PrintDefaults()
-	}
-	return fs, api, asJSON
+	fs, api := queryFlagsNoJSON(name, arg)
+	return fs, api, fs.Bool("json", false, "print JSON")
 }
 
 // queryFlagsNoJSON is queryFlags for a query that prints JSON always.

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/aglx/ledger/bridge"
@@ -50,7 +51,7 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(bytes.TrimSpace(bytes.Join(inputs, nil))) == 0 {
+	if !slices.ContainsFunc(inputs, func(b []byte) bool { return len(bytes.TrimSpace(b)) > 0 }) {
 		return errors.New("nothing to send: the input holds no frame")
 	}
 	if *keyPath != "" {
