@@ -2,8 +2,10 @@ package events
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,6 +44,11 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn func(*Envelope) err
 		return nil
 	}
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: opts.Subjects}
+	if l.wal != nil {
+		// The node's own read: a name readers may not touch, unique to
+		// this read (the client numbers each read's consumers from 1).
+		cfg.NamePrefix = NodeConsumerPrefix + strings.ToLower(rand.Text())
+	}
 	switch {
 	case opts.StartSeq > 1:
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy

@@ -47,7 +47,8 @@ const serverReadyTimeout = 30 * time.Second
 // (ReadersAccount).
 type Server struct {
 	*server.Server
-	password string // of nodeUser; random per start, never stored
+	password string     // of nodeUser; random per start, never stored
+	gate     *nats.Conn // the readers' gate's (readerGate)
 }
 
 // nodeUser and readerUser are the embedded server's two users.
@@ -64,85 +65,10 @@ const (
 // publishing to NodeInboxPrefix.> to everyone but the node (OPERATIONS.md).
 const NodeInboxPrefix = "_AGLX_NODE"
 
-// ReadersAccount is the NATS account of every client that connects to the
-// embedded server without credentials. The node and its streams live in
-// the server's global account; readers reach them only through what that
-// account exports to this one (readerServices, and the events' subjects).
-//
-// Until 2026-11-30 readers shared the node's account, kept in check by a
-// list of subjects they could not publish to. A list cannot close one door:
-// any request may name any reply subject, and JetStream sends its answer
-// there from inside the account, where the event stream took it as an
-// event (a reader could make the node lose an acknowledged event that
-// way, events.errForeign). Across accounts, a reply subject is mapped on
-// its way back to the reader's account, so no answer can land in the
-// node's streams, its key-value buckets or its inboxes.
-const ReadersAccount = "AGLX_READERS"
-
-// readerServices are the JetStream API subjects the node's account exports
-// to readers: enough to look the streams up, read messages, and create,
-// use and delete pull consumers, durable or not. Push consumers deliver
-// inside the node's account, which readers cannot subscribe to; they are
-// not for readers. Nothing here creates, changes, purges or deletes a
-// stream, or touches a key-value bucket.
-var readerServices = []struct {
-	subject  string
-	streamed bool // the answer is many messages (a pull request's)
-}{
-	{"$JS.API.INFO", false},
-	{"$JS.API.STREAM.NAMES", false},
-	{"$JS.API.STREAM.LIST", false},
-	{"$JS.API.STREAM.INFO.*", false},
-	{"$JS.API.STREAM.MSG.GET.*", false},
-	{"$JS.API.DIRECT.GET.>", false},
-	{"$JS.API.CONSUMER.CREATE.>", false},
-	{"$JS.API.CONSUMER.DURABLE.CREATE.>", false},
-	{"$JS.API.CONSUMER.INFO.>", false},
-	{"$JS.API.CONSUMER.NAMES.>", false},
-	{"$JS.API.CONSUMER.LIST.>", false},
-	{"$JS.API.CONSUMER.DELETE.>", false},
-	{"$JS.API.CONSUMER.MSG.NEXT.>", true},
-	{"$JS.ACK.>", false},
-}
-
 // unlimitedJetStream is the node's account's JetStream limits: none; the
 // streams carry their own.
 var unlimitedJetStream = server.JetStreamAccountLimits{MaxMemory: -1, MaxStore: -1, MaxStreams: -1, MaxConsumers: -1,
 	MaxAckPending: -1, MemoryMaxStreamBytes: -1, StoreMaxStreamBytes: -1}
-
-// eventSubjects are the subjects the node's account exports to readers as a
-// stream, for clients that subscribe to events as they are published.
-const eventSubjects = "aglx.ev.>"
-
-// shareWithReaders sets up the exports and imports between the node's
-// account and ReadersAccount on a server made but not started.
-func shareWithReaders(ns *server.Server) error {
-	readers, err := ns.LookupAccount(ReadersAccount)
-	if err != nil {
-		return fmt.Errorf("events: server: the readers' account: %w", err)
-	}
-	node := ns.GlobalAccount()
-	to := []*server.Account{readers}
-	for _, svc := range readerServices {
-		rt := server.Singleton
-		if svc.streamed {
-			rt = server.Streamed
-		}
-		if err := node.AddServiceExportWithResponse(svc.subject, rt, to); err != nil {
-			return fmt.Errorf("events: server: export %s: %w", svc.subject, err)
-		}
-		if err := readers.AddServiceImport(node, svc.subject, svc.subject); err != nil {
-			return fmt.Errorf("events: server: import %s: %w", svc.subject, err)
-		}
-	}
-	if err := node.AddStreamExport(eventSubjects, to); err != nil {
-		return fmt.Errorf("events: server: export %s: %w", eventSubjects, err)
-	}
-	if err := readers.AddStreamImport(node, eventSubjects, ""); err != nil {
-		return fmt.Errorf("events: server: import %s: %w", eventSubjects, err)
-	}
-	return nil
-}
 
 // Connect opens an in-process connection as the node's writing user.
 func (s *Server) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
@@ -157,6 +83,9 @@ func (s *Server) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
 
 // Shutdown stops the server and waits until it has stopped.
 func (s *Server) Shutdown() {
+	if s.gate != nil {
+		s.gate.Close()
+	}
 	s.Server.Shutdown()
 	s.Server.WaitForShutdown()
 }
@@ -235,7 +164,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: server: %w", err)
 	}
-	if err := shareWithReaders(ns); err != nil {
+	if err := shareWithReaders(ns, StreamNameDefault); err != nil {
 		ns.Shutdown()
 		return nil, err
 	}
@@ -251,5 +180,13 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("events: server: JetStream for the node's account: %w", err)
 	}
-	return &Server{Server: ns, password: password}, nil
+	s := &Server{Server: ns, password: password}
+	if s.gate, err = s.Connect("aglxd readers' gate"); err == nil {
+		err = openReaderGate(s.gate, StreamNameDefault)
+	}
+	if err != nil {
+		s.Shutdown()
+		return nil, err
+	}
+	return s, nil
 }

@@ -1,0 +1,437 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// startWithReader starts the embedded server on loopback, opens the node's
+// log on an in-process connection, and connects a reader over TCP without
+// credentials, as an analyst's client would.
+func startWithReader(t *testing.T) (*Server, *Log, *nats.Conn, *nats.Conn) {
+	t.Helper()
+	s, err := StartServer(ServerConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := s.Connect("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	l, err := Open(context.Background(), nc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	rd, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rd.Close)
+	return s, l, nc, rd
+}
+
+// readerRequest sends a raw JetStream API request as the reader and
+// returns the answer's error description, "" for none.
+func readerRequest(t *testing.T, rd *nats.Conn, subject string, body any) string {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	m, err := rd.Request(subject, data, 5*time.Second)
+	if err != nil {
+		return err.Error()
+	}
+	var r struct {
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(m.Data, &r) != nil {
+		return "not JSON: " + string(m.Data)
+	}
+	if r.Error == nil {
+		return ""
+	}
+	return r.Error.Description
+}
+
+// nodeConsumerName waits for the node's consumer on the event stream and
+// returns its name, looked up on the node's own connection.
+func nodeConsumerName(t *testing.T, nc *nats.Conn) string {
+	t.Helper()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		st, err := js.Stream(ctx, StreamNameDefault)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := st.ConsumerNames(ctx)
+		for n := range names.Name() {
+			if strings.HasPrefix(n, NodeConsumerPrefix) {
+				return n
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the node made no consumer")
+	return ""
+}
+
+// walLast is the write-ahead stream's last sequence.
+func walLast(t *testing.T, nc *nats.Conn) uint64 {
+	t.Helper()
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(context.Background(), StreamNameDefault+"_WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.CachedInfo().State.LastSeq
+}
+
+// TestReadersMayNotMakeConsumersThatDeliverIntoTheNode: a consumer's config
+// names the subject it delivers to, and JetStream delivers there from
+// inside the node's account. Delivered to the write-ahead subject, the
+// events corrupted the write-ahead stream: the node refused every frame
+// and would not start again. The gate refuses every such request, and
+// every request that could smuggle one past it; the log goes on.
+func TestReadersMayNotMakeConsumersThatDeliverIntoTheNode(t *testing.T) {
+	_, l, nc, rd := startWithReader(t)
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	before := walLast(t, nc)
+	create := "$JS.API.CONSUMER.CREATE." + StreamNameDefault
+	for _, tc := range []struct {
+		name, subject string
+		config        map[string]any
+		want          string // in the refusal
+	}{
+		{"push into the write-ahead stream", create + ".evil", map[string]any{"name": "evil", "deliver_subject": "aglx.wal.AGLX"}, "pull consumers only"},
+		{"push into the event stream", create + ".evil", map[string]any{"name": "evil", "deliver_subject": "aglx.ev.task.assign.x.y"}, "pull consumers only"},
+		{"push, the field's name in capitals", create + ".evil", map[string]any{"name": "evil", "Deliver_Subject": "aglx.wal.AGLX"}, "Deliver_Subject"},
+		{"push through the old durable API", "$JS.API.CONSUMER.DURABLE.CREATE." + StreamNameDefault + ".evil", map[string]any{"durable_name": "evil", "deliver_subject": "aglx.wal.AGLX"}, "pull consumers only"},
+		{"push without a name", create, map[string]any{"deliver_subject": "aglx.wal.AGLX"}, "pull consumers only"},
+		{"a field the gate does not know", create + ".evil", map[string]any{"name": "evil", "direct": true}, `"direct"`},
+		{"unbounded pending acks", create + ".evil", map[string]any{"name": "evil", "ack_policy": "explicit", "max_ack_pending": -1}, "max_ack_pending"},
+		{"too many pending acks", create + ".evil", map[string]any{"name": "evil", "ack_policy": "explicit", "max_ack_pending": ReaderAckPendingMax + 1}, "max_ack_pending"},
+		{"too many waiting pulls", create + ".evil", map[string]any{"name": "evil", "max_waiting": ReaderPullsWaitingMax + 1}, "max_waiting"},
+		{"a name of the node's", create + "." + NodeConsumerPrefix + "x", map[string]any{"name": NodeConsumerPrefix + "x"}, "reserved"},
+		{"a durable name of the node's", create, map[string]any{"durable_name": NodeConsumerPrefix + "x"}, "reserved"},
+		{"the write-ahead stream's consumers", "$JS.API.CONSUMER.CREATE." + StreamNameDefault + "_WAL.evil", map[string]any{"name": "evil"}, "no responders"},
+		{"a key-value bucket's consumers", "$JS.API.CONSUMER.CREATE.KV_AGLX_RELAY.evil", map[string]any{"name": "evil", "deliver_subject": "aglx.ev.x.y.z"}, "no responders"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := readerRequest(t, rd, tc.subject, map[string]any{"stream_name": StreamNameDefault, "config": tc.config})
+			if !strings.Contains(got, tc.want) {
+				t.Fatalf("the request was answered %q; want a refusal with %q", got, tc.want)
+			}
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if a, err := l.Append(ctx, testEnvelope(2, "task.assign", "agent://a.local", "agent://b.local")).Wait(ctx); err != nil || a.Seq != 2 {
+		t.Fatalf("the next append: %+v, %v; want seq 2", a, err)
+	}
+	if got := walLast(t, nc); got != before+1 || l.Healthy() != nil {
+		t.Fatalf("the write-ahead stream went from %d to %d (health %v); want one commit more", before, got, l.Healthy())
+	}
+}
+
+// TestReadersCannotTouchTheNodesConsumers: a reader that rewrote the node's
+// consumer's filter had the node replay a subset of the log and call it
+// whole (and rebuild its duplicate index from it); one that deleted it
+// stalled the node's reads. The node's consumers are hidden from readers'
+// lists, and every request naming one is refused.
+func TestReadersCannotTouchTheNodesConsumers(t *testing.T) {
+	_, l, nc, rd := startWithReader(t)
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	got := make(chan *Envelope, 100)
+	go l.Read(ctx, ReadOptions{Follow: true}, func(e *Envelope) error { got <- e; return nil })
+	<-got
+	name := nodeConsumerName(t, nc)
+
+	var names struct{ Consumers []string }
+	m, err := rd.Request("$JS.API.CONSUMER.NAMES."+StreamNameDefault, []byte(`{}`), 5*time.Second)
+	if err != nil || json.Unmarshal(m.Data, &names) != nil {
+		t.Fatalf("CONSUMER.NAMES: %v", err)
+	}
+	var list struct {
+		Total     int
+		Consumers []struct{ Name string }
+	}
+	m, err = rd.Request("$JS.API.CONSUMER.LIST."+StreamNameDefault, []byte(`{}`), 5*time.Second)
+	if err != nil || json.Unmarshal(m.Data, &list) != nil {
+		t.Fatalf("CONSUMER.LIST: %v", err)
+	}
+	if len(names.Consumers) != 0 || len(list.Consumers) != 0 || list.Total != 0 {
+		t.Fatalf("readers see the node's consumers: names %v, list %+v", names.Consumers, list)
+	}
+
+	sub := "." + StreamNameDefault + "." + name
+	for _, r := range []struct{ subject, body string }{
+		{"$JS.API.CONSUMER.CREATE" + sub + ".aglx.ev.task.cancel.>", `{"stream_name":"AGLX","config":{"name":"` + name + `","filter_subject":"aglx.ev.task.cancel.>"}}`},
+		{"$JS.API.CONSUMER.CREATE" + sub, `{"stream_name":"AGLX","config":{"name":"` + name + `","headers_only":true}}`},
+		{"$JS.API.CONSUMER.INFO" + sub, ``},
+		{"$JS.API.CONSUMER.DELETE" + sub, ``},
+	} {
+		m, err := rd.Request(r.subject, []byte(r.body), 5*time.Second)
+		if err != nil || !strings.Contains(string(m.Data), "reserved") {
+			t.Fatalf("%s: answered %v %s; want refused", r.subject, err, m.Data)
+		}
+	}
+
+	appendAll(t, l, testEnvelope(2, "task.assign", "agent://a.local", "agent://b.local"),
+		testEnvelope(3, "task.cancel", "agent://a.local", "agent://b.local"))
+	for want := uint64(2); want <= 3; want++ {
+		select {
+		case e := <-got:
+			if e.Seq != want || len(e.Body) == 0 || e.Foreign != nil {
+				t.Fatalf("the node's read got seq %d (body %d bytes, foreign %v); want %d whole", e.Seq, len(e.Body), e.Foreign, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the node's read stalled before seq %d", want)
+		}
+	}
+}
+
+// TestReadersConsumersAreCapped: durable consumers stay until deleted; a
+// reader that made a thousand filled the server's room for consumers and
+// the node could not read or start. The gate stops readers at
+// ReaderConsumersMax, and the node still reads and opens.
+func TestReadersConsumersAreCapped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes ReaderConsumersMax consumers")
+	}
+	s, l, _, rd := startWithReader(t)
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	create := "$JS.API.CONSUMER.CREATE." + StreamNameDefault
+	for i := 0; i < ReaderConsumersMax; i++ {
+		name := fmt.Sprintf("d%d", i)
+		if got := readerRequest(t, rd, create+"."+name, map[string]any{"stream_name": StreamNameDefault, "config": map[string]any{"durable_name": name, "ack_policy": "none"}}); got != "" {
+			t.Fatalf("consumer %d of %d refused: %s", i+1, ReaderConsumersMax, got)
+		}
+	}
+	if got := readerRequest(t, rd, create+".one-more", map[string]any{"stream_name": StreamNameDefault, "config": map[string]any{"durable_name": "one-more"}}); !strings.Contains(got, "ReaderConsumersMax") {
+		t.Fatalf("a consumer past the cap was answered %q", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := 0
+	if err := l.Read(ctx, ReadOptions{}, func(*Envelope) error { n++; return nil }); err != nil || n != 1 {
+		t.Fatalf("the node's read: %d events, %v", n, err)
+	}
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nc2, err := s.Connect("node-restarted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	l2, err := Open(ctx, nc2, Config{}, nil)
+	if err != nil {
+		t.Fatalf("the node's next Open: %v", err)
+	}
+	l2.Close(ctx)
+}
+
+// TestReadersCannotReadTheNodesOwnStreams: readers see the event stream;
+// the write-ahead stream and the relay's cursor are the node's.
+func TestReadersCannotReadTheNodesOwnStreams(t *testing.T) {
+	_, l, _, rd := startWithReader(t)
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	for _, r := range []struct{ subject, body string }{
+		{"$JS.API.STREAM.MSG.GET." + StreamNameDefault + "_WAL", `{"seq":1}`},
+		{"$JS.API.DIRECT.GET.KV_AGLX_RELAY.$KV.AGLX_RELAY.cursor", ``},
+		{"$JS.API.STREAM.INFO." + StreamNameDefault + "_WAL", ``},
+		{"$JS.API.CONSUMER.MSG.NEXT." + StreamNameDefault + "_WAL.x", `{"batch":1}`},
+	} {
+		if m, err := rd.Request(r.subject, []byte(r.body), 2*time.Second); err == nil {
+			t.Fatalf("a reader's %s was answered: %.200s", r.subject, m.Data)
+		}
+	}
+	if m, err := rd.Request("$JS.API.STREAM.MSG.GET."+StreamNameDefault, []byte(`{"seq":1}`), 2*time.Second); err != nil || strings.Contains(string(m.Data), `"error"`) {
+		t.Fatalf("a reader cannot get an event: %v", err)
+	}
+}
+
+// TestReadersStillRead: what analysts do with the event stream passes the
+// gate: ordered consumers, durable pull consumers with acknowledgements
+// (double acks answer through the account boundary), the older client
+// API's pull subscriptions, and the node's own reader, `aglx tail`.
+func TestReadersStillRead(t *testing.T) {
+	_, l, _, rd := startWithReader(t)
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"),
+		testEnvelope(2, "task.cancel", "agent://a.local", "agent://b.local"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(c jetstream.Consumer, ack bool) int {
+		t.Helper()
+		b, err := c.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range b.Messages() {
+			if ack {
+				if err := m.DoubleAck(ctx); err != nil {
+					t.Fatalf("double ack: %v", err)
+				}
+			}
+			n++
+		}
+		return n
+	}
+	oc, err := js.OrderedConsumer(ctx, StreamNameDefault, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := fetch(oc, false); n != 2 {
+		t.Fatalf("an ordered consumer fetched %d events; want 2", n)
+	}
+	dc, err := js.CreateOrUpdateConsumer(ctx, StreamNameDefault, jetstream.ConsumerConfig{Durable: "mine", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := fetch(dc, true); n != 2 {
+		t.Fatalf("a durable consumer fetched %d events; want 2", n)
+	}
+	if info, err := dc.Info(ctx); err != nil || info.AckFloor.Stream != 2 {
+		t.Fatalf("the durable's ack floor: %+v, %v; want 2", info, err)
+	}
+	st, err := js.Stream(ctx, StreamNameDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := st.ConsumerNames(ctx)
+	seen := map[string]bool{}
+	for n := range names.Name() {
+		seen[n] = true
+	}
+	if !seen["mine"] || names.Err() != nil {
+		t.Fatalf("the reader's consumers %v (%v) lack its durable", seen, names.Err())
+	}
+	if err := js.DeleteConsumer(ctx, StreamNameDefault, "mine"); err != nil {
+		t.Fatalf("a reader cannot delete its own consumer: %v", err)
+	}
+
+	legacy, err := rd.JetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	psub, err := legacy.PullSubscribe("aglx.ev.>", "legacy", nats.BindStream(StreamNameDefault))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := psub.Fetch(2, nats.MaxWait(5*time.Second)); err != nil || len(ms) != 2 {
+		t.Fatalf("an old-API pull subscription fetched %d, %v; want 2", len(ms), err)
+	}
+
+	tail, err := Attach(ctx, rd, StreamNameDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := tail.Read(ctx, ReadOptions{}, func(*Envelope) error { n++; return nil }); err != nil || n != 2 {
+		t.Fatalf("a reader's Read (aglx tail) got %d events, %v; want 2", n, err)
+	}
+}
+
+// TestReaderConsumerRequests: the gate's check of a CREATE body, alone.
+func TestReaderConsumerRequests(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		ok   bool
+	}{
+		{`{"stream_name":"AGLX","config":{"durable_name":"d","ack_policy":"explicit","max_ack_pending":1000}}`, true},
+		{`{"stream_name":"AGLX","config":{"name":"o_1","deliver_policy":"by_start_sequence","opt_start_seq":5,"ack_policy":"none","replay_policy":"instant","num_replicas":1,"mem_storage":true,"inactive_threshold":300000000000,"filter_subjects":["aglx.ev.task.>"]},"action":"create"}`, true},
+		{`{"stream_name":"AGLX","config":{"deliver_subject":"x"}}`, false},
+		{`{"stream_name":"AGLX","config":{"deliver_group":"x"}}`, false},
+		{`{"stream_name":"AGLX","config":{"flow_control":true}}`, false},
+		{`{"stream_name":"AGLX","config":{"sourcing":true}}`, false},
+		{`{"stream_name":"AGLX","config":{"DELIVER_SUBJECT":"x"}}`, false},
+		{`{"stream_name":"AGLX","config":{"max_waiting":513}}`, false},
+		{`{"stream_name":"AGLX","config":{"max_ack_pending":1.5}}`, false},
+		{`{"stream_name":"AGLX","config":{"name":"aglx-node-1"}}`, false},
+		{`{"stream_name":"AGLX","config":{"name":7}}`, false},
+		{`{"stream_name":"AGLX","Config":{"deliver_subject":"x"}}`, false},
+		{`{"stream_name":"AGLX","config":null}`, false},
+		{`{"stream_name":"AGLX"}`, false},
+		{`[]`, false},
+		{``, false},
+	} {
+		if err := checkReaderConsumerRequest([]byte(tc.body)); (err == nil) != tc.ok {
+			t.Errorf("%s: %v; want ok=%v", tc.body, err, tc.ok)
+		}
+	}
+}
+
+// FuzzReaderConsumerRequest: whatever the gate passes, JetStream reads as a
+// pull consumer of bounded size that is not the node's. The server's own
+// type and decoder stand in for JetStream.
+func FuzzReaderConsumerRequest(f *testing.F) {
+	f.Add([]byte(`{"stream_name":"AGLX","config":{"durable_name":"d","ack_policy":"explicit","max_ack_pending":1000}}`))
+	f.Add([]byte(`{"stream_name":"AGLX","config":{"deliver_subject":"aglx.wal.AGLX"}}`))
+	f.Add([]byte(`{"stream_name":"AGLX","config":{"name":"x","Deliver_Subject":"y","max_waiting":3}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if checkReaderConsumerRequest(data) != nil {
+			return
+		}
+		var req server.CreateConsumerRequest
+		if json.Unmarshal(data, &req) != nil {
+			return // JetStream refuses it too
+		}
+		c := req.Config
+		if c.DeliverSubject != "" || c.DeliverGroup != "" || c.FlowControl || c.Heartbeat != 0 || c.Direct || c.Sourcing || c.RateLimit != 0 {
+			t.Fatalf("the gate passed a push or internal consumer: %s", data)
+		}
+		if strings.HasPrefix(c.Name, NodeConsumerPrefix) || strings.HasPrefix(c.Durable, NodeConsumerPrefix) {
+			t.Fatalf("the gate passed a node's name: %s", data)
+		}
+		if c.MaxAckPending < 0 || c.MaxAckPending > ReaderAckPendingMax || c.MaxWaiting < 0 || c.MaxWaiting > ReaderPullsWaitingMax {
+			t.Fatalf("the gate passed unbounded limits: %s", data)
+		}
+	})
+}
+
+// FuzzHideNodeConsumers: a consumer list, whatever JetStream answers, never
+// shows the node's consumers and never makes the gate panic.
+func FuzzHideNodeConsumers(f *testing.F) {
+	f.Add([]byte(`{"total":2,"offset":0,"limit":1024,"consumers":["mine","aglx-node-abc_1"]}`))
+	f.Add([]byte(`{"total":1,"consumers":[{"name":"aglx-node-abc_1","config":{}}]}`))
+	f.Add([]byte(`{"error":{"code":404}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out := hideNodeConsumers(data)
+		var resp map[string]json.RawMessage
+		var list []json.RawMessage
+		if json.Unmarshal(out, &resp) != nil || json.Unmarshal(resp["consumers"], &list) != nil {
+			return
+		}
+		for _, c := range list {
+			var name string
+			if json.Unmarshal(c, &name) != nil {
+				var info struct{ Name string }
+				json.Unmarshal(c, &info)
+				name = info.Name
+			}
+			if strings.HasPrefix(name, NodeConsumerPrefix) {
+				t.Fatalf("a node's consumer is left in %s", out)
+			}
+		}
+	})
+}
