@@ -81,7 +81,7 @@ func openBenchLog(tb testing.TB) (*events.Log, *slog.Logger) {
 	tb.Helper()
 	nc := benchServer(tb, 0)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	l, err := events.Open(context.Background(), nc, events.Config{}, quiet)
+	l, err := events.Open(context.Background(), nc, events.Config{ExclusiveWriter: true}, quiet) // the embedded server: as the node runs
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -3,8 +3,11 @@ package events
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A message the node did not write can reach the event stream: on an
@@ -85,5 +88,77 @@ func TestForeignMessagePastTheNodesEventsIsSkipped(t *testing.T) {
 	defer l.Close(ctx)
 	if a := appendAll(t, l, testEnvelope(20, "task.assign", "agent://a.local", "agent://b.local")); a[0].Seq != 3 {
 		t.Fatalf("the next event took seq %d; want 3, after the foreign message", a[0].Seq)
+	}
+}
+
+// TestForeignMessageMidRunStopsStart: a stranger's message took the place
+// of the first event of a run, and the run's second event, whose
+// precondition ("the last sequence is the first event's") it satisfied,
+// was stored after it. At the next start the node's last event is where it
+// belongs, and the checks at and above it passed: acknowledged event 2 was
+// lost without a word. The start now checks the events the publisher may
+// not have seen confirmed, and refuses.
+func TestForeignMessageMidRunStopsStart(t *testing.T) {
+	nc := connectTest(t, t.TempDir())
+	ctx := context.Background()
+	appendAndClose(t, nc) // seq 1
+	l, err := Open(ctx, nc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopWorkers(l)
+	b := &batch{firstSeq: l.nextSeq}
+	for j := range 2 {
+		e := testEnvelope(10+j, "task.assign", "agent://a.local", "agent://b.local")
+		e.Seq = b.firstSeq + uint64(j)
+		b.events = append(b.events, e)
+	}
+	walSeq, err := l.writeBatch(b, encodeBatch(nil, b)) // acknowledged as seq 2 and 3
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := testJetStream(t, nc)
+	if _, err := js.Publish(ctx, SubjectPrefix+".task.assign.x.y", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := js.PublishMsg(ctx, toMsg(b.events[1], walSeq), jetstream.WithExpectLastSequence(2)); err != nil || ack.Sequence != 3 {
+		t.Fatalf("event 3: %+v, %v", ack, err)
+	}
+	if l, err = Open(ctx, nc, Config{}, nil); err == nil {
+		l.Close(ctx)
+		t.Fatalf("Open went on; acknowledged event %s (seq 2) is lost", b.events[0].ID)
+	} else if !errors.Is(err, errForeign) || !strings.Contains(err.Error(), b.events[0].ID) {
+		t.Fatalf("Open: %v; want the foreign message at event %s's place named", err, b.events[0].ID)
+	}
+}
+
+// TestForeignMessageBeforeABurstStopsAppends: the same at run time, where
+// others may publish (Config.ExclusiveWriter unset). A stranger's message
+// lands while the node is idle, then a burst is appended: the first
+// event's place is taken, the events after it are stored, and the log
+// must notice rather than stay healthy with an acknowledged event gone.
+func TestForeignMessageBeforeABurstStopsAppends(t *testing.T) {
+	l, nc := openTestLog(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local")) // seq 1
+	if _, err := testJetStream(t, nc).Publish(ctx, SubjectPrefix+".task.assign.x.y", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	var pend []*Pending
+	for i := range 200 {
+		pend = append(pend, l.Append(ctx, testEnvelope(100+i, "task.assign", "agent://a.local", "agent://b.local")))
+	}
+	for _, p := range pend {
+		p.Wait(ctx)
+	}
+	for l.Healthy() == nil {
+		if ctx.Err() != nil {
+			t.Fatal("a stranger holds an acknowledged event's place, and the log still reports healthy")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := l.Healthy(); !errors.Is(err, errForeign) {
+		t.Fatalf("Healthy() = %v; want the foreign message named", err)
 	}
 }

@@ -64,6 +64,15 @@ type Config struct {
 	// commit, a publish, a look at the write-ahead stream. Zero means
 	// AckTimeout. A wait also ends when its connection drops (dropWatch).
 	AckTimeout time.Duration
+	// ExclusiveWriter says that nobody but the log can publish on the
+	// event stream's subjects, as on the embedded server (its readers are
+	// in another account). The publisher then asks JetStream to
+	// acknowledge only the last event of each run. Unset (an operator's
+	// own NATS), every event's publish is acknowledged: a stranger's
+	// message stored just before a run took the first event's place, and
+	// the run's later events, whose preconditions it satisfied, were
+	// stored after it, so the last event's ack hid the loss.
+	ExclusiveWriter bool
 }
 
 // withDefaults fills unset fields.

@@ -15,25 +15,29 @@ import (
 // Every acknowledged event must end up in the event stream exactly once,
 // at the sequence its append was promised, and in order.
 //
-// The publisher asks for an acknowledgement only at the end of each run of
-// events (publishLoop); a refused event before it is dropped by the server
-// without a word. The second case refuses one event in the middle of a
-// run: without each event's expected-last-sequence precondition the events
-// after it would be stored one sequence early, and this test fails.
+// With Config.ExclusiveWriter the publisher asks for an acknowledgement
+// only at the end of each run of events (publishLoop); a refused event
+// before it is dropped by the server without a word. The cases that refuse
+// one event in the middle of a run hold it to each event's
+// expected-last-sequence precondition: without it, the events after the
+// refused one would be stored one sequence early. Both modes are run.
 func TestEventStreamRepairsAfterFailedPublishes(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		maxSize int32 // the event stream's MaxMsgSize while it refuses
-		big     int   // index of an event made too big for it, or -1
+		name      string
+		maxSize   int32 // the event stream's MaxMsgSize while it refuses
+		big       int   // index of an event made too big for it, or -1
+		exclusive bool  // Config.ExclusiveWriter: a run's last event alone is acknowledged
 	}{
 		{name: "every publish refused", maxSize: 16, big: -1},
 		{name: "one event in a run refused", maxSize: 2048, big: 30},
+		{name: "every publish refused, exclusive writer", maxSize: 16, big: -1, exclusive: true},
+		{name: "one event in a run refused, exclusive writer", maxSize: 2048, big: 30, exclusive: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			nc := connectTestServer(t, ServerConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
 			warned := &warnings{}
-			l, err := Open(ctx, nc, Config{}, slog.New(warned))
+			l, err := Open(ctx, nc, Config{ExclusiveWriter: tc.exclusive}, slog.New(warned))
 			if err != nil {
 				t.Fatal(err)
 			}

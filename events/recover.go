@@ -61,11 +61,15 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("events: recover: %w", err)
 	}
 	first, end := info.State.FirstSeq, info.State.LastSeq
-	if from >= first && from <= end && !l.batchHolds(ctx, from, nodeLast) {
-		// The batch the event stream names is not the one that holds its
-		// last event: the write-ahead stream was re-created and its
-		// numbering started again. Read it from its start.
-		from = end + 1
+	if from >= first && from <= end {
+		if !l.batchHolds(ctx, from, nodeLast) {
+			// The batch the event stream names is not the one that holds
+			// its last event: the write-ahead stream was re-created and
+			// its numbering started again. Read it from its start.
+			from = end + 1
+		} else if err := l.checkOwnEvents(ctx, nodeLast-min(nodeLast, unconfirmedMax), nodeLast, first, from); err != nil {
+			return 0, err
+		}
 	}
 	switch {
 	case end == 0:
@@ -145,6 +149,94 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 		l.lg.Warn("the event stream ends with messages the node did not write; no acknowledged event was in their place, and the node's events go on after them (readers skip them: they lack the Aglx-Event-Id header)", "from_seq", nodeLast+1, "to_seq", last)
 	}
 	return last, nil
+}
+
+// unconfirmedMax is the most events whose place in the event stream the
+// publisher may not have seen confirmed when it stops: a run being issued
+// and BatchEventsMax more in flight.
+const unconfirmedMax = 2 * BatchEventsMax
+
+// checkOwnEvents checks that the event stream holds, at every sequence from
+// lo up to (not including) nodeLast, the event the write-ahead stream
+// promised there, reading the batches from the one that holds lo to
+// walBatch, the one that holds nodeLast. A stranger's message can take an
+// event's place in the middle of a run whose later events are stored after
+// it (a publish whose precondition the stranger satisfied); the checks at
+// and above nodeLast do not see that, and the event would be lost without
+// a word. Sequences below the write-ahead stream's first batch cannot be
+// checked, and are not.
+func (l *Log) checkOwnEvents(ctx context.Context, lo, nodeLast, walFirst, walBatch uint64) error {
+	if lo >= nodeLast {
+		return nil
+	}
+	want := make(map[uint64]string, min(nodeLast-lo, unconfirmedMax))
+	for seq := l.batchOf(ctx, lo, walFirst, walBatch); seq <= walBatch; seq++ {
+		m, err := l.wal.GetMsg(ctx, seq)
+		if err != nil {
+			return fmt.Errorf("events: recover: write-ahead batch %d: %w", seq, err)
+		}
+		b, err := decodeBatch(m.Data)
+		if err != nil {
+			return fmt.Errorf("events: recover: write-ahead batch %d: %w", seq, err)
+		}
+		for _, e := range b.events {
+			if e.Seq >= lo && e.Seq < nodeLast {
+				want[e.Seq] = e.ID
+			}
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	err := l.Read(ctx, ReadOptions{StartSeq: lo}, func(e *Envelope) error {
+		if e.Seq >= nodeLast {
+			return ErrStop
+		}
+		id, ok := want[e.Seq]
+		if !ok {
+			return nil
+		}
+		if e.Foreign != nil || e.ID != id {
+			return fmt.Errorf("%w at seq %d, which the node promised to event %s; refusing to go on rather than lose it (docs/OPERATIONS.md, \"Who may write to NATS\")", errForeign, e.Seq, id)
+		}
+		delete(want, e.Seq)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for seq := lo; seq < nodeLast; seq++ {
+		if id, ok := want[seq]; ok {
+			return fmt.Errorf("%w: the event stream has no message at seq %d, which the node promised to event %s", errGap, seq, id)
+		}
+	}
+	return nil
+}
+
+// batchOf finds the write-ahead batch, from walFirst to walBatch, that
+// holds event seq, or the one before the first that holds a later event.
+// Batches hold events in the order of their own sequence, so it searches
+// by halves; a batch whose headers it cannot read makes it start at
+// walFirst (the caller reads every batch from there).
+func (l *Log) batchOf(ctx context.Context, seq, walFirst, walBatch uint64) uint64 {
+	lo, hi := walFirst, walBatch // the answer is in [lo, hi]
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		m, err := l.wal.GetMsg(ctx, mid)
+		if err != nil {
+			return walFirst
+		}
+		first, err := strconv.ParseUint(m.Header.Get(HdrFirstSeq), 10, 64)
+		if err != nil {
+			return walFirst
+		}
+		if first <= seq {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
 }
 
 // foreignTailMax bounds how far back from the event stream's end

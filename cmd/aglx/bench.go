@@ -446,7 +446,7 @@ func startBenchNode(ctx context.Context, dir string, sync time.Duration) (*bench
 	}
 	closers = append(closers, commitConn.Close)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	l, err := events.Open(ctx, nc, events.Config{CommitConn: commitConn}, quiet)
+	l, err := events.Open(ctx, nc, events.Config{CommitConn: commitConn, ExclusiveWriter: true}, quiet)
 	if err != nil {
 		closeAll()
 		return nil, err

@@ -102,7 +102,11 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.lg.Info("using external NATS", "url", redactURLs(m.cfg.NATSURL))
 	}
-	m.log, err = events.Open(ctx, m.nc, events.Config{BodySizeMax: m.cfg.BodySizeMax, CommitConn: m.commitNC, Replicas: m.cfg.Replicas, AckTimeout: m.cfg.ackTimeout}, m.lg)
+	// On the embedded server nobody else can publish into the node's
+	// account; on an operator's NATS others may, and the publisher has
+	// every event acknowledged (events.Config.ExclusiveWriter).
+	m.log, err = events.Open(ctx, m.nc, events.Config{BodySizeMax: m.cfg.BodySizeMax, CommitConn: m.commitNC, Replicas: m.cfg.Replicas,
+		AckTimeout: m.cfg.ackTimeout, ExclusiveWriter: m.ns != nil}, m.lg)
 	if err != nil {
 		return err
 	}
