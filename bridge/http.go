@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aglx/ledger/events"
@@ -316,7 +317,7 @@ const HTTPConnectionsMax = 256 // connections
 // on a new one.
 func LimitListener(ln net.Listener, n int) *LimitedListener {
 	return &LimitedListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
-		idle: map[net.Conn]time.Time{}, wentIdle: make(chan struct{}, 1)}
+		idle: map[net.Conn]idleMark{}, wentIdle: make(chan struct{}, 1)}
 }
 
 // LimitedListener is LimitListener's listener.
@@ -327,8 +328,15 @@ type LimitedListener struct {
 	closeOnce sync.Once
 
 	mu       sync.Mutex
-	idle     map[net.Conn]time.Time // open connections the server keeps alive between requests, since when
-	wentIdle chan struct{}          // a connection became idle (capacity 1)
+	idle     map[net.Conn]idleMark // open connections the server keeps alive between requests
+	wentIdle chan struct{}         // a connection became idle (capacity 1)
+}
+
+// idleMark says since when a connection has been idle, and how many reads
+// had given it bytes by then.
+type idleMark struct {
+	since time.Time
+	reads uint64
 }
 
 // Accept takes the next connection and waits for a free slot for it,
@@ -367,21 +375,31 @@ func (l *LimitedListener) ConnState(c net.Conn, st http.ConnState) {
 		delete(l.idle, c)
 		return
 	}
-	l.idle[c] = time.Now()
+	mark := idleMark{since: time.Now()}
+	if lc, ok := c.(*limitConn); ok {
+		mark.reads = lc.reads.Load()
+	}
+	l.idle[c] = mark
 	select {
 	case l.wentIdle <- struct{}{}:
 	default:
 	}
 }
 
-// closeIdlest closes the connection idle the longest, if any is.
+// closeIdlest closes the connection idle the longest, if any is. The
+// server calls a connection active only once a request's headers are in,
+// so one that has read bytes since it went idle is taking a request and is
+// left alone: closing it cost its client the answer.
 func (l *LimitedListener) closeIdlest() {
 	l.mu.Lock()
 	var oldest net.Conn
 	var since time.Time
-	for c, t := range l.idle {
-		if oldest == nil || t.Before(since) {
-			oldest, since = c, t
+	for c, m := range l.idle {
+		if lc, ok := c.(*limitConn); ok && lc.reads.Load() != m.reads {
+			continue
+		}
+		if oldest == nil || m.since.Before(since) {
+			oldest, since = c, m.since
 		}
 	}
 	delete(l.idle, oldest)
@@ -400,6 +418,15 @@ type limitConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+	reads   atomic.Uint64 // reads that returned bytes
+}
+
+func (c *limitConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.reads.Add(1)
+	}
+	return n, err
 }
 
 func (c *limitConn) Close() error {

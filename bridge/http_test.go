@@ -104,3 +104,76 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// TestHalfReceivedRequestIsNotClosedForRoom: the server calls a kept-alive
+// connection active only once a request's headers are in, so a client
+// whose next request was half sent when every slot was taken lost its
+// connection, and its answer, to a newcomer. A connection that has read
+// bytes since it went idle is left alone; the newcomer waits until a
+// connection is idle without a request coming in.
+func TestHalfReceivedRequestIsNotClosedForRoom(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := LimitListener(inner, 1)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
+		IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute, ConnState: ln.ConnState}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	a, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ar := bufio.NewReader(a)
+	io.WriteString(a, "GET / HTTP/1.1\r\nHost: node\r\n\r\n")
+	resp, err := http.ReadResponse(ar, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// Half of a's next request, and wait until the server has read it.
+	io.WriteString(a, "GET /again HTTP/1.1\r\nHo")
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		ln.mu.Lock()
+		busy := 0
+		for c, m := range ln.idle {
+			if c.(*limitConn).reads.Load() != m.reads {
+				busy++
+			}
+		}
+		ln.mu.Unlock()
+		if busy == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server never read the half-sent request")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	newcomer := make(chan error, 1)
+	go func() {
+		client := &http.Client{Timeout: 20 * time.Second}
+		resp, err := client.Get("http://" + inner.Addr().String() + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		newcomer <- err
+	}()
+	select {
+	case err := <-newcomer:
+		t.Fatalf("the newcomer was served (%v) while the only slot was taking a request", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	io.WriteString(a, "st: node\r\n\r\n")
+	resp, err = http.ReadResponse(ar, nil)
+	if err != nil {
+		t.Fatalf("the half-sent request lost its answer: %v", err)
+	}
+	resp.Body.Close()
+	if err := <-newcomer; err != nil {
+		t.Fatalf("the newcomer, once the connection was idle again: %v", err)
+	}
+}
