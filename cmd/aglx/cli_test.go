@@ -104,7 +104,8 @@ func TestHistorySaysWhenThePageIsFull(t *testing.T) {
 // TestSignAddsATimestamp: a frame written by hand without a "timestamp"
 // was signed as it was, and the node refused it (400, field "timestamp"
 // is required). aglx sign puts the current time in first, moving no other
-// byte; a body that has one, or is not an object, is left alone.
+// byte; a body that has one, or is not an object, is left alone. A frame
+// with no body at all was signed as "{}", without one.
 func TestSignAddsATimestamp(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	tests := []struct{ in, want string }{
@@ -113,7 +114,8 @@ func TestSignAddsATimestamp(t *testing.T) {
 		{`{"timestamp": "2025-01-01T00:00:00Z"}`, `{"timestamp": "2025-01-01T00:00:00Z"}`},
 		{`[1, 2]`, `[1, 2]`},
 		{`not json`, `not json`},
-		{``, ``},
+		{``, `{"timestamp": "2026-11-30T12:00:00Z"}`},
+		{" \n", `{"timestamp": "2026-11-30T12:00:00Z"}`},
 	}
 	for _, tc := range tests {
 		if got := string(withTimestamp([]byte(tc.in), now)); got != tc.want {

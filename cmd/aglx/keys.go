@@ -115,9 +115,14 @@ func signFrames(key crypto.Signer, inputs [][]byte) ([][]byte, error) {
 // withTimestamp adds a "timestamp" member with now to a JSON object body
 // that has none: the node refuses a signed message without one (it is
 // what makes a captured message stale), and a frame written by hand
-// easily lacks it. Anything else is returned as it is, byte for byte; the
-// member is put first, so no other text moves.
+// easily lacks it. An empty body becomes an object with the timestamp
+// alone (signing makes an empty body "{}", which would lack it). Anything
+// else is returned as it is, byte for byte; the member is put first, so
+// no other text moves.
 func withTimestamp(body []byte, now time.Time) []byte {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return fmt.Appendf(nil, `{"timestamp": %q}`, now.UTC().Format(time.RFC3339))
+	}
 	var members map[string]json.RawMessage
 	if json.Unmarshal(body, &members) != nil || members == nil {
 		return body
