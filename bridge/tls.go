@@ -82,11 +82,12 @@ type Certs struct {
 	lg                *slog.Logger
 	checkEvery        time.Duration
 
-	mu      sync.Mutex
-	cert    *tls.Certificate
-	fp      string
-	digest  [sha256.Size]byte // of the files cert was read from (readPair)
-	checked time.Time
+	mu         sync.Mutex
+	cert       *tls.Certificate
+	fp         string
+	digest     [sha256.Size]byte // of the files cert was read from (readPair)
+	checked    time.Time
+	refreshing bool // a refresh runs
 }
 
 // readPair reads the certificate and key files, and a digest of both
@@ -114,25 +115,35 @@ func (c *Certs) Fingerprint() string {
 	return c.fp
 }
 
-// get is the server's GetCertificate: the current certificate, looked at
-// again once checkEvery has passed.
+// get is the server's GetCertificate: the current certificate. Once
+// checkEvery has passed, it starts a look at the files in the background:
+// reading them, or making a key, under the lock held every handshake
+// behind a slow disk.
 func (c *Certs) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if now := time.Now(); now.Sub(c.checked) >= c.checkEvery {
-		c.checked = now
-		c.refresh(now)
+	if now := time.Now(); now.Sub(c.checked) >= c.checkEvery && !c.refreshing {
+		c.checked, c.refreshing = now, true
+		go func() {
+			c.refresh(now)
+			c.mu.Lock()
+			c.refreshing = false
+			c.mu.Unlock()
+		}()
 	}
 	return c.cert, nil
 }
 
 // refresh remakes the node's own certificate when a tenth of its validity
 // is left at now, and takes the pair on disk if its files changed. c.mu
-// is held.
+// must not be held; it is taken only to look at and swap the pair.
 func (c *Certs) refresh(now time.Time) {
-	if c.own && c.cert.Leaf != nil && c.cert.Leaf.NotAfter.Sub(now) <= SelfSignedValidity/10 {
+	c.mu.Lock()
+	leaf, had := c.cert.Leaf, c.digest
+	c.mu.Unlock()
+	if c.own && leaf != nil && leaf.NotAfter.Sub(now) <= SelfSignedValidity/10 {
 		if err := ensureSelfSigned(c.certFile, c.keyFile, c.hosts, true); err != nil {
-			c.lg.Error("tls: remaking the node's certificate failed; serving the old one", "not_after", c.cert.Leaf.NotAfter, "err", err)
+			c.lg.Error("tls: remaking the node's certificate failed; serving the old one", "not_after", leaf.NotAfter, "err", err)
 		}
 	}
 	certPEM, keyPEM, digest, err := readPair(c.certFile, c.keyFile)
@@ -140,9 +151,11 @@ func (c *Certs) refresh(now time.Time) {
 		c.lg.Warn("tls: cannot read the certificate files; serving the certificate read before", "err", err)
 		return
 	}
-	if digest == c.digest {
+	if digest == had {
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	was := c.fp
 	if err := c.take(certPEM, keyPEM, digest); err != nil {
 		c.lg.Warn("tls: the certificate files changed but do not load; serving the certificate read before, trying again in a minute", "err", err)
@@ -160,7 +173,8 @@ func (c *Certs) load() error {
 	return c.take(certPEM, keyPEM, digest)
 }
 
-// take makes the pair read as digest the one served.
+// take makes the pair read as digest the one served; c.mu is held, or c
+// not yet shared.
 func (c *Certs) take(certPEM, keyPEM []byte, digest [sha256.Size]byte) error {
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
