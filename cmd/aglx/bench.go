@@ -91,6 +91,9 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	default:
 		return fmt.Errorf("aglx bench: -only %q: not one of raw, ingest, latency, signed, disk", *only)
 	}
+	if *runs > 1 && *only != "" {
+		return fmt.Errorf("aglx bench: -runs repeats the full run and judges the goals over all runs; -only measures once")
+	}
 	if *fixedRate < 0 || (*fixedRate > 0 && *only != "latency") {
 		return fmt.Errorf("aglx bench: -rate is a positive rate, and only for -only latency (the full run paces at a fraction of the peak it measures)")
 	}

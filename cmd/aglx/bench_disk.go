@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -48,6 +49,9 @@ type diskResult struct {
 // benchDisk runs the probe in dir: alone, beside the stream writer, and
 // both once more, since a virtual disk's neighbours come and go.
 func benchDisk(ctx context.Context, dir string, stdout io.Writer) error {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		defer os.Remove(dir) // the probe's own, and empty once it is done
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}

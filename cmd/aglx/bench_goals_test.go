@@ -50,13 +50,16 @@ func TestJudgeGoals(t *testing.T) {
 
 // TestBenchRefusesWhatItCannotRun: a mistyped -only used to fall through
 // to the full run, minutes of work measuring something else than asked,
-// and -rate means nothing but for the paced run.
+// and -rate means nothing but for the paced run. -runs was ignored by
+// every -only.
 func TestBenchRefusesWhatItCannotRun(t *testing.T) {
 	for _, args := range [][]string{
 		{"-only", "rwa"},
 		{"-rate", "1000"},
 		{"-only", "ingest", "-rate", "1000"},
 		{"-only", "latency", "-rate", "-5"},
+		{"-only", "raw", "-runs", "3"},
+		{"-only", "disk", "-runs", "2"},
 	} {
 		var out bytes.Buffer
 		err := runBench(context.Background(), args, &out)
