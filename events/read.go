@@ -29,6 +29,10 @@ type ReadOptions struct {
 // ErrStop, returned by a Read callback, ends the read without error.
 var ErrStop = errors.New("events: stop reading")
 
+// headersOnlySize is the header JetStream puts, with the body's size, on a
+// message it delivers without its body.
+const headersOnlySize = "Nats-Msg-Size"
+
 // readConsumerDeleteWait bounds the deletion of a finished read's consumer.
 const readConsumerDeleteWait = 2 * time.Second
 
@@ -111,6 +115,11 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn func(*Envelope) err
 			// Stored after the read began: a read that does not follow
 			// ends where the log ended when it started.
 			return nil
+		}
+		if m.Headers().Get(headersOnlySize) != "" {
+			// A consumer changed to deliver headers only: every event
+			// would look like a stranger's, and be skipped without a word.
+			return fmt.Errorf("events: read: seq %d came without its body (%s): the read's consumer delivers headers only, which the node never asks for", meta.Sequence.Stream, headersOnlySize)
 		}
 		env, err := FromMsg(m.Headers(), m.Data(), meta.Sequence.Stream)
 		if err != nil {

@@ -435,3 +435,38 @@ func FuzzHideNodeConsumers(f *testing.F) {
 		}
 	})
 }
+
+// TestReadRefusesAHeadersOnlyDelivery: a consumer changed to deliver
+// headers only (which readers can no longer do to the node's, but an
+// operator's own NATS lets anyone with the API) made every event look
+// like a stranger's, and the runner skipped them all without a word. The
+// read fails instead.
+func TestReadRefusesAHeadersOnlyDelivery(t *testing.T) {
+	_, l, nc, _ := startWithReader(t)
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got, done := make(chan *Envelope, 10), make(chan error, 1)
+	go func() { done <- l.Read(ctx, ReadOptions{Follow: true}, func(e *Envelope) error { got <- e; return nil }) }()
+	<-got
+	js, _ := jetstream.New(nc)
+	name := nodeConsumerName(t, nc)
+	c, err := js.Consumer(ctx, StreamNameDefault, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.CachedInfo().Config
+	cfg.HeadersOnly = true
+	if _, err := js.UpdateConsumer(ctx, StreamNameDefault, cfg); err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, l, testEnvelope(2, "task.assign", "agent://a.local", "agent://b.local"))
+	select {
+	case e := <-got:
+		t.Fatalf("the read went on with seq %d (foreign %v)", e.Seq, e.Foreign)
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "headers only") {
+			t.Fatalf("Read: %v; want the headers-only delivery named", err)
+		}
+	}
+}
