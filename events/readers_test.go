@@ -447,7 +447,9 @@ func TestReadRefusesAHeadersOnlyDelivery(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	got, done := make(chan *Envelope, 10), make(chan error, 1)
-	go func() { done <- l.Read(ctx, ReadOptions{Follow: true}, func(e *Envelope) error { got <- e; return nil }) }()
+	go func() {
+		done <- l.Read(ctx, ReadOptions{Follow: true}, func(e *Envelope) error { got <- e; return nil })
+	}()
 	<-got
 	js, _ := jetstream.New(nc)
 	name := nodeConsumerName(t, nc)
