@@ -29,7 +29,7 @@ const (
 	// legacyRelayConsumer is the durable consumer through which earlier
 	// versions followed the log. Its acknowledged floor seeds the cursor
 	// once; then it is deleted, so the server stops keeping it up to date.
-	legacyRelayConsumer = "AGLX_RELAY"
+	legacyRelayConsumer = events.LegacyRelayConsumer
 	relayCursorTimeout  = 5 * time.Second
 )
 

@@ -1,10 +1,13 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,6 +129,7 @@ func TestReadersMayNotMakeConsumersThatDeliverIntoTheNode(t *testing.T) {
 		{"too many waiting pulls", create + ".evil", map[string]any{"name": "evil", "max_waiting": ReaderPullsWaitingMax + 1}, "max_waiting"},
 		{"a name of the node's", create + "." + NodeConsumerPrefix + "x", map[string]any{"name": NodeConsumerPrefix + "x"}, "reserved"},
 		{"a durable name of the node's", create, map[string]any{"durable_name": NodeConsumerPrefix + "x"}, "reserved"},
+		{"the relay's former consumer", "$JS.API.CONSUMER.DURABLE.CREATE." + StreamNameDefault + "." + LegacyRelayConsumer, map[string]any{"durable_name": LegacyRelayConsumer}, "reserved"},
 		{"the write-ahead stream's consumers", "$JS.API.CONSUMER.CREATE." + StreamNameDefault + "_WAL.evil", map[string]any{"name": "evil"}, "no responders"},
 		{"a key-value bucket's consumers", "$JS.API.CONSUMER.CREATE.KV_AGLX_RELAY.evil", map[string]any{"name": "evil", "deliver_subject": "aglx.ev.x.y.z"}, "no responders"},
 	} {
@@ -143,6 +147,138 @@ func TestReadersMayNotMakeConsumersThatDeliverIntoTheNode(t *testing.T) {
 	}
 	if got := walLast(t, nc); got != before+1 || l.Healthy() != nil {
 		t.Fatalf("the write-ahead stream went from %d to %d (health %v); want one commit more", before, got, l.Healthy())
+	}
+}
+
+// TestReaderRequestWithTwoConfigs: encoding/json fills one struct from a
+// key given twice, keeping what the first set and the second did not. The
+// gate checked the second "config" and passed the bytes on; JetStream
+// made the first's push consumer onto the write-ahead subject, and the
+// node corrupted its write-ahead stream and could not start again. The
+// gate now passes on what it checked, encoded anew.
+func TestReaderRequestWithTwoConfigs(t *testing.T) {
+	_, l, nc, rd := startWithReader(t)
+	envs := make([]*Envelope, 10)
+	for i := range envs {
+		envs[i] = testEnvelope(i+1, "task.assign", "agent://a.local", "agent://b.local")
+	}
+	appendAll(t, l, envs...)
+	before := walLast(t, nc)
+	m, err := rd.Request("$JS.API.CONSUMER.CREATE."+StreamNameDefault+".evil",
+		[]byte(`{"stream_name":"AGLX","config":{"deliver_subject":"aglx.wal.AGLX"},"config":{"name":"evil"}}`), 5*time.Second)
+	if err != nil || !strings.Contains(string(m.Data), `"error"`) {
+		t.Fatalf("a request with two configs was answered %v %s; want refused", err, m.Data)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := l.Append(ctx, testEnvelope(11, "task.assign", "agent://a.local", "agent://b.local")).Wait(ctx); err != nil {
+		t.Fatalf("the next append: %v", err)
+	}
+	if got := walLast(t, nc); got != before+1 || l.Healthy() != nil {
+		t.Fatalf("the write-ahead stream went from %d to %d (health %v); want one commit more", before, got, l.Healthy())
+	}
+}
+
+// TestReadersRequestsAreBounded: four readers sending message gets as fast
+// as they could held JetStream's API queue so long that the node could not
+// start (its own requests timed out) or read. The gate passes at most
+// ReaderRequestsPerSecond and answers the rest at once; the node's own
+// requests go on.
+func TestReadersRequestsAreBounded(t *testing.T) {
+	s, l, _, _ := startWithReader(t)
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	stop := make(chan struct{})
+	var busy, sent, answers atomic.Int64
+	start := time.Now()
+	done := make(chan int, 4)
+	for i := range 4 {
+		rd, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Close()
+		inbox := nats.NewInbox()
+		sub, err := rd.Subscribe(inbox+".*", func(m *nats.Msg) {
+			answers.Add(1)
+			if strings.Contains(string(m.Data), "requests a second") {
+				busy.Add(1)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		go func() {
+			defer func() { done <- i }()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rd.PublishRequest("$JS.API.STREAM.MSG.GET."+StreamNameDefault, fmt.Sprintf("%s.%d", inbox, n), []byte(`{"seq":1}`))
+				sent.Add(1)
+				if n%1000 == 999 {
+					rd.Flush()
+				}
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second) // the flood runs while the node starts again
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nc2, err := s.Connect("node-restarted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	l2, err := Open(ctx, nc2, Config{}, nil)
+	if err != nil {
+		t.Fatalf("the node could not start under the readers' flood: %v", err)
+	}
+	defer l2.Close(context.Background())
+	n := 0
+	if err := l2.Read(ctx, ReadOptions{}, func(*Envelope) error { n++; return nil }); err != nil || n != 1 {
+		t.Fatalf("the node's read under the flood: %d events, %v", n, err)
+	}
+	close(stop)
+	for range 4 {
+		<-done
+	}
+	elapsed := time.Since(start)
+	if passed, most := s.readers.passed.Load(), int64(ReaderRequestsBurst+ReaderRequestsPerSecond*elapsed.Seconds()+1); passed > most {
+		t.Fatalf("the gate passed %d requests to JetStream in %s; at most %d may pass", passed, elapsed, most)
+	}
+	t.Logf("sent %d requests in %s, %d answered (%d of them refused as too many); %d passed on", sent.Load(), elapsed, answers.Load(), busy.Load(), s.readers.passed.Load())
+}
+
+// TestReadersCannotForgeEventsForOtherReaders: readers share an account,
+// and one that published on an event subject reached every other reader's
+// plain subscription as if the node had published it.
+func TestReadersCannotForgeEventsForOtherReaders(t *testing.T) {
+	s, l, _, victim := startWithReader(t)
+	sub, err := victim.SubscribeSync("aglx.ev.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim.Flush()
+	forger, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer forger.Close()
+	forger.Publish("aglx.ev.credit.transfer.agent~x_local.agent~y_local", []byte(`{"amount":"1000000"}`))
+	forger.Flush()
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	m, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Header.Get(HdrEventID) == "" {
+		t.Fatalf("a reader's plain subscription got a forged event first: %s %s", m.Subject, m.Data)
 	}
 }
 
@@ -374,8 +510,14 @@ func TestReaderConsumerRequests(t *testing.T) {
 		{`{"stream_name":"AGLX"}`, false},
 		{`[]`, false},
 		{``, false},
+		// JetStream's decoder fills one struct from both: the gate
+		// checked the second and JetStream took the first's push config.
+		{`{"stream_name":"AGLX","config":{"deliver_subject":"aglx.wal.AGLX"},"config":{"name":"x"}}`, false},
+		{`{"stream_name":"AGLX","config":{"name":"aglx-node-x"},"config":{"max_waiting":1}}`, false},
+		{`{"stream_name":"AGLX","config":{"max_ack_pending":-1},"config":{"max_waiting":1}}`, false},
+		{`{"stream_name":"AGLX","config":{"durable_name":"AGLX_RELAY"}}`, false},
 	} {
-		if err := checkReaderConsumerRequest([]byte(tc.body)); (err == nil) != tc.ok {
+		if _, err := readerConsumerRequest([]byte(tc.body)); (err == nil) != tc.ok {
 			t.Errorf("%s: %v; want ok=%v", tc.body, err, tc.ok)
 		}
 	}
@@ -388,19 +530,27 @@ func FuzzReaderConsumerRequest(f *testing.F) {
 	f.Add([]byte(`{"stream_name":"AGLX","config":{"durable_name":"d","ack_policy":"explicit","max_ack_pending":1000}}`))
 	f.Add([]byte(`{"stream_name":"AGLX","config":{"deliver_subject":"aglx.wal.AGLX"}}`))
 	f.Add([]byte(`{"stream_name":"AGLX","config":{"name":"x","Deliver_Subject":"y","max_waiting":3}}`))
+	f.Add([]byte(`{"stream_name":"AGLX","config":{"deliver_subject":"aglx.wal.AGLX"},"config":{"name":"x"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if checkReaderConsumerRequest(data) != nil {
+		body, err := readerConsumerRequest(data)
+		if err != nil {
 			return
 		}
+		// What JetStream reads from what the gate passes on.
 		var req server.CreateConsumerRequest
-		if json.Unmarshal(data, &req) != nil {
-			return // JetStream refuses it too
+		dec := json.NewDecoder(bytes.NewReader(body))
+		for {
+			if err := dec.Decode(&req); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("the gate passed on a body JetStream cannot read: %s: %v", body, err)
+			}
 		}
 		c := req.Config
 		if c.DeliverSubject != "" || c.DeliverGroup != "" || c.FlowControl || c.Heartbeat != 0 || c.Direct || c.Sourcing || c.RateLimit != 0 {
 			t.Fatalf("the gate passed a push or internal consumer: %s", data)
 		}
-		if strings.HasPrefix(c.Name, NodeConsumerPrefix) || strings.HasPrefix(c.Durable, NodeConsumerPrefix) {
+		if checkReaderConsumerName(c.Name) != nil || checkReaderConsumerName(c.Durable) != nil {
 			t.Fatalf("the gate passed a node's name: %s", data)
 		}
 		if c.MaxAckPending < 0 || c.MaxAckPending > ReaderAckPendingMax || c.MaxWaiting < 0 || c.MaxWaiting > ReaderPullsWaitingMax {
