@@ -317,7 +317,7 @@ const HTTPConnectionsMax = 256 // connections
 // on a new one.
 func LimitListener(ln net.Listener, n int) *LimitedListener {
 	return &LimitedListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
-		idle: map[net.Conn]idleMark{}, wentIdle: make(chan struct{}, 1)}
+		idle: map[net.Conn]time.Time{}, wentIdle: make(chan struct{}, 1)}
 }
 
 // LimitedListener is LimitListener's listener.
@@ -328,16 +328,18 @@ type LimitedListener struct {
 	closeOnce sync.Once
 
 	mu       sync.Mutex
-	idle     map[net.Conn]idleMark // open connections the server keeps alive between requests
-	wentIdle chan struct{}         // a connection became idle (capacity 1)
+	idle     map[net.Conn]time.Time // open connections the server keeps alive between requests, since when
+	wentIdle chan struct{}          // a connection became idle (capacity 1)
 }
 
-// idleMark says since when a connection has been idle, and how many reads
-// had given it bytes by then.
-type idleMark struct {
-	since time.Time
-	reads uint64
-}
+// halfReceivedGrace is how long after its last byte came in an idle
+// connection is taken to be receiving its next request, and is not closed
+// to make room. net/http calls a connection active only once a request's
+// headers are in, and starts ReadHeaderTimeout only after its first four
+// bytes: a client that trickled one byte now and then held its slot for
+// the whole idle timeout. A request's bytes come in together; a pause
+// this long is no request coming in.
+const halfReceivedGrace = time.Second
 
 // Accept takes the next connection and waits for a free slot for it,
 // closing the longest-idle connection whenever none is free. It takes the
@@ -359,6 +361,7 @@ func (l *LimitedListener) Accept() (net.Conn, error) {
 		case l.slots <- struct{}{}:
 			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
 		case <-l.wentIdle: // one may be closed now
+		case <-time.After(halfReceivedGrace): // or one's grace may be over
 		case <-l.done:
 			c.Close()
 			return nil, net.ErrClosed
@@ -375,11 +378,7 @@ func (l *LimitedListener) ConnState(c net.Conn, st http.ConnState) {
 		delete(l.idle, c)
 		return
 	}
-	mark := idleMark{since: time.Now()}
-	if lc, ok := c.(*limitConn); ok {
-		mark.reads = lc.reads.Load()
-	}
-	l.idle[c] = mark
+	l.idle[c] = time.Now()
 	select {
 	case l.wentIdle <- struct{}{}:
 	default:
@@ -388,18 +387,19 @@ func (l *LimitedListener) ConnState(c net.Conn, st http.ConnState) {
 
 // closeIdlest closes the connection idle the longest, if any is. The
 // server calls a connection active only once a request's headers are in,
-// so one that has read bytes since it went idle is taking a request and is
-// left alone: closing it cost its client the answer.
+// so one that read bytes within halfReceivedGrace is taking a request and
+// is left alone: closing it cost its client the answer.
 func (l *LimitedListener) closeIdlest() {
 	l.mu.Lock()
 	var oldest net.Conn
 	var since time.Time
-	for c, m := range l.idle {
-		if lc, ok := c.(*limitConn); ok && lc.reads.Load() != m.reads {
+	now := time.Now().UnixNano()
+	for c, t := range l.idle {
+		if lc, ok := c.(*limitConn); ok && now-lc.lastRead.Load() < int64(halfReceivedGrace) {
 			continue
 		}
-		if oldest == nil || m.since.Before(since) {
-			oldest, since = c, m.since
+		if oldest == nil || t.Before(since) {
+			oldest, since = c, t
 		}
 	}
 	delete(l.idle, oldest)
@@ -418,13 +418,14 @@ type limitConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
-	reads   atomic.Uint64 // reads that returned bytes
+	// lastRead is when a read last returned bytes, in Unix nanoseconds.
+	lastRead atomic.Int64
 }
 
 func (c *limitConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
-		c.reads.Add(1)
+		c.lastRead.Store(time.Now().UnixNano())
 	}
 	return n, err
 }

@@ -110,7 +110,9 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 // whose next request was half sent when every slot was taken lost its
 // connection, and its answer, to a newcomer. A connection that has read
 // bytes since it went idle is left alone; the newcomer waits until a
-// connection is idle without a request coming in.
+// connection is idle without a request coming in, or one has sent nothing
+// for halfReceivedGrace (a client trickling a byte at a time kept its
+// slot for the whole idle timeout).
 func TestHalfReceivedRequestIsNotClosedForRoom(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -139,8 +141,8 @@ func TestHalfReceivedRequestIsNotClosedForRoom(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		ln.mu.Lock()
 		busy := 0
-		for c, m := range ln.idle {
-			if c.(*limitConn).reads.Load() != m.reads {
+		for c := range ln.idle {
+			if time.Now().UnixNano()-c.(*limitConn).lastRead.Load() < int64(halfReceivedGrace)/2 {
 				busy++
 			}
 		}
@@ -165,7 +167,7 @@ func TestHalfReceivedRequestIsNotClosedForRoom(t *testing.T) {
 	select {
 	case err := <-newcomer:
 		t.Fatalf("the newcomer was served (%v) while the only slot was taking a request", err)
-	case <-time.After(200 * time.Millisecond):
+	case <-time.After(halfReceivedGrace / 4):
 	}
 	io.WriteString(a, "st: node\r\n\r\n")
 	resp, err = http.ReadResponse(ar, nil)
@@ -176,4 +178,37 @@ func TestHalfReceivedRequestIsNotClosedForRoom(t *testing.T) {
 	if err := <-newcomer; err != nil {
 		t.Fatalf("the newcomer, once the connection was idle again: %v", err)
 	}
+}
+
+// TestTricklingClientDoesNotHoldItsSlot: one byte after an answer kept a
+// kept-alive connection from being closed for room for the whole idle
+// timeout (net/http starts its header timeout only after four bytes).
+func TestTricklingClientDoesNotHoldItsSlot(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := LimitListener(inner, 1)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
+		IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute, ConnState: ln.ConnState}
+	go srv.Serve(ln)
+	defer srv.Close()
+	a, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	io.WriteString(a, "GET / HTTP/1.1\r\nHost: node\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(a), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	io.WriteString(a, "G") // and nothing more
+	client := &http.Client{Timeout: 20 * halfReceivedGrace}
+	resp, err = client.Get("http://" + inner.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatalf("a newcomer behind a client that sent one byte: %v", err)
+	}
+	resp.Body.Close()
 }

@@ -122,14 +122,25 @@ func (c *Certs) Fingerprint() string {
 func (c *Certs) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if now := time.Now(); now.Sub(c.checked) >= c.checkEvery && !c.refreshing {
-		c.checked, c.refreshing = now, true
-		go func() {
-			c.refresh(now)
-			c.mu.Lock()
-			c.refreshing = false
-			c.mu.Unlock()
-		}()
+	now := time.Now()
+	if now.Sub(c.checked) < c.checkEvery || c.refreshing {
+		return c.cert, nil
+	}
+	c.checked, c.refreshing = now, true
+	refresh := func() {
+		c.refresh(now)
+		c.mu.Lock()
+		c.refreshing = false
+		c.mu.Unlock()
+	}
+	if c.cert.Leaf != nil && now.After(c.cert.Leaf.NotAfter) {
+		// The pair served has run out: this handshake would fail with
+		// it, so it waits for the look at the files.
+		c.mu.Unlock()
+		refresh()
+		c.mu.Lock()
+	} else {
+		go refresh()
 	}
 	return c.cert, nil
 }

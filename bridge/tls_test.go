@@ -132,3 +132,35 @@ func TestRenewedCertificateIsServedWithoutRestart(t *testing.T) {
 		t.Fatalf("the node's own certificate with a twentieth left: not remade (fingerprint %s, was %s)", own.Fingerprint(), was)
 	}
 }
+
+// TestExpiredCertificateWaitsForTheFiles: the look at the files runs in the
+// background, so the handshake that starts it gets the pair served before.
+// When that pair has run out, the handshake would fail with it: it waits
+// for the renewed one instead.
+func TestExpiredCertificateWaitsForTheFiles(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := ensureSelfSigned(certFile, keyFile, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	cfg, certs, err := TLSConfig(certFile, keyFile, "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs.mu.Lock()
+	expired := *certs.cert.Leaf
+	expired.NotAfter = time.Now().Add(-time.Hour)
+	certs.cert.Leaf, certs.checked = &expired, time.Time{}
+	was := certs.fp
+	certs.mu.Unlock()
+	if err := ensureSelfSigned(certFile, keyFile, nil, true); err != nil { // the renewal on disk
+		t.Fatal(err)
+	}
+	c, err := cfg.GetCertificate(&tls.ClientHelloInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Fingerprint(c.Certificate[0]); got == was {
+		t.Fatal("the handshake after the certificate ran out got it again, not the renewed one on disk")
+	}
+}

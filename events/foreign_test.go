@@ -3,10 +3,12 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -160,5 +162,31 @@ func TestForeignMessageBeforeABurstStopsAppends(t *testing.T) {
 	}
 	if err := l.Healthy(); !errors.Is(err, errForeign) {
 		t.Fatalf("Healthy() = %v; want the foreign message named", err)
+	}
+}
+
+// TestStrangerWithAHeadersOnlyMarkIsSkipped: a read fails on an event of
+// the node's delivered without its body, but anyone can put JetStream's
+// headers-only mark on a message of their own. Such a stranger must stay
+// a stranger, skipped, not stop the node's start and every read.
+func TestStrangerWithAHeadersOnlyMarkIsSkipped(t *testing.T) {
+	nc := connectTest(t, t.TempDir())
+	ctx := context.Background()
+	appendAndClose(t, nc) // seq 1
+	m := &nats.Msg{Subject: SubjectPrefix + ".task.assign.x.y", Header: nats.Header{headersOnlySize: {"2"}}}
+	if _, err := testJetStream(t, nc).PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(ctx, nc, Config{}, nil)
+	if err != nil {
+		t.Fatalf("Open with a stranger marked headers-only at the end: %v", err)
+	}
+	defer l.Close(ctx)
+	var seen []string
+	if err := l.Read(ctx, ReadOptions{}, func(e *Envelope) error {
+		seen = append(seen, fmt.Sprintf("%d foreign=%v", e.Seq, e.Foreign != nil))
+		return nil
+	}); err != nil || len(seen) != 2 || seen[1] != "2 foreign=true" {
+		t.Fatalf("Read: %v, saw %v; want seq 1 and the stranger at 2, skipped", err, seen)
 	}
 }

@@ -116,9 +116,12 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn func(*Envelope) err
 			// ends where the log ended when it started.
 			return nil
 		}
-		if m.Headers().Get(headersOnlySize) != "" {
+		if h := m.Headers(); len(m.Data()) == 0 && h.Get(HdrEventID) != "" && h.Get(headersOnlySize) != "" && h.Get(headersOnlySize) != "0" {
 			// A consumer changed to deliver headers only: every event
 			// would look like a stranger's, and be skipped without a word.
+			// (Only an event of the node's, with a body, counts: anyone
+			// may put the header on a message of their own, which is a
+			// stranger's and skipped.)
 			return fmt.Errorf("events: read: seq %d came without its body (%s): the read's consumer delivers headers only, which the node never asks for", meta.Sequence.Stream, headersOnlySize)
 		}
 		env, err := FromMsg(m.Headers(), m.Data(), meta.Sequence.Stream)
