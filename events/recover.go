@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -215,6 +216,10 @@ func (l *Log) checkOwnEvents(ctx context.Context, lo, nodeLast, walFirst, walBat
 	return nil
 }
 
+// readBatchesBufferBytes bounds the write-ahead batches readBatches has
+// buffered, in bytes: four of the largest, a batch of one largest event.
+const readBatchesBufferBytes = 4 * (protocol.BodySizeMaxLimit + envelopeOverhead + walMsgSlack)
+
 // readBatches calls fn with each write-ahead batch from from to to, read
 // through one ordered consumer: a message get per batch, with a batch an
 // event under light load, took 8,000 round trips, which on a network
@@ -230,7 +235,9 @@ func (l *Log) readBatches(ctx context.Context, from, to uint64, fn func(*batch))
 	if err != nil {
 		return fmt.Errorf("events: recover: read write-ahead batches: %w", err)
 	}
-	it, err := cons.Messages()
+	// By bytes: the client's default, 500 messages, is up to 4 GiB of
+	// batches.
+	it, err := cons.Messages(jetstream.PullMaxBytes(readBatchesBufferBytes))
 	if err != nil {
 		return fmt.Errorf("events: recover: read write-ahead batches: %w", err)
 	}
