@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,6 +185,10 @@ func HTTPHandler(api API) http.Handler {
 		}
 		return http.StatusOK, map[string]any{"mentors": api.Registry.MentorsPage(q.Get("after"), limit)}
 	}))
+	// Every other path: an answer in JSON, as the rest of the API's.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, errBody(fmt.Sprintf("no such endpoint: %s %s (the API is under /v1, docs/OPERATIONS.md)", r.Method, r.URL.Path)))
+	})
 	return mux
 }
 
@@ -280,19 +285,24 @@ func pageOf(r *http.Request, max int) (uint64, int, error) {
 	return after, limit, nil
 }
 
-// limitOf reads ?limit=N; absent is 0, for the default.
+// limitOf reads ?limit=N; absent is 0, for the default. Zero or less is
+// refused: limit=0 and limit=-1 answered the largest page, the opposite
+// of what they ask.
 func limitOf(s string) (int, error) {
 	if s == "" {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(s)
-	if errors.Is(err, strconv.ErrRange) {
+	if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(s, "-") {
 		// A number, only too large for an int: the largest page, as any
 		// limit beyond a page's size is.
 		return math.MaxInt, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("limit=%q: want a number", s)
+	}
+	if n <= 0 {
+		return 0, fmt.Errorf("limit=%q: want at least 1", s)
 	}
 	return n, nil
 }

@@ -31,7 +31,11 @@ func (s *Server) reply(it *item) []byte {
 			}
 			it.refusal = err
 		} else {
-			s.n.appended.Add(1)
+			if a.Duplicate {
+				s.n.duplicate.Add(1)
+			} else {
+				s.n.appended.Add(1)
+			}
 			if it.silent {
 				return nil
 			}

@@ -122,7 +122,12 @@ type Counters struct {
 	// ConnectionsIdle counts connections closed for sending no complete
 	// frame within the idle timeout.
 	ConnectionsIdle int64 `json:"connections_idle_closed"`
+	// FramesAppended counts frames stored as events: a fold may still
+	// have refused one (it is then in FramesRefused too; the log records
+	// what was asked). FramesDuplicate counts resends answered from the
+	// first copy, which store nothing.
 	FramesAppended  int64 `json:"frames_appended"`
+	FramesDuplicate int64 `json:"frames_duplicate"`
 	// FramesRefused counts every refused frame, UDP ones included.
 	FramesRefused int64 `json:"frames_refused"`
 	UDPAppended   int64 `json:"udp_appended"`
@@ -132,7 +137,7 @@ type Counters struct {
 type counters struct {
 	connsOpen, connsTotal, connsShed atomic.Int64
 	idleClosed                       atomic.Int64
-	appended, refused                atomic.Int64
+	appended, duplicate, refused     atomic.Int64
 	udpAppended, udpRefused          atomic.Int64
 	// ack is the time from reading a frame to handing its reply to the
 	// socket: the node's share of an agent's ack latency.
@@ -195,6 +200,7 @@ func (s *Server) Counters() Counters {
 		ConnectionsShed:  s.n.connsShed.Load(),
 		ConnectionsIdle:  s.n.idleClosed.Load(),
 		FramesAppended:   s.n.appended.Load(),
+		FramesDuplicate:  s.n.duplicate.Load(),
 		FramesRefused:    s.n.refused.Load(),
 		UDPAppended:      s.n.udpAppended.Load(),
 		UDPRefused:       s.n.udpRefused.Load(),

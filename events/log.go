@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,7 +74,21 @@ type Config struct {
 	// the run's later events, whose preconditions it satisfied, were
 	// stored after it, so the last event's ack hid the loss.
 	ExclusiveWriter bool
+	// Owner names who writes the log: for the node, its name and key id.
+	// It is kept in the event stream's metadata (MetaOwner), and Open
+	// refuses a log another owner wrote. A node's own messages (mints,
+	// registry entries) are made under its name and key and checked
+	// against them on replay: a node started again under another --name
+	// on the same store replayed every mint as refused and showed empty
+	// balances. A log without one takes this one; "" checks nothing.
+	Owner string
 }
+
+// MetaOwner is the event stream's metadata key for Config.Owner.
+const MetaOwner = "aglx_owner"
+
+// ErrOtherOwner is Open's refusal of a log that another owner wrote.
+var ErrOtherOwner = errors.New("events: the log is another node's")
 
 // withDefaults fills unset fields.
 func (c Config) withDefaults() Config {
@@ -249,10 +264,13 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	if err != nil {
 		return nil, fmt.Errorf("events: jetstream: %w", err)
 	}
-	if err := checkReplicas(ctx, js, cfg); err != nil {
+	meta, err := checkExisting(ctx, js, cfg)
+	if err != nil {
 		return nil, err
 	}
-	st, err := js.CreateOrUpdateStream(ctx, cfg.StreamConfig())
+	sc := cfg.StreamConfig()
+	sc.Metadata = meta
+	st, err := js.CreateOrUpdateStream(ctx, sc)
 	if err != nil {
 		return nil, fmt.Errorf("events: create stream %s: %w", cfg.Stream, err)
 	}
@@ -293,21 +311,48 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	return l, nil
 }
 
+// checkExisting checks an existing event stream against cfg (its replicas
+// and its owner) and returns the metadata to keep on it: the stream's
+// own, with cfg.Owner added where it had none.
+func checkExisting(ctx context.Context, js jetstream.JetStream, cfg Config) (map[string]string, error) {
+	meta := map[string]string{}
+	s, err := js.Stream(ctx, cfg.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if cfg.Owner != "" {
+			meta[MetaOwner] = cfg.Owner
+		}
+		return meta, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("events: stream %s: %w", cfg.Stream, err)
+	}
+	info := s.CachedInfo()
+	if err := checkReplicas(info, cfg); err != nil {
+		return nil, err
+	}
+	for k, v := range info.Config.Metadata {
+		if !strings.HasPrefix(k, "_nats.") { // the server's own, which it sets
+			meta[k] = v
+		}
+	}
+	switch was := meta[MetaOwner]; {
+	case cfg.Owner == "":
+	case was == "":
+		meta[MetaOwner] = cfg.Owner
+	case was != cfg.Owner:
+		return nil, fmt.Errorf("%w: stream %s was written by %q, and this is %q: a node's own mints and registry entries are void on replay under another name or key. Start it as %s, or give another node a store of its own (docs/OPERATIONS.md)", ErrOtherOwner, cfg.Stream, was, cfg.Owner, was)
+	}
+	return meta, nil
+}
+
 // checkReplicas refuses to open an existing log with a replica count that
 // its streams cannot be updated to in place. A single-copy event stream
 // uses asynchronous persistence, a replicated one cannot, and JetStream
 // never changes a stream's persistence mode; the update would fail with
 // the server's terse "can not change persist mode". Between 3 and 5 copies
 // the update is allowed and left to the server.
-func checkReplicas(ctx context.Context, js jetstream.JetStream, cfg Config) error {
-	s, err := js.Stream(ctx, cfg.Stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("events: stream %s: %w", cfg.Stream, err)
-	}
-	have := s.CachedInfo().Config.Replicas
+func checkReplicas(info *jetstream.StreamInfo, cfg Config) error {
+	have := info.Config.Replicas
 	if have == cfg.Replicas || (have > 1 && cfg.Replicas > 1) {
 		return nil
 	}

@@ -394,3 +394,34 @@ func TestRecoverAfterTheBodyLimitWasLowered(t *testing.T) {
 		t.Fatalf("Open: %v; want --body-max named", err)
 	}
 }
+
+// TestOpenRefusesAnotherOwnersLog: a node's own mints and registry entries
+// are made under its name and key and checked against them on replay. A
+// node started again under another name on the same store replayed every
+// mint as refused and showed empty balances, with nothing said. The log
+// keeps its owner in the stream's metadata; Open refuses another, takes
+// an owner where the log has none, and checks nothing for "".
+func TestOpenRefusesAnotherOwnersLog(t *testing.T) {
+	nc := connectTest(t, t.TempDir())
+	ctx := context.Background()
+	appendAndClose(t, nc) // a log from before owners: none recorded
+	for _, tc := range []struct {
+		owner string
+		ok    bool
+	}{
+		{"registry://localhost ed25519:aa", true}, // takes it
+		{"registry://localhost ed25519:aa", true},
+		{"registry://global.aglx.net ed25519:aa", false},
+		{"registry://localhost ed25519:bb", false},
+		{"", true},
+		{"registry://localhost ed25519:aa", true}, // still the owner
+	} {
+		l, err := Open(ctx, nc, Config{Owner: tc.owner}, nil)
+		if err == nil {
+			l.Close(ctx)
+		}
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrOtherOwner)) {
+			t.Fatalf("Open as %q: %v; want ok=%v", tc.owner, err, tc.ok)
+		}
+	}
+}

@@ -74,15 +74,22 @@ func TestHTTPQueryValues(t *testing.T) {
 		{"/v1/agents?limit=99999999999999999999", http.StatusOK},
 		{"/v1/mentors?limit=99999999999999999999", http.StatusOK},
 		{"/v1/ledger/mismatches?limit=99999999999999999999&after=99999999999999999999", http.StatusOK},
+		// Zero or less asks for nothing, and got the largest page.
+		{"/v1/ledger/mismatches?limit=0", http.StatusBadRequest},
+		{"/v1/agents?limit=-1", http.StatusBadRequest},
+		{"/v1/mentors?limit=-99999999999999999999", http.StatusBadRequest},
+		// A path that is no endpoint answers in JSON too.
+		{"/v1/nothing", http.StatusNotFound},
 	}
 	for _, tc := range tests {
 		resp, err := http.Get("http://" + m.HTTPAddr() + tc.path)
 		if err != nil {
 			t.Fatal(err)
 		}
+		ct := resp.Header.Get("Content-Type")
 		resp.Body.Close()
-		if resp.StatusCode != tc.want {
-			t.Errorf("GET %s = %d, want %d", tc.path, resp.StatusCode, tc.want)
+		if resp.StatusCode != tc.want || ct != "application/json" {
+			t.Errorf("GET %s = %d (%s), want %d in JSON", tc.path, resp.StatusCode, ct, tc.want)
 		}
 	}
 }

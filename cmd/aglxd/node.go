@@ -106,7 +106,10 @@ func (m *Main) Run(ctx context.Context) error {
 	// account; on an operator's NATS others may, and the publisher has
 	// every event acknowledged (events.Config.ExclusiveWriter).
 	m.log, err = events.Open(ctx, m.nc, events.Config{BodySizeMax: m.cfg.BodySizeMax, CommitConn: m.commitNC, Replicas: m.cfg.Replicas,
-		AckTimeout: m.cfg.ackTimeout, ExclusiveWriter: m.ns != nil}, m.lg)
+		AckTimeout: m.cfg.ackTimeout, ExclusiveWriter: m.ns != nil, Owner: m.cfg.Name + " " + protocol.KeyID(key.Public())}, m.lg)
+	if errors.Is(err, events.ErrOtherOwner) {
+		return fmt.Errorf("--name %s, --node-key %s: %w", m.cfg.Name, m.cfg.NodeKeyPath(), err)
+	}
 	if err != nil {
 		return err
 	}
