@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -249,8 +250,10 @@ func ensureSelfSigned(certFile, keyFile string, hosts []string, remake bool) err
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else if h != "" {
+			if !slices.ContainsFunc(tmpl.IPAddresses, ip.Equal) {
+				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+			}
+		} else if h != "" && !slices.Contains(tmpl.DNSNames, h) {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}

@@ -375,6 +375,9 @@ func Attach(ctx context.Context, nc *nats.Conn, stream string) (*Log, error) {
 		return nil, fmt.Errorf("events: jetstream: %w", err)
 	}
 	st, err := js.Stream(ctx, stream)
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("events: stream %s: no such stream here, or not one this connection may read (the embedded server's readers see %s only): %w", stream, StreamNameDefault, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("events: stream %s: %w", stream, err)
 	}

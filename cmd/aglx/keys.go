@@ -81,7 +81,7 @@ func loadKey(path string) (crypto.Signer, error) {
 	}
 	k, err := protocol.ParsePrivateKey(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s is not a private key (PKCS #8 PEM, as aglx keygen writes): %w", path, err)
 	}
 	return k, nil
 }

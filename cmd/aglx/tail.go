@@ -56,7 +56,13 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 
-	nc, err := nats.Connect(*url, nats.Name("aglx tail"))
+	// A node that stops leaves the reader waiting for it: say so, rather
+	// than hang without a word.
+	nc, err := nats.Connect(*url, nats.Name("aglx tail"),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			fmt.Fprintf(os.Stderr, "aglx tail: lost the connection to %s (%v); trying again\n", *url, err)
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { fmt.Fprintf(os.Stderr, "aglx tail: connected again to %s\n", *url) }))
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", *url, err)
 	}

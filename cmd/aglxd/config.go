@@ -210,7 +210,7 @@ func (c Config) RelayPrefixes() ([]netip.Prefix, error) {
 		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("--relay-networks: %q: %w", s, err)
+			return nil, fmt.Errorf("--relay-networks: %q is not a CIDR such as 10.0.0.0/8: %w", s, err)
 		}
 		out = append(out, p.Masked())
 	}
