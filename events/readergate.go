@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,10 +66,32 @@ const readerGateTimeout = 5 * time.Second
 // readerGateWorkers is how many readers' requests the gate has at
 // JetStream at once, so that one slow request does not hold up the
 // others. readerGateQueue is how many wait for a worker, in requests;
-// past it they are dropped, and their readers time out.
+// past it they are refused as busy. readerGateBufferBytes bounds what
+// the gate's connection holds before it looks at a request, in bytes;
+// past it the client drops them and their readers time out (a queue
+// bounded by count alone held 4 GB of 7 MB bodies).
 const (
-	readerGateWorkers = 4
-	readerGateQueue   = 4096
+	readerGateWorkers     = 4
+	readerGateQueue       = 4096
+	readerGateBufferBytes = 64 << 20
+)
+
+// Bounds on a reader's request, each refused past it before anything else
+// is done with it. ReaderRequestBytesMax is a request's body, in bytes;
+// ReaderSubjectBytesMax its subject after "$JS.API.", in bytes (the gate
+// repeats the subject with a reply of its own, and one over the server's
+// 4 KiB line closed the gate's connection for good).
+// ReaderFilterSubjectsMax, ReaderBackoffMax and ReaderPriorityGroupsMax
+// bound a consumer's lists, in entries: JetStream compares every pair of
+// filters, so 40,000 of them kept all its API workers busy for minutes and
+// again at every start, and 3.9 million backoff steps were 45 MB a
+// consumer.
+const (
+	ReaderRequestBytesMax   = 64 << 10
+	ReaderSubjectBytesMax   = 256
+	ReaderFilterSubjectsMax = 64
+	ReaderBackoffMax        = 64
+	ReaderPriorityGroupsMax = 16
 )
 
 // gateAPI starts the subjects, in the node's account, that readers'
@@ -93,35 +116,41 @@ type readerGate struct {
 	js     jetstream.JetStream
 	stream string
 	limit  *rate.Limiter
-	passed atomic.Int64 // requests passed on to JetStream
+	work   chan *nats.Msg
+	done   chan struct{} // closed by stop
+	once   sync.Once
+	// creating is held from counting the stream's consumers to creating
+	// one: four workers counting at once let readers past the cap.
+	creating sync.Mutex
+	passed   atomic.Int64 // requests passed on to JetStream
 }
 
-// openReaderGate subscribes the gate on nc, a connection of the node's.
-// Its workers end when nc is closed.
+// openReaderGate subscribes the gate on nc, a connection of the node's,
+// and starts its workers; stop ends them.
 func openReaderGate(nc *nats.Conn, stream string) (*readerGate, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("events: readers' gate: %w", err)
 	}
-	g := &readerGate{nc: nc, js: js, stream: stream, limit: rate.NewLimiter(ReaderRequestsPerSecond, ReaderRequestsBurst)}
-	in := make(chan *nats.Msg, readerGateQueue)
-	sub, err := nc.ChanSubscribe(gateAPI+">", in)
+	g := &readerGate{nc: nc, js: js, stream: stream, limit: rate.NewLimiter(ReaderRequestsPerSecond, ReaderRequestsBurst),
+		work: make(chan *nats.Msg, readerGateQueue), done: make(chan struct{})}
+	sub, err := nc.Subscribe(gateAPI+">", g.admit)
+	if err == nil {
+		err = sub.SetPendingLimits(readerGateQueue, readerGateBufferBytes)
+	}
+	if err == nil {
+		err = nc.Flush()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("events: readers' gate: %w", err)
 	}
-	if err := nc.Flush(); err != nil {
-		return nil, fmt.Errorf("events: readers' gate: %w", err)
-	}
-	closed := make(chan struct{})
-	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
 	for range readerGateWorkers {
 		go func() {
 			for {
 				select {
-				case m := <-in:
+				case m := <-g.work:
 					g.handle(m)
-				case <-closed:
-					sub.Unsubscribe()
+				case <-g.done:
 					return
 				}
 			}
@@ -130,13 +159,36 @@ func openReaderGate(nc *nats.Conn, stream string) (*readerGate, error) {
 	return g, nil
 }
 
+// stop ends the gate's workers.
+func (g *readerGate) stop() { g.once.Do(func() { close(g.done) }) }
+
+// admit takes a request off the connection: what is too large or too many
+// is refused at once, the rest queued for a worker.
+func (g *readerGate) admit(m *nats.Msg) {
+	rest := strings.TrimPrefix(m.Subject, gateAPI)
+	switch {
+	case len(rest) > ReaderSubjectBytesMax:
+		g.refuse(m, "", gateRefusalCode, fmt.Errorf("the subject is longer than %d bytes after $JS.API.", ReaderSubjectBytesMax))
+	case len(m.Data) > ReaderRequestBytesMax:
+		g.refuse(m, rest, gateRefusalCode, fmt.Errorf("the request is larger than %d bytes", ReaderRequestBytesMax))
+	case !g.limit.Allow():
+		g.refuse(m, rest, gateBusyCode, fmt.Errorf("readers make more than %d JetStream requests a second; try again", ReaderRequestsPerSecond))
+	default:
+		select {
+		case g.work <- m:
+		default:
+			g.refuse(m, rest, gateBusyCode, fmt.Errorf("%d readers' requests are waiting; try again", readerGateQueue))
+		}
+	}
+}
+
 // handle passes m on to JetStream and its answer back, or answers it with
 // the reason it may not pass.
 func (g *readerGate) handle(m *nats.Msg) {
 	rest := strings.TrimPrefix(m.Subject, gateAPI)
-	if !g.limit.Allow() {
-		g.refuse(m, rest, gateBusyCode, fmt.Errorf("readers make more than %d JetStream requests a second; try again", ReaderRequestsPerSecond))
-		return
+	if op, _, _ := cutConsumerOp(rest); op == "CREATE" || op == "DURABLE.CREATE" {
+		g.creating.Lock()
+		defer g.creating.Unlock()
 	}
 	body, err := g.check(rest, m.Data)
 	if err != nil {
@@ -146,7 +198,7 @@ func (g *readerGate) handle(m *nats.Msg) {
 	g.passed.Add(1)
 	resp, err := g.nc.Request("$JS.API."+rest, body, readerGateTimeout)
 	if err != nil {
-		g.refuse(m, rest, gateBusyCode, fmt.Errorf("JetStream did not answer: %v", err))
+		g.refuse(m, rest, gateBusyCode, fmt.Errorf("JetStream did not answer in %s (%v); the request may still take effect", readerGateTimeout, err))
 		return
 	}
 	data := resp.Data
@@ -288,6 +340,19 @@ func readerConsumerRequest(data []byte) ([]byte, error) {
 	}
 	if c.MaxWaiting < 0 || c.MaxWaiting > ReaderPullsWaitingMax {
 		return nil, fmt.Errorf("max_waiting must be from 0 (the server's default) to %d, not %d", ReaderPullsWaitingMax, c.MaxWaiting)
+	}
+	lists := []struct {
+		field    string
+		n, limit int
+	}{
+		{"filter_subjects", len(c.FilterSubjects), ReaderFilterSubjectsMax},
+		{"backoff", len(c.BackOff), ReaderBackoffMax},
+		{"priority_groups", len(c.PriorityGroups), ReaderPriorityGroupsMax},
+	}
+	for _, l := range lists {
+		if l.n > l.limit {
+			return nil, fmt.Errorf("%s has %d entries; at most %d", l.field, l.n, l.limit)
+		}
 	}
 	body, err := json.Marshal(&req)
 	if err != nil {

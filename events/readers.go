@@ -26,9 +26,12 @@ const ReadersAccount = "AGLX_READERS"
 // readerPublishDeny are the subjects readers may not publish on inside
 // their own account: the events' (a reader's forgery reached every other
 // reader's plain subscription as an event) and the inboxes (junk in
-// another reader's pull inbox ended its read). Readers share one user, so
-// they can still see each other's consumers and inboxes; nothing they
-// read is the others' secret.
+// another reader's pull inbox ended its read). It does not cover reply
+// subjects, which NATS permissions cannot restrict: a reader can still
+// have JetStream or the gate answer onto an event subject or into another
+// reader's inbox. Readers share one user and one account; a plain
+// subscriber must take only messages with the Aglx-Event-Id header, once
+// each (docs/EVENTS.md).
 var readerPublishDeny = []string{"aglx.>", "_INBOX.>"}
 
 // readerImport maps a subject readers publish on, in their account, to one

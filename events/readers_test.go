@@ -255,6 +255,91 @@ func TestReadersRequestsAreBounded(t *testing.T) {
 	t.Logf("sent %d requests in %s, %d answered (%d of them refused as too many); %d passed on", sent.Load(), elapsed, answers.Load(), busy.Load(), s.readers.passed.Load())
 }
 
+// TestReadersOversizedRequests: a subject the gate repeated with its own,
+// longer reply went past the server's 4 KiB protocol line, which closed
+// the gate's connection for good: every reader got "no responders" until
+// the node restarted. Bodies of 7 MB queued by the thousand took the
+// node's memory. Both are refused at once now, and the gate answers the
+// next reader.
+func TestReadersOversizedRequests(t *testing.T) {
+	_, l, _, rd := startWithReader(t)
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	for _, r := range []struct{ subject, body, want string }{
+		// Within the reader's own line limit, past the gate's.
+		{"$JS.API.CONSUMER.INFO." + StreamNameDefault + "." + strings.Repeat("a", 3990), "", "longer than"},
+		{"$JS.API.CONSUMER.CREATE." + StreamNameDefault + ".big", `{"stream_name":"AGLX","config":{"name":"big","description":"` + strings.Repeat("a", ReaderRequestBytesMax) + `"}}`, "larger than"},
+	} {
+		m, err := rd.Request(r.subject, []byte(r.body), 5*time.Second)
+		if err != nil {
+			t.Fatalf("%.60s...: %v", r.subject, err)
+		}
+		if !strings.Contains(string(m.Data), r.want) {
+			t.Fatalf("%.60s...: answered %.200s; want a refusal with %q", r.subject, m.Data, r.want)
+		}
+	}
+	if got := readerRequest(t, rd, "$JS.API.STREAM.INFO."+StreamNameDefault, nil); got != "" {
+		t.Fatalf("the gate after the oversized requests: %s", got)
+	}
+}
+
+// TestReadersGateOpensAgain: should the gate's connection close, for
+// whatever reason, readers lost every gated request until the node
+// restarted. The gate opens again on a new connection.
+func TestReadersGateOpensAgain(t *testing.T) {
+	s, _, _, rd := startWithReader(t)
+	s.gateMu.Lock()
+	gate := s.gate
+	s.gateMu.Unlock()
+	gate.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if readerRequest(t, rd, "$JS.API.STREAM.INFO."+StreamNameDefault, nil) == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the readers' gate did not open again after its connection closed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestReadersConsumerCapHoldsUnderConcurrency: the gate counted the
+// stream's consumers in four workers at once, and readers creating
+// consumers together went past the cap.
+func TestReadersConsumerCapHoldsUnderConcurrency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes ReaderConsumersMax consumers")
+	}
+	s, l, nc, _ := startWithReader(t)
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	done := make(chan struct{})
+	for c := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			rd, err := nats.Connect(s.ClientURL())
+			if err != nil {
+				return
+			}
+			defer rd.Close()
+			for i := range ReaderConsumersMax/4 + 8 {
+				name := fmt.Sprintf("c%d-%d", c, i)
+				body, _ := json.Marshal(map[string]any{"stream_name": StreamNameDefault, "config": map[string]any{"durable_name": name, "ack_policy": "none"}})
+				rd.Request("$JS.API.CONSUMER.CREATE."+StreamNameDefault+"."+name, body, 10*time.Second)
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(context.Background(), StreamNameDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Consumers; n > ReaderConsumersMax {
+		t.Fatalf("readers creating consumers at once made %d; the cap is %d", n, ReaderConsumersMax)
+	}
+}
+
 // TestReadersCannotForgeEventsForOtherReaders: readers share an account,
 // and one that published on an event subject reached every other reader's
 // plain subscription as if the node had published it.
@@ -516,6 +601,12 @@ func TestReaderConsumerRequests(t *testing.T) {
 		{`{"stream_name":"AGLX","config":{"name":"aglx-node-x"},"config":{"max_waiting":1}}`, false},
 		{`{"stream_name":"AGLX","config":{"max_ack_pending":-1},"config":{"max_waiting":1}}`, false},
 		{`{"stream_name":"AGLX","config":{"durable_name":"AGLX_RELAY"}}`, false},
+		// JetStream compares every pair of filters: 40,000 kept its API
+		// busy for minutes, and again at every start.
+		{`{"stream_name":"AGLX","config":{"name":"f","filter_subjects":[` + strings.TrimSuffix(strings.Repeat(`"aglx.ev.x",`, ReaderFilterSubjectsMax+1), ",") + `]}}`, false},
+		{`{"stream_name":"AGLX","config":{"name":"f","filter_subjects":[` + strings.TrimSuffix(strings.Repeat(`"aglx.ev.x",`, ReaderFilterSubjectsMax), ",") + `]}}`, true},
+		{`{"stream_name":"AGLX","config":{"name":"b","max_deliver":-1,"backoff":[` + strings.TrimSuffix(strings.Repeat(`1,`, ReaderBackoffMax+1), ",") + `]}}`, false},
+		{`{"stream_name":"AGLX","config":{"name":"p","priority_groups":[` + strings.TrimSuffix(strings.Repeat(`"g",`, ReaderPriorityGroupsMax+1), ",") + `]}}`, false},
 	} {
 		if _, err := readerConsumerRequest([]byte(tc.body)); (err == nil) != tc.ok {
 			t.Errorf("%s: %v; want ok=%v", tc.body, err, tc.ok)

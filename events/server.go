@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aglx/ledger/protocol"
@@ -47,9 +48,73 @@ const serverReadyTimeout = 30 * time.Second
 // (ReadersAccount).
 type Server struct {
 	*server.Server
-	password string      // of nodeUser; random per start, never stored
-	gate     *nats.Conn  // the readers' gate's
-	readers  *readerGate // for tests
+	password string // of nodeUser; random per start, never stored
+
+	gateMu  sync.Mutex
+	gate    *nats.Conn  // the readers' gate's connection
+	readers *readerGate // the gate on it
+	down    bool        // Shutdown has begun
+}
+
+// gateReopenWait is the pause between attempts to open the readers' gate
+// again after its connection closed.
+const gateReopenWait = time.Second
+
+// openGate opens the readers' gate on a connection of its own.
+func (s *Server) openGate() error {
+	// Under a flood of readers' requests the gate's connection drops what
+	// it cannot hold (the readers time out); that is no error of the
+	// node's.
+	quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
+	nc, err := s.Connect("aglxd readers' gate", quiet, nats.ClosedHandler(s.gateClosed))
+	if err != nil {
+		return err
+	}
+	g, err := openReaderGate(nc, StreamNameDefault)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	s.gateMu.Lock()
+	defer s.gateMu.Unlock()
+	if s.down {
+		g.stop()
+		nc.Close()
+		return nil
+	}
+	s.gate, s.readers = nc, g
+	return nil
+}
+
+// gateClosed stops the gate whose connection nc closed and, unless the
+// server is shutting down, opens it again: a connection the server closed
+// (for an error of its protocol) otherwise left every reader without
+// answers until the node restarted.
+func (s *Server) gateClosed(nc *nats.Conn) {
+	s.gateMu.Lock()
+	var g *readerGate
+	if s.gate == nc {
+		g, s.gate, s.readers = s.readers, nil, nil
+	}
+	down := s.down
+	s.gateMu.Unlock()
+	if g != nil {
+		g.stop()
+	}
+	if down || g == nil {
+		return
+	}
+	go func() {
+		for s.openGate() != nil {
+			time.Sleep(gateReopenWait)
+			s.gateMu.Lock()
+			down := s.down
+			s.gateMu.Unlock()
+			if down {
+				return
+			}
+		}
+	}()
 }
 
 // nodeUser and readerUser are the embedded server's two users.
@@ -84,8 +149,12 @@ func (s *Server) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
 
 // Shutdown stops the server and waits until it has stopped.
 func (s *Server) Shutdown() {
-	if s.gate != nil {
-		s.gate.Close()
+	s.gateMu.Lock()
+	s.down = true
+	gate := s.gate
+	s.gateMu.Unlock()
+	if gate != nil {
+		gate.Close()
 	}
 	s.Server.Shutdown()
 	s.Server.WaitForShutdown()
@@ -183,13 +252,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("events: server: JetStream for the node's account: %w", err)
 	}
 	s := &Server{Server: ns, password: password}
-	// Under a flood of readers' requests the gate drops what its queue
-	// cannot hold (the readers time out); that is no error of the node's.
-	quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
-	if s.gate, err = s.Connect("aglxd readers' gate", quiet); err == nil {
-		s.readers, err = openReaderGate(s.gate, StreamNameDefault)
-	}
-	if err != nil {
+	if err := s.openGate(); err != nil {
 		s.Shutdown()
 		return nil, err
 	}
