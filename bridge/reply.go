@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"strconv"
 	"time"
@@ -172,10 +171,4 @@ func (s *Server) frameOver(transport, typ, to, inReplyTo string, status protocol
 }
 
 // reasonOf is the sentence a person reads in an error reply.
-func reasonOf(err error) string {
-	var pe *protocol.Error
-	if errors.As(err, &pe) {
-		return pe.Reason
-	}
-	return err.Error()
-}
+func reasonOf(err error) string { return protocol.ReasonOf(err) }

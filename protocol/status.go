@@ -68,6 +68,17 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%d %s: %s", int(e.Status), e.Status.Text(), e.Reason)
 }
 
+// ReasonOf is the sentence a person reads for err: a refusal's reason
+// without its status, which means something in a reply and nothing in a
+// flag's error; anything else's text.
+func ReasonOf(err error) string {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.Reason
+	}
+	return err.Error()
+}
+
 // Errorf builds a recoverable refusal: the frame's end is known, so the
 // connection can go on with the next frame.
 func Errorf(status Status, format string, args ...any) *Error {

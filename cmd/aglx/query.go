@@ -53,7 +53,7 @@ func getJSON(base, path string, v any) error {
 func uriPath(uri string) (string, error) {
 	u, err := protocol.ParseURI(uri)
 	if err != nil {
-		return "", fmt.Errorf("%q is not an AGLX address such as agent://worker05.local: %w", uri, err)
+		return "", fmt.Errorf("%q is not an AGLX address such as agent://worker05.local: %s", uri, protocol.ReasonOf(err))
 	}
 	// Canonical, as the node keys its state: agent://Worker05.local is
 	// agent://worker05.local.

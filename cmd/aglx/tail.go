@@ -102,7 +102,7 @@ func filters(types []string, from, to, agent string) ([]string, error) {
 		}
 		p, err := protocol.ParseURI(*u)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%q is not an AGLX address such as agent://worker05.local: %s", *u, protocol.ReasonOf(err))
 		}
 		*u = p.String()
 	}

@@ -134,7 +134,7 @@ func parseFlags(args []string) (Config, error) {
 func (c Config) Validate() error {
 	u, err := protocol.ParseURI(c.Name)
 	if err != nil {
-		return fmt.Errorf("--name: %w", err)
+		return fmt.Errorf("--name %q: %s", c.Name, protocol.ReasonOf(err))
 	}
 	if u.String() != c.Name {
 		// The node's URI is compared with FROM and TO as they are written
