@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -218,7 +219,17 @@ func (g *readerGate) check(rest string, data []byte) ([]byte, error) {
 		return data, nil
 	case "STREAM.INFO." + g.stream:
 		// Without its options: a list of every subject in the stream was
-		// a megabyte an answer.
+		// a megabyte an answer. Asked for, they are refused rather than
+		// dropped, which answered "no subjects".
+		var opts map[string]json.RawMessage
+		if len(bytes.TrimSpace(data)) > 0 && json.Unmarshal(data, &opts) != nil {
+			return nil, fmt.Errorf("the request is not a JSON object")
+		}
+		for k, v := range opts {
+			if s := string(v); s != "null" && s != "false" && s != `""` && s != "0" {
+				return nil, fmt.Errorf("readers get a stream's info without %q (a list of every subject is megabytes); read the events through a consumer", k)
+			}
+		}
 		return nil, nil
 	}
 	op, target, ok := cutConsumerOp(rest)

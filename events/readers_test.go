@@ -280,6 +280,10 @@ func TestReadersOversizedRequests(t *testing.T) {
 	if got := readerRequest(t, rd, "$JS.API.STREAM.INFO."+StreamNameDefault, nil); got != "" {
 		t.Fatalf("the gate after the oversized requests: %s", got)
 	}
+	// The stream's subject list is refused, not answered empty.
+	if got := readerRequest(t, rd, "$JS.API.STREAM.INFO."+StreamNameDefault, map[string]any{"subjects_filter": ">"}); !strings.Contains(got, "subjects_filter") {
+		t.Fatalf("STREAM.INFO with a subjects filter: %q; want it refused", got)
+	}
 }
 
 // TestReadersGateOpensAgain: should the gate's connection close, for
