@@ -778,29 +778,3 @@ func TestZoneSecretsNeverStored(t *testing.T) {
 		t.Fatalf("raw files under jetstream/: marker seen %v, %v", seen, err)
 	}
 }
-
-// TestNodeRefusesAnotherNameOnItsLog: the README once suggested starting
-// the node as registry://global.aglx.net to see the reference examples
-// answered, which on an existing --data replayed every mint of the node
-// under registry://localhost as refused: every balance was gone and the
-// audit said all was well. The start now refuses, naming both names.
-func TestNodeRefusesAnotherNameOnItsLog(t *testing.T) {
-	dir := t.TempDir()
-	m := startNode(t, dir)
-	if err := m.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.Relay, cfg.DataDir, cfg.Name = false, dir, "registry://global.aglx.net"
-	cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	other := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	err := other.Run(context.Background())
-	other.Close(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "--name registry://global.aglx.net") || !strings.Contains(err.Error(), "registry://localhost") {
-		t.Fatalf("a start under another name on the node's store: %v; want a refusal naming both names", err)
-	}
-	startNode(t, dir) // and under its own name it starts
-}
