@@ -185,8 +185,9 @@ func HTTPHandler(api API) http.Handler {
 		}
 		return http.StatusOK, map[string]any{"mentors": api.Registry.MentorsPage(q.Get("after"), limit)}
 	}))
-	// Every other path: an answer in JSON, as the rest of the API's.
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	// Every other path: an answer in JSON, as the rest of the API's. For
+	// GET only, so that another method on a known path is still 405.
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errBody(fmt.Sprintf("no such endpoint: %s %s (the API is under /v1, docs/OPERATIONS.md)", r.Method, r.URL.Path)))
 	})
 	return mux

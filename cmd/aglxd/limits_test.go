@@ -81,6 +81,15 @@ func TestHTTPQueryValues(t *testing.T) {
 		// A path that is no endpoint answers in JSON too.
 		{"/v1/nothing", http.StatusNotFound},
 	}
+	// Another method on a known path is still 405, not the JSON 404.
+	resp, err := http.Post("http://"+m.HTTPAddr()+"/v1/stats", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /v1/stats = %d; want 405", resp.StatusCode)
+	}
 	for _, tc := range tests {
 		resp, err := http.Get("http://" + m.HTTPAddr() + tc.path)
 		if err != nil {
