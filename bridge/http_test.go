@@ -74,15 +74,7 @@ func TestLimitListener(t *testing.T) {
 // orchestrator's health checks. The longest-idle connection is closed to
 // make room.
 func TestIdleConnectionsMakeRoom(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := LimitListener(inner, 2)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
-		IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute, ConnState: ln.ConnState}
-	go srv.Serve(ln)
-	defer srv.Close()
+	inner, _ := serveLimited(t, 2)
 
 	for range 2 { // two clients, each with one answered request and its connection kept
 		c, err := net.Dial("tcp", inner.Addr().String())
@@ -114,15 +106,7 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 // for halfReceivedGrace (a client trickling a byte at a time kept its
 // slot for the whole idle timeout).
 func TestHalfReceivedRequestIsNotClosedForRoom(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := LimitListener(inner, 1)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
-		IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute, ConnState: ln.ConnState}
-	go srv.Serve(ln)
-	defer srv.Close()
+	inner, ln := serveLimited(t, 1)
 
 	a, err := net.Dial("tcp", inner.Addr().String())
 	if err != nil {
@@ -184,15 +168,7 @@ func TestHalfReceivedRequestIsNotClosedForRoom(t *testing.T) {
 // kept-alive connection from being closed for room for the whole idle
 // timeout (net/http starts its header timeout only after four bytes).
 func TestTricklingClientDoesNotHoldItsSlot(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := LimitListener(inner, 1)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
-		IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute, ConnState: ln.ConnState}
-	go srv.Serve(ln)
-	defer srv.Close()
+	inner, _ := serveLimited(t, 1)
 	a, err := net.Dial("tcp", inner.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -211,4 +187,20 @@ func TestTricklingClientDoesNotHoldItsSlot(t *testing.T) {
 		t.Fatalf("a newcomer behind a client that sent one byte: %v", err)
 	}
 	resp.Body.Close()
+}
+
+// serveLimited serves "ok" to every request on a loopback listener limited
+// to n connections, until the test ends.
+func serveLimited(t *testing.T, n int) (net.Listener, *LimitedListener) {
+	t.Helper()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := LimitListener(inner, n)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
+		IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute, ConnState: ln.ConnState}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return inner, ln
 }

@@ -44,6 +44,25 @@ func startWithReader(t *testing.T) (*Server, *Log, *nats.Conn, *nats.Conn) {
 	return s, l, nc, rd
 }
 
+// reopenLog closes l and opens the log again on a new connection, as a
+// restarted node would; both end with the test.
+func reopenLog(ctx context.Context, t *testing.T, s *Server, l *Log) (*Log, error) {
+	t.Helper()
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := s.Connect("node-restarted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	l2, err := Open(ctx, nc, Config{}, nil)
+	if err == nil {
+		t.Cleanup(func() { l2.Close(context.Background()) })
+	}
+	return l2, err
+}
+
 // readerRequest sends a raw JetStream API request as the reader and
 // returns the answer's error description, "" for none.
 func readerRequest(t *testing.T, rd *nats.Conn, subject string, body any) string {
@@ -227,19 +246,10 @@ func TestReadersRequestsAreBounded(t *testing.T) {
 	time.Sleep(2 * time.Second) // the flood runs while the node starts again
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := l.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	nc2, err := s.Connect("node-restarted")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc2.Close()
-	l2, err := Open(ctx, nc2, Config{}, nil)
+	l2, err := reopenLog(ctx, t, s, l)
 	if err != nil {
 		t.Fatalf("the node could not start under the readers' flood: %v", err)
 	}
-	defer l2.Close(context.Background())
 	n := 0
 	if err := l2.Read(ctx, ReadOptions{}, func(*Envelope) error { n++; return nil }); err != nil || n != 1 {
 		t.Fatalf("the node's read under the flood: %d events, %v", n, err)
@@ -456,19 +466,9 @@ func TestReadersConsumersAreCapped(t *testing.T) {
 	if err := l.Read(ctx, ReadOptions{}, func(*Envelope) error { n++; return nil }); err != nil || n != 1 {
 		t.Fatalf("the node's read: %d events, %v", n, err)
 	}
-	if err := l.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	nc2, err := s.Connect("node-restarted")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc2.Close()
-	l2, err := Open(ctx, nc2, Config{}, nil)
-	if err != nil {
+	if _, err := reopenLog(ctx, t, s, l); err != nil {
 		t.Fatalf("the node's next Open: %v", err)
 	}
-	l2.Close(ctx)
 }
 
 // TestReadersCannotReadTheNodesOwnStreams: readers see the event stream;
