@@ -89,7 +89,8 @@ func (s *Server) answer(it *item, a events.Appended) (projections.Reply, bool) {
 		s.failedLog.log(s.lg, time.Now(), slog.LevelWarn, "no answer from the projections; acknowledging as recorded (202), the outcome is to be read from the state", "seq", a.Seq, "err", err)
 		it.accepted = protocol.StatusAccepted
 	}
-	if ok && r.Status != protocol.StatusOK && r.Status != protocol.StatusAccepted {
+	if ok && !a.Duplicate && r.Status != protocol.StatusOK && r.Status != protocol.StatusAccepted {
+		// A resend's refusal was counted with its first copy.
 		s.n.refused.Add(1)
 	}
 	return r, ok

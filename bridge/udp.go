@@ -117,10 +117,15 @@ func asProtocolError(err error) *protocol.Error {
 func (s *Server) udpWaiter(waiting <-chan *udpItem) {
 	defer s.wg.Done()
 	for it := range waiting {
-		if _, err := it.pending.Wait(s.abort); err != nil {
+		a, err := it.pending.Wait(s.abort)
+		if err != nil {
 			s.lg.Warn("announce not stored", "peer", it.peer, "err", err)
 			continue
 		}
-		s.n.udpAppended.Add(1)
+		if a.Duplicate {
+			s.n.duplicate.Add(1)
+		} else {
+			s.n.udpAppended.Add(1)
+		}
 	}
 }

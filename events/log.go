@@ -82,6 +82,10 @@ type Config struct {
 	// on the same store replayed every mint as refused and showed empty
 	// balances. A log without one takes this one; "" checks nothing.
 	Owner string
+	// TakeOver makes Owner the log's owner even when another wrote it:
+	// for an operator who lost the node key, or renames the node,
+	// knowing that the earlier owner's own messages are void on replay.
+	TakeOver bool
 }
 
 // MetaOwner is the event stream's metadata key for Config.Owner.
@@ -337,10 +341,12 @@ func checkExisting(ctx context.Context, js jetstream.JetStream, cfg Config) (map
 	}
 	switch was := meta[MetaOwner]; {
 	case cfg.Owner == "":
-	case was == "":
+	case was == "" || was == cfg.Owner:
 		meta[MetaOwner] = cfg.Owner
-	case was != cfg.Owner:
-		return nil, fmt.Errorf("%w: stream %s was written by %q, and this is %q: a node's own mints and registry entries are void on replay under another name or key. Start it as %s, or give another node a store of its own (docs/OPERATIONS.md)", ErrOtherOwner, cfg.Stream, was, cfg.Owner, was)
+	case cfg.TakeOver:
+		meta[MetaOwner] = cfg.Owner
+	default:
+		return nil, fmt.Errorf("%w: stream %s was written by %q, and this is %q: a node's own mints and registry entries are void on replay under another name or key. Start it as the node that wrote it, give another node a store of its own, or take the store over knowing that (docs/OPERATIONS.md)", ErrOtherOwner, cfg.Stream, was, cfg.Owner)
 	}
 	return meta, nil
 }

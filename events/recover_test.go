@@ -406,17 +406,23 @@ func TestOpenRefusesAnotherOwnersLog(t *testing.T) {
 	ctx := context.Background()
 	appendAndClose(t, nc) // a log from before owners: none recorded
 	for _, tc := range []struct {
-		owner string
-		ok    bool
+		owner    string
+		takeOver bool
+		ok       bool
 	}{
-		{"registry://localhost ed25519:aa", true}, // takes it
-		{"registry://localhost ed25519:aa", true},
-		{"registry://global.aglx.net ed25519:aa", false},
-		{"registry://localhost ed25519:bb", false},
-		{"", true},
-		{"registry://localhost ed25519:aa", true}, // still the owner
+		{"registry://localhost ed25519:aa", false, true}, // takes it
+		{"registry://localhost ed25519:aa", false, true},
+		{"registry://global.aglx.net ed25519:aa", false, false},
+		{"registry://localhost ed25519:bb", false, false},
+		{"", false, true},
+		{"registry://localhost ed25519:aa", false, true}, // still the owner
+		// An operator who lost the key takes the store over, knowingly;
+		// from then on the new key is the owner.
+		{"registry://localhost ed25519:bb", true, true},
+		{"registry://localhost ed25519:aa", false, false},
+		{"registry://localhost ed25519:bb", false, true},
 	} {
-		l, err := Open(ctx, nc, Config{Owner: tc.owner}, nil)
+		l, err := Open(ctx, nc, Config{Owner: tc.owner, TakeOver: tc.takeOver}, nil)
 		if err == nil {
 			l.Close(ctx)
 		}

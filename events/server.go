@@ -83,6 +83,11 @@ func (s *Server) openGate() error {
 		return nil
 	}
 	s.gate, s.readers = nc, g
+	if nc.IsClosed() {
+		// Closed before it was the gate's: its handler found another
+		// connection and did not open the gate again.
+		go s.gateClosed(nc)
+	}
 	return nil
 }
 

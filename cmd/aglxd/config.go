@@ -40,6 +40,9 @@ type Config struct {
 	// "registry://NAME@HOST:PORT"; SyncInterval is how often.
 	SyncTo       []string
 	SyncInterval time.Duration
+	// TakeOverStore lets the node start on a store written under another
+	// name or key (events.Config.TakeOver).
+	TakeOverStore bool
 	// Relay delivers agent-to-agent messages to the addressees' registered
 	// addresses, if those lie in RelayNetworks (CIDRs).
 	Relay         bool
@@ -111,6 +114,7 @@ func parseFlags(args []string) (Config, error) {
 	})
 	fs.DurationVar(&c.SyncInterval, "sync-interval", bridge.SyncIntervalDefault, "how often to push registry changes to --sync-to peers")
 	fs.BoolVar(&c.Relay, "relay", c.Relay, "deliver messages agents address to each other to the address each addressee registered")
+	fs.BoolVar(&c.TakeOverStore, "take-over-store", false, "start on a store another --name or node key wrote (a lost key, a renamed node): that node's own mints and registry entries are void on replay")
 	fs.StringVar(&c.RelayNetworks, "relay-networks", c.RelayNetworks, "comma-separated CIDRs the relay may connect to (agents choose the addresses: widen with care)")
 	fs.StringVar(&c.Zones, "zones", c.Zones, "zone file (JSON): each zone's id, HMAC secret, minimum reputation and role")
 	fs.StringVar(&c.NodeKey, "node-key", c.NodeKey, "the node's signing key (PKCS #8 PEM); made on first start (default DATA/keys/node.key)")

@@ -448,6 +448,22 @@ func TestUDPAnnounceIsRecorded(t *testing.T) {
 	if ev.Type != "agent.announce" || ev.Transport != events.TransportUDP || ev.To != "" || !bytes.Contains(announce, ev.Body) {
 		t.Fatalf("stored %+v", ev)
 	}
+	// A datagram sent again with an ID stores nothing new, and the
+	// counters say so (each resend counted as appended).
+	withID := bytes.Replace(announce, []byte("TYPE: agent.announce\n"), []byte("TYPE: agent.announce\nID: udp-1\n"), 1)
+	for range 3 {
+		uc.Write(withID)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c := m.bridge.Counters()
+		if c.UDPAppended == 2 && c.FramesDuplicate == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after one announce and three copies of another: %+v; want 2 appended, 2 duplicates", c)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestPipelinedConnections runs several connections that each pipeline

@@ -106,9 +106,10 @@ func (m *Main) Run(ctx context.Context) error {
 	// account; on an operator's NATS others may, and the publisher has
 	// every event acknowledged (events.Config.ExclusiveWriter).
 	m.log, err = events.Open(ctx, m.nc, events.Config{BodySizeMax: m.cfg.BodySizeMax, CommitConn: m.commitNC, Replicas: m.cfg.Replicas,
-		AckTimeout: m.cfg.ackTimeout, ExclusiveWriter: m.ns != nil, Owner: m.cfg.Name + " " + protocol.KeyID(key.Public())}, m.lg)
+		AckTimeout: m.cfg.ackTimeout, ExclusiveWriter: m.ns != nil, Owner: m.cfg.Name + " " + protocol.KeyID(key.Public()),
+		TakeOver: m.cfg.TakeOverStore}, m.lg)
 	if errors.Is(err, events.ErrOtherOwner) {
-		return fmt.Errorf("--name %s, --node-key %s: %w", m.cfg.Name, m.cfg.NodeKeyPath(), err)
+		return fmt.Errorf("--name %s, --node-key %s (key id %s): %w; --take-over-store starts it anyway", m.cfg.Name, m.cfg.NodeKeyPath(), protocol.KeyID(key.Public()), err)
 	}
 	if err != nil {
 		return err

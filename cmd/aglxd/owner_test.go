@@ -12,7 +12,8 @@ import (
 // the node as registry://global.aglx.net to see the reference examples
 // answered, which on an existing --data replayed every mint of the node
 // under registry://localhost as refused: every balance was gone and the
-// audit said all was well. The start now refuses, naming both names.
+// audit said all was well. The start now refuses, naming both names,
+// unless the operator takes the store over (--take-over-store).
 func TestNodeRefusesAnotherNameOnItsLog(t *testing.T) {
 	dir := t.TempDir()
 	m := startNode(t, dir)
@@ -31,5 +32,14 @@ func TestNodeRefusesAnotherNameOnItsLog(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--name registry://global.aglx.net") || !strings.Contains(err.Error(), "registry://localhost") {
 		t.Fatalf("a start under another name on the node's store: %v; want a refusal naming both names", err)
 	}
-	startNode(t, dir) // and under its own name it starts
+	startNode(t, dir).Close(context.Background()) // and under its own name it starts
+
+	// An operator who means it takes the store over.
+	cfg.TakeOverStore = true
+	taken := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := taken.Run(context.Background()); err != nil {
+		taken.Close(context.Background())
+		t.Fatalf("--take-over-store: %v", err)
+	}
+	taken.Close(context.Background())
 }
