@@ -328,7 +328,7 @@ const HTTPConnectionsMax = 256 // connections
 // on a new one.
 func LimitListener(ln net.Listener, n int) *LimitedListener {
 	return &LimitedListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
-		idle: map[net.Conn]time.Time{}, wentIdle: make(chan struct{}, 1)}
+		idle: map[net.Conn]time.Time{}, wentIdle: make(chan struct{}, 1), grace: halfReceivedGrace}
 }
 
 // LimitedListener is LimitListener's listener.
@@ -341,6 +341,7 @@ type LimitedListener struct {
 	mu       sync.Mutex
 	idle     map[net.Conn]time.Time // open connections the server keeps alive between requests, since when
 	wentIdle chan struct{}          // a connection became idle (capacity 1)
+	grace    time.Duration          // halfReceivedGrace; set before serving
 }
 
 // halfReceivedGrace is how long after its last byte came in an idle
@@ -372,7 +373,7 @@ func (l *LimitedListener) Accept() (net.Conn, error) {
 		case l.slots <- struct{}{}:
 			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
 		case <-l.wentIdle: // one may be closed now
-		case <-time.After(halfReceivedGrace): // or one's grace may be over
+		case <-time.After(l.grace): // or one's grace may be over
 		case <-l.done:
 			c.Close()
 			return nil, net.ErrClosed
@@ -406,7 +407,7 @@ func (l *LimitedListener) closeIdlest() {
 	var since time.Time
 	now := time.Now().UnixNano()
 	for c, t := range l.idle {
-		if lc, ok := c.(*limitConn); ok && now-lc.lastRead.Load() < int64(halfReceivedGrace) {
+		if lc, ok := c.(*limitConn); ok && now-lc.lastRead.Load() < int64(l.grace) {
 			continue
 		}
 		if oldest == nil || t.Before(since) {

@@ -74,7 +74,7 @@ func TestLimitListener(t *testing.T) {
 // orchestrator's health checks. The longest-idle connection is closed to
 // make room.
 func TestIdleConnectionsMakeRoom(t *testing.T) {
-	inner, _ := serveLimited(t, 2)
+	inner, _ := serveLimited(t, 2, halfReceivedGrace)
 
 	for range 2 { // two clients, each with one answered request and its connection kept
 		c, err := net.Dial("tcp", inner.Addr().String())
@@ -106,7 +106,10 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 // for halfReceivedGrace (a client trickling a byte at a time kept its
 // slot for the whole idle timeout).
 func TestHalfReceivedRequestIsNotClosedForRoom(t *testing.T) {
-	inner, ln := serveLimited(t, 1)
+	// A grace long enough that a stalled machine does not end it while
+	// the test looks.
+	const grace = 3 * time.Second
+	inner, ln := serveLimited(t, 1, grace)
 
 	a, err := net.Dial("tcp", inner.Addr().String())
 	if err != nil {
@@ -126,7 +129,7 @@ func TestHalfReceivedRequestIsNotClosedForRoom(t *testing.T) {
 		ln.mu.Lock()
 		busy := 0
 		for c := range ln.idle {
-			if time.Now().UnixNano()-c.(*limitConn).lastRead.Load() < int64(halfReceivedGrace)/2 {
+			if time.Now().UnixNano()-c.(*limitConn).lastRead.Load() < int64(grace)/2 {
 				busy++
 			}
 		}
@@ -151,7 +154,7 @@ func TestHalfReceivedRequestIsNotClosedForRoom(t *testing.T) {
 	select {
 	case err := <-newcomer:
 		t.Fatalf("the newcomer was served (%v) while the only slot was taking a request", err)
-	case <-time.After(halfReceivedGrace / 4):
+	case <-time.After(grace / 4):
 	}
 	io.WriteString(a, "st: node\r\n\r\n")
 	resp, err = http.ReadResponse(ar, nil)
@@ -168,7 +171,7 @@ func TestHalfReceivedRequestIsNotClosedForRoom(t *testing.T) {
 // kept-alive connection from being closed for room for the whole idle
 // timeout (net/http starts its header timeout only after four bytes).
 func TestTricklingClientDoesNotHoldItsSlot(t *testing.T) {
-	inner, _ := serveLimited(t, 1)
+	inner, _ := serveLimited(t, 1, halfReceivedGrace)
 	a, err := net.Dial("tcp", inner.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -191,13 +194,15 @@ func TestTricklingClientDoesNotHoldItsSlot(t *testing.T) {
 
 // serveLimited serves "ok" to every request on a loopback listener limited
 // to n connections, until the test ends.
-func serveLimited(t *testing.T, n int) (net.Listener, *LimitedListener) {
+// The connections' grace is grace.
+func serveLimited(t *testing.T, n int, grace time.Duration) (net.Listener, *LimitedListener) {
 	t.Helper()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln := LimitListener(inner, n)
+	ln.grace = grace
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
 		IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute, ConnState: ln.ConnState}
 	go srv.Serve(ln)
