@@ -341,6 +341,11 @@ func ClientTLS(caFile, fingerprint, serverName string) (*tls.Config, error) {
 	}
 	if fingerprint != "" {
 		want := strings.ToUpper(strings.ReplaceAll(fingerprint, ":", ""))
+		if b, err := hex.DecodeString(want); err != nil || len(b) != sha256.Size {
+			// A mistyped pin would only ever read as the server's
+			// certificate not matching it.
+			return nil, fmt.Errorf("tls: pin %q is not a SHA-256 fingerprint (64 hex digits, colons allowed, as aglxd logs it)", fingerprint)
+		}
 		if caFile == "" {
 			// Pinning replaces the chain check: the pinned certificate is
 			// the trust anchor.

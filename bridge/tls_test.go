@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -162,5 +163,26 @@ func TestExpiredCertificateWaitsForTheFiles(t *testing.T) {
 	}
 	if got := Fingerprint(c.Certificate[0]); got == was {
 		t.Fatal("the handshake after the certificate ran out got it again, not the renewed one on disk")
+	}
+}
+
+// TestClientTLSRefusesAMistypedPin: a pin that is no fingerprint at all
+// read only as the server's certificate not matching it.
+func TestClientTLSRefusesAMistypedPin(t *testing.T) {
+	good := strings.Repeat("AB:", 31) + "AB"
+	for _, tc := range []struct {
+		pin string
+		ok  bool
+	}{
+		{good, true},
+		{strings.ReplaceAll(good, ":", ""), true},
+		{strings.ToLower(good), true},
+		{"AA:BB", false},
+		{strings.Repeat("ZZ", 32), false},
+		{good + ":CD", false},
+	} {
+		if _, err := ClientTLS("", tc.pin, "localhost"); (err == nil) != tc.ok {
+			t.Errorf("ClientTLS with pin %q: %v; want ok=%v", tc.pin, err, tc.ok)
+		}
 	}
 }
