@@ -185,12 +185,34 @@ func HTTPHandler(api API) http.Handler {
 		}
 		return http.StatusOK, map[string]any{"mentors": api.Registry.MentorsPage(q.Get("after"), limit)}
 	}))
-	// Every other path: an answer in JSON, as the rest of the API's. For
-	// GET only, so that another method on a known path is still 405.
-	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, errBody(fmt.Sprintf("no such endpoint: %s %s (the API is under /v1, docs/OPERATIONS.md)", r.Method, r.URL.Path)))
+	// Every other path: an answer in JSON, as the rest of the API's.
+	mux.HandleFunc("GET /", notFound)
+	return readOnly(mux)
+}
+
+// notFound answers a path that is no endpoint.
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusNotFound, errBody(fmt.Sprintf("no such endpoint: %s %s (the API is under /v1, docs/OPERATIONS.md)", r.Method, r.URL.Path)))
+}
+
+// readOnly answers every method but GET and HEAD itself, in JSON: 405 on a
+// path the API serves, 404 on one it does not (the mux said 405, in plain
+// text, for both).
+func readOnly(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		get := r.Clone(r.Context())
+		get.Method = http.MethodGet
+		if _, pattern := mux.Handler(get); pattern == "GET /" || pattern == "" {
+			notFound(w, r)
+			return
+		}
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, errBody(fmt.Sprintf("%s %s: the API only reads (GET)", r.Method, r.URL.Path)))
 	})
-	return mux
 }
 
 func (api API) health(w http.ResponseWriter, r *http.Request) {

@@ -81,14 +81,16 @@ func TestHTTPQueryValues(t *testing.T) {
 		// A path that is no endpoint answers in JSON too.
 		{"/v1/nothing", http.StatusNotFound},
 	}
-	// Another method on a known path is still 405, not the JSON 404.
-	resp, err := http.Post("http://"+m.HTTPAddr()+"/v1/stats", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Errorf("POST /v1/stats = %d; want 405", resp.StatusCode)
+	// Another method: 405 on a known path, 404 on an unknown one, in JSON.
+	for path, want := range map[string]int{"/v1/stats": http.StatusMethodNotAllowed, "/v1/nothing": http.StatusNotFound} {
+		resp, err := http.Post("http://"+m.HTTPAddr()+path, "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("POST %s = %d (%s); want %d in JSON", path, resp.StatusCode, resp.Header.Get("Content-Type"), want)
+		}
 	}
 	for _, tc := range tests {
 		resp, err := http.Get("http://" + m.HTTPAddr() + tc.path)
