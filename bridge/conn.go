@@ -449,7 +449,7 @@ func (s *Server) append(it *item) {
 func (s *Server) refuse(it *item, err error) {
 	s.n.refused.Add(1)
 	it.refusal = err
-	s.refusedLog.log(s.lg, time.Now(), slog.LevelInfo, "frame refused", "peer", it.peer, "id", it.inReplyTo, "status", int(protocol.StatusOf(err)), "reason", reasonOf(err))
+	s.refusedLog.log(s.lg, time.Now(), slog.LevelInfo, "frame refused", "peer", it.peer, "id", it.inReplyTo, "status", int(protocol.StatusOf(err)), "reason", protocol.ReasonOf(err))
 }
 
 // recipient is the message's TO in canonical form, or "" for a broadcast.

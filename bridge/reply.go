@@ -24,7 +24,7 @@ func (s *Server) reply(it *item) []byte {
 			if st := protocol.StatusOf(err); st >= 400 && st < 500 {
 				// The sender's mistake (a reused ID with other content),
 				// not the store's: logged as refusals are.
-				s.refusedLog.log(s.lg, time.Now(), slog.LevelInfo, "append refused", "id", it.inReplyTo, "status", int(st), "reason", reasonOf(err))
+				s.refusedLog.log(s.lg, time.Now(), slog.LevelInfo, "append refused", "id", it.inReplyTo, "status", int(st), "reason", protocol.ReasonOf(err))
 			} else {
 				s.failedLog.log(s.lg, time.Now(), slog.LevelWarn, "append failed", "id", it.inReplyTo, "err", err)
 			}
@@ -146,7 +146,7 @@ func (s *Server) errorFrameOver(transport, to, inReplyTo string, err error) []by
 	body, _ := json.Marshal(struct {
 		Status int    `json:"status"`
 		Reason string `json:"reason"`
-	}{int(status), reasonOf(err)})
+	}{int(status), protocol.ReasonOf(err)})
 	return s.frameOver(transport, "error", to, inReplyTo, status, body)
 }
 
@@ -170,6 +170,3 @@ func (s *Server) frameOver(transport, typ, to, inReplyTo string, status protocol
 	)
 	return protocol.AppendFrame(make([]byte, 0, 256+len(body)), &f)
 }
-
-// reasonOf is the sentence a person reads in an error reply.
-func reasonOf(err error) string { return protocol.ReasonOf(err) }

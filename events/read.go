@@ -26,6 +26,35 @@ type ReadOptions struct {
 	Follow bool
 }
 
+// orderedRead opens an ordered consumer on st and its messages; stop ends
+// both. The node's own consumers get a name readers may not touch, unique
+// to the read (the client numbers each read's consumers from 1).
+func (l *Log) orderedRead(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsumerConfig, opts ...jetstream.PullMessagesOpt) (jetstream.Consumer, jetstream.MessagesContext, func(), error) {
+	if l.wal != nil {
+		cfg.NamePrefix = NodeConsumerPrefix + strings.ToLower(rand.Text())
+	}
+	cons, err := st.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	it, err := cons.Messages(opts...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stop := func() {
+		it.Stop()
+		// Stopping leaves the consumer on the server until it has been
+		// idle for 5 minutes, and the runner and the relay read a stretch
+		// at a time when they fall behind: one consumer a stretch piled up.
+		if ci := cons.CachedInfo(); ci != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), readConsumerDeleteWait)
+			st.DeleteConsumer(dctx, ci.Name) // at worst it expires
+			cancel()
+		}
+	}
+	return cons, it, stop, nil
+}
+
 // ErrStop, returned by a Read callback, ends the read without error.
 var ErrStop = errors.New("events: stop reading")
 
@@ -48,11 +77,6 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn func(*Envelope) err
 		return nil
 	}
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: opts.Subjects}
-	if l.wal != nil {
-		// The node's own read: a name readers may not touch, unique to
-		// this read (the client numbers each read's consumers from 1).
-		cfg.NamePrefix = NodeConsumerPrefix + strings.ToLower(rand.Text())
-	}
 	switch {
 	case opts.StartSeq > 1:
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
@@ -64,25 +88,11 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn func(*Envelope) err
 	default:
 		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
 	}
-	cons, err := l.js.OrderedConsumer(ctx, l.cfg.Stream, cfg)
+	cons, it, stop, err := l.orderedRead(ctx, l.stream, cfg)
 	if err != nil {
 		return fmt.Errorf("events: read: %w", err)
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("events: read: %w", err)
-	}
-	defer func() {
-		it.Stop()
-		// Stopping leaves the consumer on the server until it has been
-		// idle for 5 minutes, and the runner and the relay read a stretch
-		// at a time when they fall behind: one consumer a stretch piled up.
-		if ci := cons.CachedInfo(); ci != nil {
-			dctx, cancel := context.WithTimeout(context.Background(), readConsumerDeleteWait)
-			l.js.DeleteConsumer(dctx, l.cfg.Stream, ci.Name) // at worst it expires
-			cancel()
-		}
-	}()
+	defer stop()
 	if !opts.Follow {
 		info, err := cons.Info(ctx)
 		if err != nil {

@@ -187,7 +187,8 @@ func (g *readerGate) admit(m *nats.Msg) {
 // the reason it may not pass.
 func (g *readerGate) handle(m *nats.Msg) {
 	rest := strings.TrimPrefix(m.Subject, gateAPI)
-	if op, _, _ := cutConsumerOp(rest); op == "CREATE" || op == "DURABLE.CREATE" {
+	op, _, _ := cutConsumerOp(rest)
+	if op == "CREATE" || op == "DURABLE.CREATE" {
 		g.creating.Lock()
 		defer g.creating.Unlock()
 	}
@@ -203,7 +204,7 @@ func (g *readerGate) handle(m *nats.Msg) {
 		return
 	}
 	data := resp.Data
-	if op, _, _ := cutConsumerOp(rest); op == "NAMES" || op == "LIST" {
+	if op == "NAMES" || op == "LIST" {
 		data = hideNodeConsumers(data)
 	}
 	if m.Reply != "" {

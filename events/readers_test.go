@@ -110,17 +110,6 @@ func nodeConsumerName(t *testing.T, nc *nats.Conn) string {
 	return ""
 }
 
-// walLast is the write-ahead stream's last sequence.
-func walLast(t *testing.T, nc *nats.Conn) uint64 {
-	t.Helper()
-	js, _ := jetstream.New(nc)
-	st, err := js.Stream(context.Background(), StreamNameDefault+"_WAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.CachedInfo().State.LastSeq
-}
-
 // TestReadersMayNotMakeConsumersThatDeliverIntoTheNode: a consumer's config
 // names the subject it delivers to, and JetStream delivers there from
 // inside the node's account. Delivered to the write-ahead subject, the
@@ -130,7 +119,7 @@ func walLast(t *testing.T, nc *nats.Conn) uint64 {
 func TestReadersMayNotMakeConsumersThatDeliverIntoTheNode(t *testing.T) {
 	_, l, nc, rd := startWithReader(t)
 	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
-	before := walLast(t, nc)
+	before := walLastSeq(t, testJetStream(t, nc), l)
 	create := "$JS.API.CONSUMER.CREATE." + StreamNameDefault
 	for _, tc := range []struct {
 		name, subject string
@@ -164,7 +153,7 @@ func TestReadersMayNotMakeConsumersThatDeliverIntoTheNode(t *testing.T) {
 	if a, err := l.Append(ctx, testEnvelope(2, "task.assign", "agent://a.local", "agent://b.local")).Wait(ctx); err != nil || a.Seq != 2 {
 		t.Fatalf("the next append: %+v, %v; want seq 2", a, err)
 	}
-	if got := walLast(t, nc); got != before+1 || l.Healthy() != nil {
+	if got := walLastSeq(t, testJetStream(t, nc), l); got != before+1 || l.Healthy() != nil {
 		t.Fatalf("the write-ahead stream went from %d to %d (health %v); want one commit more", before, got, l.Healthy())
 	}
 }
@@ -182,7 +171,7 @@ func TestReaderRequestWithTwoConfigs(t *testing.T) {
 		envs[i] = testEnvelope(i+1, "task.assign", "agent://a.local", "agent://b.local")
 	}
 	appendAll(t, l, envs...)
-	before := walLast(t, nc)
+	before := walLastSeq(t, testJetStream(t, nc), l)
 	m, err := rd.Request("$JS.API.CONSUMER.CREATE."+StreamNameDefault+".evil",
 		[]byte(`{"stream_name":"AGLX","config":{"deliver_subject":"aglx.wal.AGLX"},"config":{"name":"evil"}}`), 5*time.Second)
 	if err != nil || !strings.Contains(string(m.Data), `"error"`) {
@@ -193,7 +182,7 @@ func TestReaderRequestWithTwoConfigs(t *testing.T) {
 	if _, err := l.Append(ctx, testEnvelope(11, "task.assign", "agent://a.local", "agent://b.local")).Wait(ctx); err != nil {
 		t.Fatalf("the next append: %v", err)
 	}
-	if got := walLast(t, nc); got != before+1 || l.Healthy() != nil {
+	if got := walLastSeq(t, testJetStream(t, nc), l); got != before+1 || l.Healthy() != nil {
 		t.Fatalf("the write-ahead stream went from %d to %d (health %v); want one commit more", before, got, l.Healthy())
 	}
 }

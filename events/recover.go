@@ -2,11 +2,9 @@ package events
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aglx/ledger/protocol"
@@ -228,27 +226,15 @@ func (l *Log) readBatches(ctx context.Context, from, to uint64, fn func(*batch))
 	if from > to {
 		return nil
 	}
-	cons, err := l.wal.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
-		NamePrefix: NodeConsumerPrefix + strings.ToLower(rand.Text()),
-	})
-	if err != nil {
-		return fmt.Errorf("events: recover: read write-ahead batches: %w", err)
-	}
 	// By bytes: the client's default, 500 messages, is up to 4 GiB of
 	// batches.
-	it, err := cons.Messages(jetstream.PullMaxBytes(readBatchesBufferBytes))
+	_, it, stop, err := l.orderedRead(ctx, l.wal, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
+	}, jetstream.PullMaxBytes(readBatchesBufferBytes))
 	if err != nil {
 		return fmt.Errorf("events: recover: read write-ahead batches: %w", err)
 	}
-	defer func() {
-		it.Stop()
-		if ci := cons.CachedInfo(); ci != nil {
-			dctx, cancel := context.WithTimeout(context.Background(), readConsumerDeleteWait)
-			l.js.DeleteConsumer(dctx, l.cfg.walStream(), ci.Name)
-			cancel()
-		}
-	}()
+	defer stop()
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
@@ -282,11 +268,7 @@ func (l *Log) batchOf(ctx context.Context, seq, walFirst, walBatch uint64) uint6
 	lo, hi := walFirst, walBatch // the answer is in [lo, hi]
 	for lo < hi {
 		mid := lo + (hi-lo+1)/2
-		m, err := l.wal.GetMsg(ctx, mid)
-		if err != nil {
-			return walFirst
-		}
-		first, err := strconv.ParseUint(m.Header.Get(HdrFirstSeq), 10, 64)
+		first, _, err := l.batchRange(ctx, mid)
 		if err != nil {
 			return walFirst
 		}
@@ -333,14 +315,25 @@ func (l *Log) batchHolds(ctx context.Context, seq, last uint64) bool {
 	if last == 0 {
 		return true
 	}
-	m, err := l.wal.GetMsg(ctx, seq)
+	first, count, err := l.batchRange(ctx, seq)
 	if err != nil {
 		return true
 	}
-	first, err1 := strconv.ParseUint(m.Header.Get(HdrFirstSeq), 10, 64)
-	count, err2 := strconv.ParseUint(m.Header.Get(HdrCount), 10, 64)
-	if err1 != nil || err2 != nil {
-		return true
-	}
 	return first <= last && last < first+count
+}
+
+// batchRange reads which events write-ahead batch seq holds, from its
+// headers: the first one's sequence and how many.
+func (l *Log) batchRange(ctx context.Context, seq uint64) (first, count uint64, err error) {
+	m, err := l.wal.GetMsg(ctx, seq)
+	if err != nil {
+		return 0, 0, err
+	}
+	if first, err = strconv.ParseUint(m.Header.Get(HdrFirstSeq), 10, 64); err != nil {
+		return 0, 0, err
+	}
+	if count, err = strconv.ParseUint(m.Header.Get(HdrCount), 10, 64); err != nil {
+		return 0, 0, err
+	}
+	return first, count, nil
 }
