@@ -315,6 +315,18 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	return l, nil
 }
 
+// CheckOwner refuses, with ErrOtherOwner, an event stream that another
+// owner than cfg.Owner wrote, as Open would, but changes nothing: the node
+// asks before it keeps a key it made at this start.
+func CheckOwner(ctx context.Context, nc *nats.Conn, cfg Config) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("events: jetstream: %w", err)
+	}
+	_, err = checkExisting(ctx, js, cfg.withDefaults())
+	return err
+}
+
 // checkExisting checks an existing event stream against cfg (its replicas
 // and its owner) and returns the metadata to keep on it: the stream's
 // own, with cfg.Owner added where it had none.

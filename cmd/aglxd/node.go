@@ -69,13 +69,11 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.dataLock = lock
 	}
-	key, made, err := loadOrCreateNodeKey(m.cfg.NodeKeyPath())
+	key, made, err := loadNodeKey(m.cfg.NodeKeyPath())
 	if err != nil {
 		return err
 	}
 	m.key = key
-	pub, _ := protocol.MarshalPublicKey(key.Public())
-	m.lg.Info("node key", "path", m.cfg.NodeKeyPath(), "created", made, "key_id", protocol.KeyID(key.Public()), "public_key", pub)
 	sync, _ := m.cfg.FsyncInterval()
 	if m.cfg.NATSURL == "" {
 		ns, err := events.StartServer(events.ServerConfig{DataDir: m.cfg.DataDir, Listen: m.cfg.NATSListen, SyncInterval: sync})
@@ -105,14 +103,15 @@ func (m *Main) Run(ctx context.Context) error {
 	// On the embedded server nobody else can publish into the node's
 	// account; on an operator's NATS others may, and the publisher has
 	// every event acknowledged (events.Config.ExclusiveWriter).
-	m.log, err = events.Open(ctx, m.nc, events.Config{BodySizeMax: m.cfg.BodySizeMax, CommitConn: m.commitNC, Replicas: m.cfg.Replicas,
+	logCfg := events.Config{BodySizeMax: m.cfg.BodySizeMax, CommitConn: m.commitNC, Replicas: m.cfg.Replicas,
 		AckTimeout: m.cfg.ackTimeout, ExclusiveWriter: m.ns != nil, Owner: m.cfg.Name + " " + protocol.KeyID(key.Public()),
-		TakeOver: m.cfg.TakeOverStore}, m.lg)
-	if errors.Is(err, events.ErrOtherOwner) {
-		return fmt.Errorf("--name %s, --node-key %s (key id %s): %w; --take-over-store starts it anyway", m.cfg.Name, m.cfg.NodeKeyPath(), protocol.KeyID(key.Public()), err)
-	}
-	if err != nil {
+		TakeOver: m.cfg.TakeOverStore}
+	if err := m.keepKey(ctx, logCfg, made); err != nil {
 		return err
+	}
+	m.log, err = events.Open(ctx, m.nc, logCfg, m.lg)
+	if err != nil {
+		return m.ownerError(err, false)
 	}
 
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -326,4 +325,36 @@ func addrOf(ln net.Listener) string {
 		return ""
 	}
 	return ln.Addr().String()
+}
+
+// keepKey writes a node key made at this start, but only once the store is
+// known to be the node's: on a store another owner wrote (a lost or
+// misplaced key file) the start is refused and the made key forgotten, so
+// the operator can put the old key back without first clearing a new one
+// away.
+func (m *Main) keepKey(ctx context.Context, cfg events.Config, made bool) error {
+	if made {
+		if err := events.CheckOwner(ctx, m.nc, cfg); err != nil {
+			return m.ownerError(err, true)
+		}
+		if err := keepNodeKey(m.cfg.NodeKeyPath(), m.key); err != nil {
+			return err
+		}
+	}
+	pub, _ := protocol.MarshalPublicKey(m.key.Public())
+	m.lg.Info("node key", "path", m.cfg.NodeKeyPath(), "created", made, "key_id", protocol.KeyID(m.key.Public()), "public_key", pub)
+	return nil
+}
+
+// ownerError names the flags behind a refusal for another owner's store;
+// made says the key file was missing and the key was made at this start.
+func (m *Main) ownerError(err error, made bool) error {
+	if !errors.Is(err, events.ErrOtherOwner) {
+		return err
+	}
+	kid := protocol.KeyID(m.key.Public())
+	if made {
+		return fmt.Errorf("--name %s, --node-key %s: the key file is missing, and a new key (key id %s) was not kept: %w; restore the node's key file, or --take-over-store starts it anyway under a new key", m.cfg.Name, m.cfg.NodeKeyPath(), kid, err)
+	}
+	return fmt.Errorf("--name %s, --node-key %s (key id %s): %w; --take-over-store starts it anyway", m.cfg.Name, m.cfg.NodeKeyPath(), kid, err)
 }

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
+	"os"
 	"log/slog"
 	"strings"
 	"testing"
@@ -42,4 +45,39 @@ func TestNodeRefusesAnotherNameOnItsLog(t *testing.T) {
 		t.Fatalf("--take-over-store: %v", err)
 	}
 	taken.Close(context.Background())
+}
+
+// TestLostKeyFileLeavesNoNewKey: a start on the node's store without its
+// key file used to write a new key before the store refused it, so an
+// operator restoring the old key from a backup found a file in the way (or,
+// worse, kept the new one). The refusal now names the missing file and
+// writes nothing; the restored key starts the node again.
+func TestLostKeyFileLeavesNoNewKey(t *testing.T) {
+	dir := t.TempDir()
+	m := startNode(t, dir)
+	keyPath := m.cfg.NodeKeyPath()
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.ReadFile(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(keyPath); err != nil {
+		t.Fatal(err)
+	}
+	cfg := m.cfg
+	lost := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	err = lost.Run(context.Background())
+	lost.Close(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "key file is missing") || !strings.Contains(err.Error(), keyPath) {
+		t.Fatalf("a start on the node's store without its key file: %v; want a refusal naming the missing file", err)
+	}
+	if _, err := os.Stat(keyPath); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused start left a key file behind: %v", err)
+	}
+	if err := os.WriteFile(keyPath, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startNode(t, dir).Close(context.Background()) // the restored key starts it
 }
