@@ -5,8 +5,8 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"os"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 )
