@@ -197,19 +197,19 @@ func (r *Registry) verifyCached(pub crypto.PublicKey, keyID string, e *Event) er
 	return VerifyEnvelope(pub, e.Envelope)
 }
 
-// VerifyEnvelope checks the signature e carries against pub, over FROM, TO
-// and TYPE exactly as the frame's headers spell them. It is the one check
+// VerifyEnvelope checks the signature e carries against pub, over FROM, TO,
+// TYPE and CREDITS exactly as the frame's headers spell them. It is the one check
 // both the fold and the bridge's ingest workers run, so that a verdict the
 // bridge puts in a VerdictCache is the verdict the fold would reach.
 func VerifyEnvelope(pub crypto.PublicKey, e *events.Envelope) error {
 	c := envelopeCheck(pub, e)
-	return protocol.Verify(c.Key, c.From, c.To, c.Type, c.Body)
+	return protocol.Verify(c.Key, c.From, c.To, c.Type, c.Credits, c.Body)
 }
 
 // envelopeCheck is the signature check of e under pub.
 func envelopeCheck(pub crypto.PublicKey, e *events.Envelope) protocol.SigCheck {
 	return protocol.SigCheck{Key: pub, From: e.Header(protocol.HeaderFrom), To: e.Header(protocol.HeaderTo),
-		Type: e.Header(protocol.HeaderType), Body: e.Body}
+		Type: e.Header(protocol.HeaderType), Credits: e.Header(protocol.HeaderCredits), Body: e.Body}
 }
 
 // staleness says why a signed message's timestamp is unacceptable, or "".

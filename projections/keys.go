@@ -138,7 +138,7 @@ type seenOutcome struct {
 func replayKey(e *Event) string {
 	h := sha256.New()
 	from, to, typ := e.Header(protocol.HeaderFrom), e.Header(protocol.HeaderTo), e.Header(protocol.HeaderType)
-	if input, err := protocol.SigningInput(from, to, typ, e.Body); err == nil {
+	if input, err := protocol.SigningInput(from, to, typ, e.Header(protocol.HeaderCredits), e.Body); err == nil {
 		h.Write(input)
 	} else {
 		for _, s := range []string{from, to, typ} {
@@ -263,7 +263,7 @@ func (r *Registry) signedAuthResponse(e *Event, body authResponseBody) Reply {
 	}
 	if err == nil {
 		var sig string
-		sig, err = protocol.Sign(r.cfg.NodeKey, r.node, e.Header(protocol.HeaderFrom), protocol.TypeAuthResponse, b)
+		sig, err = protocol.Sign(r.cfg.NodeKey, r.node, e.Header(protocol.HeaderFrom), protocol.TypeAuthResponse, "", b)
 		if err == nil {
 			b, err = protocol.SetSignature(b, sig)
 		}

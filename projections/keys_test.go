@@ -28,7 +28,7 @@ func TestRSANodeKeySignsDeterministically(t *testing.T) {
 	if rep.Status != protocol.StatusOK {
 		t.Fatalf("auth.request: %d %s", rep.Status, rep.Body)
 	}
-	if err := protocol.Verify(nk.Public(), testNode, dave, protocol.TypeAuthResponse, rep.Body); err != nil {
+	if err := protocol.Verify(nk.Public(), testNode, dave, protocol.TypeAuthResponse, "", rep.Body); err != nil {
 		t.Errorf("auth.response does not verify with the node's key: %v", err)
 	}
 	r2 := h.replay()

@@ -35,7 +35,7 @@ func TestFlowWithRealKeys(t *testing.T) {
 	if got := str(t, rep.Body, "status"); got != AuthStatusVerified {
 		t.Fatalf("auth.response status = %q, want VERIFIED", got)
 	}
-	if err := protocol.Verify(nodeKey.Public(), testNode, alice, protocol.TypeAuthResponse, rep.Body); err != nil {
+	if err := protocol.Verify(nodeKey.Public(), testNode, alice, protocol.TypeAuthResponse, "", rep.Body); err != nil {
 		t.Errorf("auth.response signature: %v", err)
 	}
 	if got, want := str(t, rep.Body, "expires"), ts(at(time.Minute).Add(AuthValidity)); got != want {
@@ -135,8 +135,16 @@ func TestAuthenticateVerdicts(t *testing.T) {
 		return frame(testNode, "agent://bob.local", protocol.TypeCreditAdjust, fmt.Sprintf(
 			`{"transaction_id":"tx-2","adjustment":-1.0,"reason":"fix","timestamp":%q}`, ts(now)))
 	}
-	assign := frame(bob, "agent://carol.local", protocol.TypeTaskAssign, `{"task":"x"}`)
-	assign.Headers = append(assign.Headers, protocol.Header{Name: "CREDITS", Value: "2"})
+	offer := func(credits string) *protocol.Frame {
+		f := frame(bob, "agent://carol.local", protocol.TypeTaskAssign, fmt.Sprintf(`{"task":"x","timestamp":%q}`, ts(now)))
+		f.Headers = append(f.Headers, protocol.Header{Name: "CREDITS", Value: credits})
+		return f
+	}
+	assign := offer("2")
+	// The worker had the owner's signed offer of 2 and sent it again as an
+	// offer of 98: the signature now covers CREDITS.
+	raised := signed(t, kb, offer("2"))
+	raised.Set(protocol.HeaderCredits, "98")
 	tests := []struct {
 		name string
 		f    *protocol.Frame
@@ -149,6 +157,8 @@ func TestAuthenticateVerdicts(t *testing.T) {
 			fmt.Sprintf(`{"amount":3,"currency":"AGLX","reason":"r","timestamp":%q,"transaction_id":"tx-3"}`, ts(now))), AuthUnsigned},
 		{"unsigned task.assign without CREDITS", frame(bob, "agent://carol.local", protocol.TypeTaskAssign, `{"task":"x"}`), AuthUnsigned},
 		{"unsigned task.assign with CREDITS", assign, AuthInvalid},
+		{"signed task.assign with CREDITS", signed(t, kb, offer("2")), AuthValid},
+		{"signed task.assign with CREDITS changed after signing", raised, AuthInvalid},
 		{"node-signed adjust", signed(t, nodeKey, adjust()), AuthNode},
 		{"unsigned adjust from the node's URI", adjust(), AuthInvalid},
 		{"adjust from the node's URI signed with another key", signed(t, kb, adjust()), AuthInvalid},

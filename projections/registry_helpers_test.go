@@ -117,7 +117,7 @@ func signed(t *testing.T, k crypto.Signer, f *protocol.Frame) *protocol.Frame {
 // hmacSigned signs f with a zone secret.
 func hmacSigned(t *testing.T, secret []byte, f *protocol.Frame) *protocol.Frame {
 	t.Helper()
-	sig, err := protocol.SignHMAC(secret, f.From(), f.To(), f.Type(), f.Body)
+	sig, err := protocol.SignHMAC(secret, f.From(), f.To(), f.Type(), f.Value(protocol.HeaderCredits), f.Body)
 	if err != nil {
 		t.Fatal(err)
 	}

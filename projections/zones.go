@@ -235,7 +235,7 @@ func (r *Registry) zoneJoin(e *Event, p *protocol.ZoneJoin) {
 		r.zoneDeny(e, protocol.StatusNotFound, p.ZoneID, fmt.Sprintf("Unknown zone %q", p.ZoneID))
 		return
 	}
-	if err := protocol.VerifyHMAC(z.cfg.Secret, e.Header(protocol.HeaderFrom), e.Header(protocol.HeaderTo), e.Header(protocol.HeaderType), e.Body); err != nil {
+	if err := protocol.VerifyHMAC(z.cfg.Secret, e.Header(protocol.HeaderFrom), e.Header(protocol.HeaderTo), e.Header(protocol.HeaderType), e.Header(protocol.HeaderCredits), e.Body); err != nil {
 		r.zoneDeny(e, protocol.StatusUnauthorized, p.ZoneID, sigReason(err))
 		return
 	}

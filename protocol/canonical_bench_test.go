@@ -11,7 +11,7 @@ func BenchmarkSigningInput(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := SigningInput("agent://a01.bench", "agent://a02.bench", TypeCreditTransfer, body); err != nil {
+		if _, err := SigningInput("agent://a01.bench", "agent://a02.bench", TypeCreditTransfer, "", body); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -61,14 +61,14 @@ func ParsePrivateKey(b []byte) (crypto.Signer, error) {
 	return s, nil
 }
 
-// SignFrame signs f with key (AGLX-NOTES section 4): over FROM, TO and TYPE
-// exactly as they are written in the frame's headers and over the body's
+// SignFrame signs f with key (AGLX-NOTES section 4): over FROM, TO, TYPE
+// and CREDITS exactly as they are written in the frame's headers and over the body's
 // canonical form, and sets the body's top-level "signature" member.
 func SignFrame(key crypto.Signer, f *Frame) error {
 	if f.Body == nil {
 		f.Body = []byte("{}")
 	}
-	sig, err := Sign(key, f.From(), f.To(), f.Type(), f.Body)
+	sig, err := Sign(key, f.From(), f.To(), f.Type(), f.Value(HeaderCredits), f.Body)
 	if err != nil {
 		return err
 	}

@@ -27,14 +27,14 @@ func TestKeyFileAndSignFrame(t *testing.T) {
 			if err := SignFrame(back, f); err != nil {
 				t.Fatalf("SignFrame: %v", err)
 			}
-			if err := Verify(k.Public(), f.From(), f.To(), f.Type(), f.Body); err != nil {
+			if err := Verify(k.Public(), f.From(), f.To(), f.Type(), f.Value(HeaderCredits), f.Body); err != nil {
 				t.Fatalf("Verify(SignFrame(frame)) = %v", err)
 			}
 			if _, err := Parse(f); err != nil {
 				t.Fatalf("a signed frame no longer parses: %v", err)
 			}
 			f.Set(HeaderTo, "agent://someone-else.local")
-			if err := Verify(k.Public(), f.From(), f.To(), f.Type(), f.Body); StatusOf(err) != StatusUnauthorized {
+			if err := Verify(k.Public(), f.From(), f.To(), f.Type(), f.Value(HeaderCredits), f.Body); StatusOf(err) != StatusUnauthorized {
 				t.Fatalf("Verify after changing TO = %v, want 401", err)
 			}
 		})

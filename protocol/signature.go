@@ -68,14 +68,18 @@ type signedBody struct {
 }
 
 // SigningInput returns the bytes a signature covers: SigContext, then FROM,
-// TO and TYPE each followed by a line feed, then Canonical(body). The
-// headers are signed too so that a signed body cannot be replayed under
-// another sender, addressee or message type. TO is "" where the frame has
-// none (agent.announce). FROM and TYPE must be present, and no header may
+// TO and TYPE each followed by a line feed, then, if the frame has a
+// CREDITS header, "CREDITS: " and its value and a line feed, then
+// Canonical(body). The headers are signed too so that a signed body cannot
+// be replayed under another sender, addressee, message type or amount: a
+// task.assign's CREDITS is the one header that carries money, and unsigned
+// it let a worker resend the owner's signed offer of 2 credits as a hold of
+// the owner's whole balance. TO is "" where the frame has none
+// (agent.announce), credits "" where it has no CREDITS. FROM and TYPE must be present, and no header may
 // hold a line break, since a line break would make two different header sets
 // give the same input. Refusals are 400s.
-func SigningInput(from, to, typ string, body []byte) ([]byte, error) {
-	head, headErr := signingHead(from, to, typ, len(body))
+func SigningInput(from, to, typ, credits string, body []byte) ([]byte, error) {
+	head, headErr := signingHead(from, to, typ, credits, len(body))
 	input, _, e := parseSigned(head, body)
 	switch {
 	case e != nil:
@@ -91,28 +95,39 @@ func SigningInput(from, to, typ string, body []byte) ([]byte, error) {
 // (never longer than the body, less the signature it drops). A refused
 // header set gives a fresh buffer with the error, so that the caller can
 // still read the body and report its faults first.
-func signingHead(from, to, typ string, bodyLen int) ([]byte, *Error) {
+func signingHead(from, to, typ, credits string, bodyLen int) ([]byte, *Error) {
 	var bad *Error
 	switch {
 	case from == "":
 		bad = Errorf(StatusBadRequest, "a signed message needs a FROM header")
 	case typ == "":
 		bad = Errorf(StatusBadRequest, "a signed message needs a TYPE header")
-	case strings.ContainsAny(from, "\r\n") || strings.ContainsAny(to, "\r\n") || strings.ContainsAny(typ, "\r\n"):
-		bad = Errorf(StatusBadRequest, "the FROM, TO and TYPE of a signed message may not hold a line break")
+	case strings.ContainsAny(from, "\r\n") || strings.ContainsAny(to, "\r\n") || strings.ContainsAny(typ, "\r\n") || strings.ContainsAny(credits, "\r\n"):
+		bad = Errorf(StatusBadRequest, "the FROM, TO, TYPE and CREDITS of a signed message may not hold a line break")
 	}
 	if bad != nil {
 		return make([]byte, 0, bodyLen), bad
 	}
-	input := make([]byte, 0, len(SigContext)+len(from)+len(to)+len(typ)+3+bodyLen)
+	input := make([]byte, 0, len(SigContext)+len(from)+len(to)+len(typ)+3+len(sigCreditsPrefix)+len(credits)+1+bodyLen)
 	input = append(input, SigContext...)
 	input = append(input, from...)
 	input = append(input, '\n')
 	input = append(input, to...)
 	input = append(input, '\n')
 	input = append(input, typ...)
-	return append(input, '\n'), nil
+	input = append(input, '\n')
+	if credits != "" {
+		input = append(input, sigCreditsPrefix...)
+		input = append(input, credits...)
+		input = append(input, '\n')
+	}
+	return input, nil
 }
+
+// sigCreditsPrefix starts the signing input's CREDITS line. The canonical
+// body that follows always starts with '{', so the line cannot be taken
+// for part of a body, nor a body for it.
+const sigCreditsPrefix = "CREDITS: "
 
 // ParseSignature splits a signature "ALG:hex" into its algorithm and bytes.
 // It is strict where the payload checks are loose: the algorithm must be
@@ -244,8 +259,8 @@ func readSignature(dst, body []byte) (canon []byte, alg string, sig []byte, err 
 // choose. Any failure is a 401 whose reason says what failed; a body that is
 // not valid JSON is a 400. SigBatcher.VerifyBatch gives the same results for many
 // signatures at once, faster.
-func Verify(key crypto.PublicKey, from, to, typ string, body []byte) error {
-	c, err := prepareCheck(key, from, to, typ, body)
+func Verify(key crypto.PublicKey, from, to, typ, credits string, body []byte) error {
+	c, err := prepareCheck(key, from, to, typ, credits, body)
 	if err != nil {
 		return err
 	}
@@ -264,11 +279,11 @@ type preparedCheck struct {
 
 // prepareCheck does Verify's work up to the arithmetic, and fails as
 // Verify fails.
-func prepareCheck(key crypto.PublicKey, from, to, typ string, body []byte) (preparedCheck, error) {
+func prepareCheck(key crypto.PublicKey, from, to, typ, credits string, body []byte) (preparedCheck, error) {
 	if key == nil {
 		return preparedCheck{}, Errorf(StatusUnauthorized, "no public key is known for %s", sigQuote(from))
 	}
-	head, headErr := signingHead(from, to, typ, len(body))
+	head, headErr := signingHead(from, to, typ, credits, len(body))
 	input, alg, sig, err := readSignature(head, body)
 	if err != nil {
 		return preparedCheck{}, err
@@ -344,11 +359,11 @@ func verifyWith(key crypto.PublicKey, input, sig []byte) bool {
 // zone's secret (zone.join). The comparison takes the same time wherever
 // the first differing byte is, so that timing reveals nothing of the
 // expected value. Failures are 401s, an invalid body a 400.
-func VerifyHMAC(secret []byte, from, to, typ string, body []byte) error {
+func VerifyHMAC(secret []byte, from, to, typ, credits string, body []byte) error {
 	if len(secret) < HMACSecretSizeMin {
 		return Errorf(StatusUnauthorized, "the zone's secret is unusable: shorter than %d bytes", HMACSecretSizeMin)
 	}
-	head, headErr := signingHead(from, to, typ, len(body))
+	head, headErr := signingHead(from, to, typ, credits, len(body))
 	input, alg, sig, err := readSignature(head, body)
 	if err != nil {
 		return err
@@ -377,7 +392,7 @@ func hmacSum(secret, input []byte) []byte {
 // in body is ignored, as verification ignores it. The new signature is
 // verified before it is returned, so that a faulty signer (a hardware
 // module, a remote KMS) can never make the node send a signature that fails.
-func Sign(key crypto.Signer, from, to, typ string, body []byte) (string, error) {
+func Sign(key crypto.Signer, from, to, typ, credits string, body []byte) (string, error) {
 	if key == nil {
 		return "", errors.New("protocol: Sign needs a key")
 	}
@@ -386,7 +401,7 @@ func Sign(key crypto.Signer, from, to, typ string, body []byte) (string, error) 
 	if reason != "" {
 		return "", Errorf(StatusBadRequest, "cannot sign: %s", reason)
 	}
-	input, err := SigningInput(from, to, typ, body)
+	input, err := SigningInput(from, to, typ, credits, body)
 	if err != nil {
 		return "", err
 	}
@@ -408,11 +423,11 @@ func Sign(key crypto.Signer, from, to, typ string, body []byte) (string, error) 
 
 // SignHMAC signs a message with a zone's secret and returns the signature
 // text "hmac-sha256:hex" (zone.join).
-func SignHMAC(secret []byte, from, to, typ string, body []byte) (string, error) {
+func SignHMAC(secret []byte, from, to, typ, credits string, body []byte) (string, error) {
 	if len(secret) < HMACSecretSizeMin {
 		return "", Errorf(StatusBadRequest, "cannot sign: a zone secret needs at least %d bytes", HMACSecretSizeMin)
 	}
-	input, err := SigningInput(from, to, typ, body)
+	input, err := SigningInput(from, to, typ, credits, body)
 	if err != nil {
 		return "", err
 	}

@@ -38,6 +38,7 @@ const ed25519BatchPause = ed25519BatchMax // signatures
 type SigCheck struct {
 	Key            crypto.PublicKey
 	From, To, Type string
+	Credits        string // the CREDITS header, "" where the frame has none
 	Body           []byte
 }
 
@@ -84,7 +85,7 @@ func (b *SigBatcher) VerifyBatch(checks []SigCheck, errs []error) {
 		n = 0
 	}
 	for i, c := range checks {
-		p, err := prepareCheck(c.Key, c.From, c.To, c.Type, c.Body)
+		p, err := prepareCheck(c.Key, c.From, c.To, c.Type, c.Credits, c.Body)
 		errs[i] = err
 		if err != nil {
 			continue

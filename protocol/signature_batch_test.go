@@ -33,6 +33,7 @@ func batchTestChecks(t *testing.T) map[string]SigCheck {
 		"ed25519 spoilt":              check(edPub, []byte(flipLastHexDigit(string(edBody), edSig))),
 		"ed25519 under the other key": check(other.Public(), edBody),
 		"ed25519 other TO":            {Key: edPub, From: testFrom, To: "agent://x.local", Type: testType, Body: edBody},
+		"ed25519 CREDITS added":       {Key: edPub, From: testFrom, To: testTo, Type: testType, Credits: "98", Body: edBody},
 		"rsa":                         check(rsaPub, rsaBody),
 		"rsa spoilt":                  check(rsaPub, []byte(flipLastHexDigit(string(rsaBody), rsaSig))),
 		"rsa body, ed25519 key":       check(edPub, rsaBody),
@@ -51,9 +52,9 @@ func TestVerifyBatchMatchesVerify(t *testing.T) {
 	want := map[string]error{}
 	for name, c := range kinds {
 		names = append(names, name)
-		want[name] = Verify(c.Key, c.From, c.To, c.Type, c.Body)
+		want[name] = Verify(c.Key, c.From, c.To, c.Type, c.Credits, c.Body)
 	}
-	if want["ed25519"] != nil || want["rsa"] != nil || want["ed25519 spoilt"] == nil {
+	if want["ed25519"] != nil || want["rsa"] != nil || want["ed25519 spoilt"] == nil || want["ed25519 CREDITS added"] == nil {
 		t.Fatalf("the test's checks are not what they say: %v", want)
 	}
 	rapid.Check(t, func(rt *rapid.T) {
@@ -81,7 +82,7 @@ func BenchmarkVerifyBatch(b *testing.B) {
 		seed[0] = byte(i % 64)
 		key := ed25519.NewKeyFromSeed(seed[:])
 		body := []byte(fmt.Sprintf(`{"amount":"%d.50","currency":"AGLX","timestamp":"2026-11-30T12:00:00Z","transaction_id":"tx-%d"}`, i, i))
-		sig, err := Sign(key, testFrom, testTo, testType, body)
+		sig, err := Sign(key, testFrom, testTo, testType, "", body)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -93,7 +94,7 @@ func BenchmarkVerifyBatch(b *testing.B) {
 	b.Run("one by one", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			c := checks[i%len(checks)]
-			if err := Verify(c.Key, c.From, c.To, c.Type, c.Body); err != nil {
+			if err := Verify(c.Key, c.From, c.To, c.Type, c.Credits, c.Body); err != nil {
 				b.Fatal(err)
 			}
 		}

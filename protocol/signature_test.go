@@ -63,7 +63,7 @@ func wantStatus(t *testing.T, what string, err error, want Status) *Error {
 
 func signedTestBody(t *testing.T, key crypto.Signer) []byte {
 	t.Helper()
-	sig, err := Sign(key, testFrom, testTo, testType, []byte(testBody))
+	sig, err := Sign(key, testFrom, testTo, testType, "", []byte(testBody))
 	if err != nil {
 		t.Fatalf("Sign: %v", err)
 	}
@@ -80,7 +80,7 @@ func TestSignVerify(t *testing.T) {
 		body := signedTestBody(t, key)
 		sig, _, _ := SignatureOf(body)
 		t.Run(name+"/verifies", func(t *testing.T) {
-			if err := Verify(key.Public(), testFrom, testTo, testType, body); err != nil {
+			if err := Verify(key.Public(), testFrom, testTo, testType, "", body); err != nil {
 				t.Errorf("Verify(%s) = %v, want nil", body, err)
 			}
 		})
@@ -88,7 +88,7 @@ func TestSignVerify(t *testing.T) {
 			other := `{"transaction_id":"tx-91b4-ff7a-33dc","timestamp":"2025-10-29T19:02:40Z",` +
 				`"signature":"` + sig + `","meta":{"retries":[1,2],"task_id":"t-17"},` +
 				`"reason":"Completed task.data.analyze","currency":"\u0041GLX","amount":3}`
-			if err := Verify(key.Public(), testFrom, testTo, testType, []byte(other)); err != nil {
+			if err := Verify(key.Public(), testFrom, testTo, testType, "", []byte(other)); err != nil {
 				t.Errorf("Verify(%s) = %v, want nil", other, err)
 			}
 		})
@@ -127,7 +127,7 @@ func TestSignVerify(t *testing.T) {
 				} else {
 					from, to, typ = m.from, m.to, m.typ
 				}
-				err := Verify(key.Public(), from, to, typ, []byte(got))
+				err := Verify(key.Public(), from, to, typ, "", []byte(got))
 				pe := wantStatus(t, "Verify("+m.name+")", err, StatusUnauthorized)
 				t.Logf("reason: %s", pe.Reason)
 			})
@@ -148,7 +148,7 @@ func TestVerifyWrongKey(t *testing.T) {
 	rsaBody := signedTestBody(t, testRSAKey())
 	edBody := signedTestBody(t, testEd25519Key())
 	_, otherEd, _ := ed25519.GenerateKey(rand.Reader)
-	hmacSig, err := SignHMAC(testZoneSecret, testFrom, testTo, testType, []byte(testBody))
+	hmacSig, err := SignHMAC(testZoneSecret, testFrom, testTo, testType, "", []byte(testBody))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,19 +169,19 @@ func TestVerifyWrongKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pe := wantStatus(t, "Verify", Verify(tt.key, testFrom, testTo, testType, tt.body), StatusUnauthorized)
+			pe := wantStatus(t, "Verify", Verify(tt.key, testFrom, testTo, testType, "", tt.body), StatusUnauthorized)
 			if !strings.Contains(pe.Reason, tt.reason) {
 				t.Errorf("Verify reason %q, want it to mention %q", pe.Reason, tt.reason)
 			}
 		})
 	}
 	t.Run("rsa signature to VerifyHMAC", func(t *testing.T) {
-		wantStatus(t, "VerifyHMAC", VerifyHMAC(testZoneSecret, testFrom, testTo, testType, rsaBody), StatusUnauthorized)
+		wantStatus(t, "VerifyHMAC", VerifyHMAC(testZoneSecret, testFrom, testTo, testType, "", rsaBody), StatusUnauthorized)
 	})
 }
 
 func TestHMAC(t *testing.T) {
-	sig, err := SignHMAC(testZoneSecret, testFrom, testTo, "zone.join", []byte(testBody))
+	sig, err := SignHMAC(testZoneSecret, testFrom, testTo, "zone.join", "", []byte(testBody))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestHMAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := VerifyHMAC(testZoneSecret, testFrom, testTo, "zone.join", body); err != nil {
+	if err := VerifyHMAC(testZoneSecret, testFrom, testTo, "zone.join", "", body); err != nil {
 		t.Errorf("VerifyHMAC = %v, want nil", err)
 	}
 	tests := []struct {
@@ -207,12 +207,12 @@ func TestHMAC(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := VerifyHMAC(tt.secret, testFrom, testTo, tt.typ, tt.body)
+			err := VerifyHMAC(tt.secret, testFrom, testTo, tt.typ, "", tt.body)
 			wantStatus(t, "VerifyHMAC("+tt.name+")", err, StatusUnauthorized)
 		})
 	}
 	t.Run("sign with short secret", func(t *testing.T) {
-		if _, err := SignHMAC([]byte("short"), testFrom, testTo, "zone.join", []byte(testBody)); err == nil {
+		if _, err := SignHMAC([]byte("short"), testFrom, testTo, "zone.join", "", []byte(testBody)); err == nil {
 			t.Error("SignHMAC(short secret) = nil error, want a refusal")
 		}
 	})
@@ -223,9 +223,9 @@ func TestSignRefusesWeakKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Sign(weak, testFrom, testTo, testType, []byte(testBody))
+	_, err = Sign(weak, testFrom, testTo, testType, "", []byte(testBody))
 	wantStatus(t, "Sign(RSA-1024)", err, StatusBadRequest)
-	_, err = Sign(nil, testFrom, testTo, testType, []byte(testBody))
+	_, err = Sign(nil, testFrom, testTo, testType, "", []byte(testBody))
 	if err == nil {
 		t.Error("Sign(nil key) = nil error, want an error")
 	}
@@ -304,9 +304,9 @@ func TestReferencePlaceholdersFailVerification(t *testing.T) {
 		checked++
 		t.Run(filepath.Base(p), func(t *testing.T) {
 			if strings.HasPrefix(sig, AlgHMACSHA256) {
-				err = VerifyHMAC(testZoneSecret, f.From(), f.To(), f.Type(), f.Body)
+				err = VerifyHMAC(testZoneSecret, f.From(), f.To(), f.Type(), f.Value(HeaderCredits), f.Body)
 			} else {
-				err = Verify(testRSAKey().Public(), f.From(), f.To(), f.Type(), f.Body)
+				err = Verify(testRSAKey().Public(), f.From(), f.To(), f.Type(), f.Value(HeaderCredits), f.Body)
 			}
 			pe := wantStatus(t, "verifying "+sig, err, StatusUnauthorized)
 			if !strings.Contains(pe.Reason, "is not ALG:hex") || !strings.Contains(pe.Reason, "placeholder") {
@@ -387,21 +387,27 @@ func TestSetSignature(t *testing.T) {
 }
 
 func TestSigningInput(t *testing.T) {
-	got, err := SigningInput("agent://a.local", "", "agent.announce", []byte(`{ "b": 1.0, "a": "x", "signature": "y" }`))
+	got, err := SigningInput("agent://a.local", "", "agent.announce", "", []byte(`{ "b": 1.0, "a": "x", "signature": "y" }`))
 	want := "AGLX-SIG-1\nagent://a.local\n\nagent.announce\n{\"a\":\"x\",\"b\":1.0}"
 	if err != nil || string(got) != want {
 		t.Errorf("SigningInput = %q, %v; want %q", got, err, want)
 	}
-	rejects := []struct{ name, from, to, typ string }{
-		{"no FROM", "", "agent://b.local", "ack"},
-		{"no TYPE", "agent://a.local", "agent://b.local", ""},
-		{"line feed in FROM", "agent://a.local\nagent://b.local", "", "ack"},
-		{"carriage return in TO", "agent://a.local", "agent://b.local\r", "ack"},
-		{"line feed in TYPE", "agent://a.local", "", "ack\n"},
+	got, err = SigningInput("agent://owner.local", "agent://worker.local", "task.assign", "2.50", []byte(`{"task_id":"t-1"}`))
+	want = "AGLX-SIG-1\nagent://owner.local\nagent://worker.local\ntask.assign\nCREDITS: 2.50\n{\"task_id\":\"t-1\"}"
+	if err != nil || string(got) != want {
+		t.Errorf("SigningInput with CREDITS = %q, %v; want %q", got, err, want)
+	}
+	rejects := []struct{ name, from, to, typ, credits string }{
+		{"no FROM", "", "agent://b.local", "ack", ""},
+		{"no TYPE", "agent://a.local", "agent://b.local", "", ""},
+		{"line feed in FROM", "agent://a.local\nagent://b.local", "", "ack", ""},
+		{"carriage return in TO", "agent://a.local", "agent://b.local\r", "ack", ""},
+		{"line feed in TYPE", "agent://a.local", "", "ack\n", ""},
+		{"line feed in CREDITS", "agent://a.local", "agent://b.local", "task.assign", "2\n{}"},
 	}
 	for _, tt := range rejects {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := SigningInput(tt.from, tt.to, tt.typ, []byte(`{}`))
+			_, err := SigningInput(tt.from, tt.to, tt.typ, tt.credits, []byte(`{}`))
 			wantStatus(t, "SigningInput", err, StatusBadRequest)
 		})
 	}
@@ -424,17 +430,17 @@ func TestSignatureGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			from, to, typ := parseTestHeaders(t, string(headers))
-			input, err := SigningInput(from, to, typ, body)
+			input, err := SigningInput(from, to, typ, "", body)
 			if err != nil {
 				t.Fatalf("SigningInput: %v", err)
 			}
 			checkGolden(t, filepath.Join(dir, "signing-input.txt"), input)
-			edSig, err := Sign(key, from, to, typ, body)
+			edSig, err := Sign(key, from, to, typ, "", body)
 			if err != nil {
 				t.Fatalf("Sign: %v", err)
 			}
 			checkGolden(t, filepath.Join(dir, "ed25519.sig"), []byte(edSig+"\n"))
-			hmacSig, err := SignHMAC(testZoneSecret, from, to, typ, body)
+			hmacSig, err := SignHMAC(testZoneSecret, from, to, typ, "", body)
 			if err != nil {
 				t.Fatalf("SignHMAC: %v", err)
 			}
@@ -444,7 +450,7 @@ func TestSignatureGolden(t *testing.T) {
 				t.Fatalf("SetSignature: %v", err)
 			}
 			checkGolden(t, filepath.Join(dir, "signed.json"), signed)
-			if err := Verify(key.Public(), from, to, typ, signed); err != nil {
+			if err := Verify(key.Public(), from, to, typ, "", signed); err != nil {
 				t.Errorf("Verify(signed.json) = %v, want nil", err)
 			}
 		})

@@ -88,7 +88,7 @@ func verifyCeiling(frames [][]byte, keys []crypto.PublicKey) (verifyTimes, error
 	var vt verifyTimes
 	var err error
 	c := checks[0]
-	if vt.single, err = timed(func() error { return protocol.Verify(c.Key, c.From, c.To, c.Type, c.Body) }); err != nil {
+	if vt.single, err = timed(func() error { return protocol.Verify(c.Key, c.From, c.To, c.Type, c.Credits, c.Body) }); err != nil {
 		return verifyTimes{}, err
 	}
 	var input, sig []byte
@@ -100,7 +100,7 @@ func verifyCeiling(frames [][]byte, keys []crypto.PublicKey) (verifyTimes, error
 		if _, sig, err = protocol.ParseSignature(text); err != nil {
 			return err
 		}
-		input, err = protocol.SigningInput(c.From, c.To, c.Type, c.Body)
+		input, err = protocol.SigningInput(c.From, c.To, c.Type, c.Credits, c.Body)
 		return err
 	})
 	if err != nil {

@@ -273,7 +273,7 @@ func TestKeygenSignVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := protocol.Verify(key.Public(), f.From(), f.To(), f.Type(), f.Body); err != nil {
+	if err := protocol.Verify(key.Public(), f.From(), f.To(), f.Type(), f.Value(protocol.HeaderCredits), f.Body); err != nil {
 		t.Fatalf("aglx sign output does not verify: %v\n%s", err, f.Body)
 	}
 }

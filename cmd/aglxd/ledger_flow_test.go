@@ -329,7 +329,7 @@ func TestLedgerFlowOverTCP(t *testing.T) {
 		// FROM = the node's URI, TO = the request's FROM, TYPE auth.response.
 		for _, a := range authReplies {
 			r := a.frame
-			if err := protocol.Verify(m.key.Public(), r.From(), r.To(), r.Type(), r.Body); err != nil {
+			if err := protocol.Verify(m.key.Public(), r.From(), r.To(), r.Type(), r.Value(protocol.HeaderCredits), r.Body); err != nil {
 				t.Errorf("auth.response to %s does not verify against the node key: %v\nbody %s", r.To(), err, r.Body)
 			}
 		}

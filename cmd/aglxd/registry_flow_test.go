@@ -105,7 +105,7 @@ func rfSign(t *testing.T, k crypto.Signer, f *protocol.Frame) *protocol.Frame {
 
 func rfHMAC(t *testing.T, secret []byte, f *protocol.Frame) *protocol.Frame {
 	t.Helper()
-	sig, err := protocol.SignHMAC(secret, f.From(), f.To(), f.Type(), f.Body)
+	sig, err := protocol.SignHMAC(secret, f.From(), f.To(), f.Type(), f.Value(protocol.HeaderCredits), f.Body)
 	if err == nil {
 		f.Body, err = protocol.SetSignature(f.Body, sig)
 	}
@@ -424,7 +424,7 @@ func TestRegistryFlowWithRealKeys(t *testing.T) {
 		if err != nil || info.Name != node || auth.From() != node || auth.To() != alice {
 			t.Fatalf("/v1/node %+v (%v); reply FROM %s TO %s", info, err, auth.From(), auth.To())
 		}
-		if err := protocol.Verify(pub, auth.From(), auth.To(), auth.Type(), auth.Body); err != nil {
+		if err := protocol.Verify(pub, auth.From(), auth.To(), auth.Type(), auth.Value(protocol.HeaderCredits), auth.Body); err != nil {
 			t.Fatalf("auth.response %s does not verify with the node's key: %v", auth.Body, err)
 		}
 	})
