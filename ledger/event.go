@@ -61,9 +61,18 @@ type Event struct {
 	Time time.Time
 	// From and To are the canonical URIs (protocol.URI.String()).
 	From, To string
-	// MessageID is the frame's ID header, or "" if it had none. It names a
-	// credit.reward without task_id and a credit.adjust for idempotency.
+	// MessageID is the frame's ID header, or "" if it had none. It names an
+	// unsigned credit.reward without task_id for idempotency.
 	MessageID string
+	// SignedName names a signed message by what its signature covers (a
+	// hash of the signing input: FROM, TO, TYPE, CREDITS and the canonical
+	// body), or is "". The caller sets it for a signed credit.reward,
+	// credit.adjust and task.assign with CREDITS: those carry no key of
+	// their own in the signed body, and the ID header is not signed, so
+	// anyone holding a copy (the addressee, to whom it was relayed) could
+	// send it again under a new ID and have it paid again. Named by its
+	// signed content, a signed message takes effect once.
+	SignedName string
 	// Credits is the CREDITS header of a task.assign, or nil.
 	Credits *protocol.Amount
 	// Auth is the result of the signature check.

@@ -38,8 +38,16 @@ func (l *Ledger) taskAssign(e *Event, p *protocol.TaskAssign) Outcome {
 		return refuse(protocol.StatusBadRequest, "%s", why)
 	}
 	amount := mustFixed(e.Credits.Decimal())
-	if p.TaskID != "" {
-		if r := l.holds.tasks.find(&l.strs, taskKey(e.From, p.TaskID)); r != nil {
+	// A signed offer is one offer however often it is sent: without a
+	// task_id each copy would place a hold of its own until the owner ran
+	// out. Its name shares the task_id index, where no task_id can match
+	// it (signedName).
+	name := p.TaskID
+	if name == "" {
+		name = signedName(e)
+	}
+	if name != "" {
+		if r := l.holds.tasks.find(&l.strs, taskKey(e.From, name)); r != nil {
 			h := l.holds.get(r.a - 1)
 			if party := l.strs.get(h.party); party != e.To || cmpFixed(h.amount, amount) != 0 {
 				return refuse(protocol.StatusConflict, "task_id %s was assigned at seq %d to %s for %s credits; a message with the same key must have the same content",
@@ -56,8 +64,8 @@ func (l *Ledger) taskAssign(e *Event, p *protocol.TaskAssign) Outcome {
 		return *o
 	}
 	l.holds.tasks.insert(&l.strs, taskKey(e.From, e.EventID), i+1, 0)
-	if p.TaskID != "" {
-		l.holds.tasks.insert(&l.strs, taskKey(e.From, p.TaskID), i+1, 0)
+	if name != "" {
+		l.holds.tasks.insert(&l.strs, taskKey(e.From, name), i+1, 0)
 	}
 	return l.placed(i)
 }

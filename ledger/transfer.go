@@ -132,11 +132,17 @@ func rewardKey(e *Event, p *protocol.CreditReward) (string, string) {
 }
 
 // messageKey names a message for idempotency when its body carries no
-// key: by FROM and its ID header, which a resend keeps, or else by its
-// event id, which makes every copy a new message. The log already folds
-// resends with one ID inside its duplicate window (docs/EVENTS.md); this
-// key keeps them folded forever.
+// key. A signed message is named by what its signature covers
+// (Event.SignedName), so that a copy sent under another ID, or none, is
+// the same message. An unsigned one (from an agent without a key, which
+// anyone may send in its name anyway) is named by FROM and its ID header,
+// which a resend keeps, or else by its event id, which makes every copy a
+// new message. The log already folds resends with one ID inside its
+// duplicate window (docs/EVENTS.md); this key keeps them folded forever.
 func messageKey(e *Event) (string, string) {
+	if name := signedName(e); name != "" {
+		return name, ""
+	}
 	if e.MessageID == "" {
 		return "event " + e.EventID, ""
 	}
@@ -144,6 +150,16 @@ func messageKey(e *Event) (string, string) {
 		return "", "the ID header" + strings.TrimPrefix(why, `field "ID"`)
 	}
 	return "id " + e.From + " " + e.MessageID, ""
+}
+
+// signedName is the idempotency name of a signed message, or "" for an
+// unsigned one. It has a space, which no ID or task_id may hold, so it
+// can never be taken for one.
+func signedName(e *Event) string {
+	if e.SignedName == "" || (e.Auth != AuthValid && e.Auth != AuthNode) {
+		return ""
+	}
+	return "signed " + e.SignedName
 }
 
 // repeat answers a message whose idempotency key is already booked as

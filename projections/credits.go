@@ -66,6 +66,23 @@ func (c *Credits) Warm(evs []*Event) {
 	c.warm = buf[:0]
 }
 
+// namedBySignature says whether the ledger names e by its signed content
+// (ledger.Event.SignedName): a signed message whose body carries no key of
+// its own that the ledger keeps it by. Transfers and approvals are named
+// by their signed transaction_id, and need no hash of their input.
+func namedBySignature(e *Event, auth ledger.Auth) bool {
+	if auth != ledger.AuthValid && auth != ledger.AuthNode {
+		return false
+	}
+	switch e.Msg.Info.Name {
+	case protocol.TypeCreditReward, protocol.TypeCreditAdjust:
+		return true
+	case protocol.TypeTaskAssign:
+		return e.Msg.Credits != nil
+	}
+	return false
+}
+
 // Apply implements Projection.
 func (c *Credits) Apply(e *Event) {
 	if e.Msg == nil {
@@ -81,6 +98,9 @@ func (c *Credits) Apply(e *Event) {
 		Seq: e.Seq, EventID: e.ID, Time: e.ReceivedAt,
 		From: e.From, To: e.To, MessageID: e.Header(protocol.HeaderID),
 		Credits: e.Msg.Credits, Auth: verdict.Auth, Payload: e.Msg.Payload,
+	}
+	if namedBySignature(e, verdict.Auth) {
+		ev.SignedName = replayKey(e)
 	}
 	out := c.L.Apply(ev)
 	if out.Status == protocol.StatusUnauthorized && verdict.Reason != "" {
