@@ -85,6 +85,9 @@ func (s *Server) answer(it *item, a events.Appended) (projections.Reply, bool) {
 	ctx, cancel := context.WithTimeout(s.abort, AnswerTimeout)
 	defer cancel()
 	r, ok, err := s.cfg.Answerer.Answer(ctx, a.Seq)
+	if a.Duplicate {
+		r = r.ForResend()
+	}
 	if err != nil {
 		s.failedLog.log(s.lg, time.Now(), slog.LevelWarn, "no answer from the projections; acknowledging as recorded (202), the outcome is to be read from the state", "seq", a.Seq, "err", err)
 		it.accepted = protocol.StatusAccepted

@@ -31,6 +31,23 @@ type Reply struct {
 	Type   string // e.g. "registry.ack", "ack", "error"
 	Status protocol.Status
 	Body   []byte // JSON
+	// FirstOnly marks a body that holds a secret for the first copy's
+	// sender alone: a zone.confirm's session token. The outbox keeps every
+	// reply for resends, and anyone who read the zone.join from the log
+	// could send it again under its FROM and ID and be handed the token;
+	// a resend gets ForResend's refusal instead.
+	FirstOnly bool
+}
+
+// ForResend is the reply to a resend of the message r answered (a copy
+// with the same FROM and ID inside the log's duplicate window): r itself,
+// unless it is FirstOnly.
+func (r Reply) ForResend() Reply {
+	if !r.FirstOnly {
+		return r
+	}
+	return ErrorReply(protocol.StatusConflict, "this message was answered before with a "+r.Type+
+		" whose secret (a session token) goes to the first copy only; send a new message with a fresh timestamp and ID")
 }
 
 // Outbox passes replies from the projections to the connections waiting

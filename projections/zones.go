@@ -287,8 +287,12 @@ func (r *Registry) admit(e *Event, p *protocol.ZoneJoin, z *zoneState) protocol.
 	m := &zoneMember{Role: z.cfg.Role, JoinedAt: r.now, JoinSeq: e.Seq, JoinEvent: e.ID,
 		Expires: r.now.Add(ZoneSessionDuration), Capabilities: slices.Clone(p.Capabilities)}
 	z.members[e.From] = m
-	r.reply(e, protocol.TypeZoneConfirm, protocol.StatusOK, zoneConfirmBody{
+	b, err := json.Marshal(zoneConfirmBody{
 		ZoneID: p.ZoneID, SessionToken: r.sessionToken(p.ZoneID, e.From, e.ID), Role: m.Role, Expires: rfc3339(m.Expires)})
+	if err != nil {
+		panic(fmt.Sprintf("registry: reply body for %s: %v", protocol.TypeZoneConfirm, err))
+	}
+	r.put(e, Reply{Type: protocol.TypeZoneConfirm, Status: protocol.StatusOK, Body: b, FirstOnly: true})
 	return protocol.StatusOK
 }
 
