@@ -105,9 +105,12 @@ func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodePub crypto.P
 	}
 	if live.AppliedSeq == 0 {
 		d, _ := DigestOf(credits, 0)
-		rep.Digest = d.SHA256
+		if rep.Digest = d.SHA256; rep.Digest != live.SHA256 {
+			problem("the node's ledger before any event has digest %s; an empty ledger's is %s", live.SHA256, rep.Digest)
+		}
 		return rep, nil
 	}
+	var read uint64 // the last event folded
 	stretch := make([]*events.Envelope, 0, prefetchChunk)
 	fold := func() {
 		verifier.Prefetch(stretch)
@@ -123,6 +126,7 @@ func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodePub crypto.P
 			return events.ErrStop
 		}
 		rep.Events++
+		read = env.Seq
 		if stretch = append(stretch, env); len(stretch) == prefetchChunk {
 			fold()
 		}
@@ -135,6 +139,11 @@ func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodePub crypto.P
 		return nil, err
 	}
 	fold()
+	if read != live.AppliedSeq {
+		// Compared at different positions, two digests say nothing; and a
+		// ledger the missing events left alone would match by chance.
+		problem("the log as read ends at seq %d, short of the node's position %d: the audit covers only what it read", read, live.AppliedSeq)
+	}
 	// The running sum above is zero by construction of each posting; this
 	// adds every balance afresh, in a context wide enough that no partial
 	// sum rounds (each balance has at most 34 digits, but a partial sum of

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/projections"
+)
+
+// TestAuditChecksThePositionItIsGiven: the audit compares the node's
+// digest with the log's at the node's position. Given position 0 it
+// compared nothing and said OK whatever digest came with it; given a
+// position past the end of the log it read, it compared digests of two
+// different positions, and a ledger the missing events left alone passed
+// (helper-51). Both are problems now.
+func TestAuditChecksThePositionItIsGiven(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	s := lfNewSession(t, m)
+	node := lfParty{uri: m.cfg.Name, key: m.key}
+	lfExpect(t, s.transfer(t, node, "agent://w.local", "5", "mint-w"), "ack", 200)
+	s.query(t, lfParty{uri: "agent://w.local"})
+	var live projections.Digest
+	if err := json.Unmarshal(lfGet(t, m, "/v1/ledger/digest", s.last), &live); err != nil {
+		t.Fatal(err)
+	}
+	lg := openLog(t, m)
+	tests := []struct {
+		name    string
+		claim   projections.Digest
+		problem string // "" = none
+	}{
+		{"the node's own digest", live, ""},
+		{"position 0 with a digest that is not the empty ledger's", projections.Digest{SHA256: live.SHA256}, "before any event"},
+		{"a position past the log's end", projections.Digest{AppliedSeq: live.AppliedSeq + 5, SHA256: live.SHA256}, "short of the node's position"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			rep, err := projections.Audit(ctx, lg, m.cfg.Name, m.key.Public(), tt.claim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(rep.Problems, "\n")
+			if tt.problem == "" && got != "" || tt.problem != "" && !strings.Contains(got, tt.problem) {
+				t.Fatalf("problems %q, want one with %q", got, tt.problem)
+			}
+		})
+	}
+}
