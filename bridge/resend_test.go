@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"fmt"
+	"log/slog"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,5 +67,64 @@ func TestResendGetsTheFirstReply(t *testing.T) {
 	if second.Type() != first.Type() || second.Value(protocol.HeaderStatus) != first.Value(protocol.HeaderStatus) || string(second.Body) != string(first.Body) {
 		t.Fatalf("the resend got %s %s %s; want the first reply, %s %s %s", second.Type(), second.Value(protocol.HeaderStatus), second.Body,
 			first.Type(), first.Value(protocol.HeaderStatus), first.Body)
+	}
+}
+
+// lineCounter is a slog handler that counts the lines it is given.
+type lineCounter struct{ n *atomic.Int64 }
+
+func (h lineCounter) Enabled(context.Context, slog.Level) bool  { return true }
+func (h lineCounter) Handle(context.Context, slog.Record) error { h.n.Add(1); return nil }
+func (h lineCounter) WithAttrs([]slog.Attr) slog.Handler        { return h }
+func (h lineCounter) WithGroup(string) slog.Handler             { return h }
+
+// TestUDPConflictsAreCountedAndLoggedAtTheEdgesRate: an agent.announce
+// that reuses an ID with another body is refused (409) when it is
+// appended. Over UDP that refusal was logged once per datagram, past the
+// edge's log rate, and counted nowhere: a sender in a loop, with a forged
+// source address even, could fill the disk unseen (helper-52).
+func TestUDPConflictsAreCountedAndLoggedAtTheEdgesRate(t *testing.T) {
+	l, _ := openBenchLog(t)
+	var lines atomic.Int64
+	srv := New(l, Config{}, slog.New(lineCounter{&lines}))
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeUDP(pc)
+	defer srv.Shutdown(context.Background())
+	c, err := net.Dial("udp", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	announce := func(i int) []byte {
+		return fmt.Appendf(nil, "AGLX/1.0 UDP\nFROM: agent://n.local\nTYPE: agent.announce\nID: same\n\n{\"agent_name\":\"N%d\"}\n", i)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for l.Published() == 0 { // datagrams may be lost; send until the first is stored
+		if time.Now().After(deadline) {
+			t.Fatal("no announce was stored")
+		}
+		c.Write(announce(0))
+		time.Sleep(10 * time.Millisecond)
+	}
+	const sent = 500
+	start := time.Now()
+	for i := 1; i <= sent; i++ {
+		c.Write(announce(i))
+	}
+	for srv.Counters().UDPRefused < sent/2 { // the kernel may drop some
+		if time.Now().After(deadline) {
+			t.Fatalf("counters %+v after %d conflicting announces; want them counted as refused", srv.Counters(), sent)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := srv.Counters(); got.FramesRefused != got.UDPRefused {
+		t.Errorf("frames refused %d, datagrams refused %d: every refused datagram is a refused frame", got.FramesRefused, got.UDPRefused)
+	}
+	seconds := int64(time.Since(start)/time.Second) + 1
+	if n := lines.Load(); n > 2*LogLinesPerSecondMax*seconds {
+		t.Errorf("%d log lines in %d s for %d conflicting announces; want at most %d a second", n, seconds, sent, LogLinesPerSecondMax)
 	}
 }

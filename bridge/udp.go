@@ -119,7 +119,17 @@ func (s *Server) udpWaiter(waiting <-chan *udpItem) {
 	for it := range waiting {
 		a, err := it.pending.Wait(s.abort)
 		if err != nil {
-			s.lg.Warn("announce not stored", "peer", it.peer, "err", err)
+			// Refused at the append (an ID reused with other content) or
+			// not stored: counted, and logged at the edge's rate, since
+			// a sender in a loop (with a forged source address, even)
+			// would otherwise write a line per datagram.
+			s.n.udpRefused.Add(1)
+			s.n.refused.Add(1)
+			if st := protocol.StatusOf(err); st >= 400 && st < 500 {
+				s.datagramLog.log(s.lg, time.Now(), slog.LevelInfo, "datagram refused", "peer", it.peer, "status", int(st), "reason", protocol.ReasonOf(err))
+			} else {
+				s.failedLog.log(s.lg, time.Now(), slog.LevelWarn, "announce not stored", "peer", it.peer, "err", err)
+			}
 			continue
 		}
 		if a.Duplicate {
