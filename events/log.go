@@ -91,6 +91,11 @@ type Config struct {
 // MetaOwner is the event stream's metadata key for Config.Owner.
 const MetaOwner = "aglx_owner"
 
+// MetaTakenFrom keeps the owner the last take-over replaced (Config.
+// TakeOver), so that an auditor can learn why that owner's mints no longer
+// count.
+const MetaTakenFrom = "aglx_taken_from"
+
 // ErrOtherOwner is Open's refusal of a log that another owner wrote.
 var ErrOtherOwner = errors.New("events: the log is another node's")
 
@@ -268,9 +273,13 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	if err != nil {
 		return nil, fmt.Errorf("events: jetstream: %w", err)
 	}
-	meta, err := checkExisting(ctx, js, cfg)
+	meta, was, err := checkExisting(ctx, js, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if was != "" {
+		lg.Warn("taking the store over from another owner (--take-over-store): that owner's own mints and registry entries are void on replay",
+			"stream", cfg.Stream, "previous_owner", was, "owner", cfg.Owner)
 	}
 	sc := cfg.StreamConfig()
 	sc.Metadata = meta
@@ -323,28 +332,29 @@ func CheckOwner(ctx context.Context, nc *nats.Conn, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("events: jetstream: %w", err)
 	}
-	_, err = checkExisting(ctx, js, cfg.withDefaults())
+	_, _, err = checkExisting(ctx, js, cfg.withDefaults())
 	return err
 }
 
 // checkExisting checks an existing event stream against cfg (its replicas
 // and its owner) and returns the metadata to keep on it: the stream's
-// own, with cfg.Owner added where it had none.
-func checkExisting(ctx context.Context, js jetstream.JetStream, cfg Config) (map[string]string, error) {
-	meta := map[string]string{}
+// own, with cfg.Owner added where it had none. takenFrom is the owner that
+// cfg.TakeOver replaces, for the caller to log, or "".
+func checkExisting(ctx context.Context, js jetstream.JetStream, cfg Config) (meta map[string]string, takenFrom string, err error) {
+	meta = map[string]string{}
 	s, err := js.Stream(ctx, cfg.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if cfg.Owner != "" {
 			meta[MetaOwner] = cfg.Owner
 		}
-		return meta, nil
+		return meta, "", nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("events: stream %s: %w", cfg.Stream, err)
+		return nil, "", fmt.Errorf("events: stream %s: %w", cfg.Stream, err)
 	}
 	info := s.CachedInfo()
 	if err := checkReplicas(info, cfg); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	for k, v := range info.Config.Metadata {
 		if !strings.HasPrefix(k, "_nats.") { // the server's own, which it sets
@@ -356,11 +366,11 @@ func checkExisting(ctx context.Context, js jetstream.JetStream, cfg Config) (map
 	case was == "" || was == cfg.Owner:
 		meta[MetaOwner] = cfg.Owner
 	case cfg.TakeOver:
-		meta[MetaOwner] = cfg.Owner
+		meta[MetaOwner], meta[MetaTakenFrom], takenFrom = cfg.Owner, was, was
 	default:
-		return nil, fmt.Errorf("%w: stream %s was written by %q, and this is %q: a node's own mints and registry entries are void on replay under another name or key. Start it as the node that wrote it, give another node a store of its own, or take the store over knowing that (docs/OPERATIONS.md)", ErrOtherOwner, cfg.Stream, was, cfg.Owner)
+		return nil, "", fmt.Errorf("%w: stream %s was written by %q, and this is %q: a node's own mints and registry entries are void on replay under another name or key. Start it as the node that wrote it, give another node a store of its own, or take the store over knowing that (docs/OPERATIONS.md)", ErrOtherOwner, cfg.Stream, was, cfg.Owner)
 	}
-	return meta, nil
+	return meta, takenFrom, nil
 }
 
 // checkReplicas refuses to open an existing log with a replica count that

@@ -15,6 +15,7 @@ import (
 	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // connectTest starts an embedded server on dir and connects as the node.
@@ -429,5 +430,14 @@ func TestOpenRefusesAnotherOwnersLog(t *testing.T) {
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrOtherOwner)) {
 			t.Fatalf("Open as %q: %v; want ok=%v", tc.owner, err, tc.ok)
 		}
+	}
+	// The stream keeps whom the take-over replaced, for an auditor.
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(ctx, "AGLX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.Metadata[MetaTakenFrom]; got != "registry://localhost ed25519:aa" {
+		t.Errorf("metadata %s = %q, want the owner taken over", MetaTakenFrom, got)
 	}
 }

@@ -59,7 +59,10 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 	// A node that stops leaves the reader waiting for it: say so, rather
 	// than hang without a word.
 	nc, err := nats.Connect(*url, nats.Name("aglx tail"),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if c.IsClosed() { // our own Close at the end, not a loss
+				return
+			}
 			fmt.Fprintf(os.Stderr, "aglx tail: lost the connection to %s (%v); trying again\n", *url, err)
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { fmt.Fprintf(os.Stderr, "aglx tail: connected again to %s\n", *url) }))
