@@ -18,6 +18,9 @@ import (
 // back from there, at the sequence it was promised. Then the committer
 // continues after the last event, and the duplicate window is rebuilt.
 func (l *Log) recover(ctx context.Context) error {
+	if err := l.checkWhole(ctx); err != nil {
+		return err
+	}
 	last, err := l.replayWAL(ctx)
 	if err != nil {
 		return err
@@ -42,6 +45,32 @@ func (l *Log) recover(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// ErrDamaged is a start's refusal of an event stream with a hole in it.
+var ErrDamaged = errors.New("events: the event stream is damaged")
+
+// checkWhole refuses an event stream that lacks events before its last.
+// The stream denies deletes and purges and discards nothing, so its
+// events run from sequence 1 without a gap, unless its storage was
+// damaged (a block file overwritten or lost). The repair at start only
+// looks at the stream's end: a hole in the middle was served as if the
+// events in it had never been, acknowledged ones among them, and the
+// folds and the audit agreed with each other on the wrong balances. A
+// hole cannot be filled in place; the stream must be rebuilt.
+func (l *Log) checkWhole(ctx context.Context) error {
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("events: recover: %w", err)
+	}
+	st := info.State
+	if st.LastSeq == 0 || (st.FirstSeq == 1 && st.NumDeleted == 0) {
+		return nil
+	}
+	missing := st.LastSeq - st.Msgs
+	return fmt.Errorf("%w: stream %s holds %d events up to seq %d, so %d are missing (its first is seq %d); its storage was damaged, and a hole cannot be filled in place. "+
+		"Stop the node, move the stream's directory (streams/%s in the JetStream store) aside, and start again: the node rebuilds the stream from %s if that still holds every batch, and refuses to start if it does not; then restore the store from a backup (docs/RELIABILITY.md)",
+		ErrDamaged, l.cfg.Stream, st.Msgs, st.LastSeq, missing, st.FirstSeq, l.cfg.Stream, l.cfg.walStream())
 }
 
 // replayWAL copies to the event stream every event of the write-ahead

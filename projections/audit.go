@@ -126,6 +126,11 @@ func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodePub crypto.P
 			return events.ErrStop
 		}
 		rep.Events++
+		if env.Seq != read+1 {
+			// The node's stream has no gaps (it denies deletes); one is
+			// damage, and the folds on both sides would agree without it.
+			problem("the log lacks the events from seq %d to %d", read+1, env.Seq-1)
+		}
 		read = env.Seq
 		if stretch = append(stretch, env); len(stretch) == prefetchChunk {
 			fold()
