@@ -40,6 +40,11 @@ type API struct {
 	// Certs, when the node serves TLS, gives NodeInfo.TLSPin: the
 	// certificate may be renewed while the node runs.
 	Certs *Certs
+	// Store, if set, says why the store under the log is down, or nil: the
+	// embedded JetStream shuts itself down on a full disk, and the log's
+	// own health, which a commit's timeout does not mark for good, would
+	// go on saying ok.
+	Store func() error
 }
 
 // NodeInfo is what GET /v1/node says about the node.
@@ -218,7 +223,14 @@ func readOnly(mux *http.ServeMux) http.Handler {
 func (api API) health(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
 	defer cancel()
-	last, err := api.Log.LastSeq(ctx)
+	var last uint64
+	var err error
+	if api.Store != nil {
+		err = api.Store() // first: a store that is down does not answer the next question either
+	}
+	if err == nil {
+		last, err = api.Log.LastSeq(ctx)
+	}
 	body := map[string]any{"status": "ok", "log_last_seq": last, "applied_seq": api.Runner.Applied()}
 	select {
 	case <-api.Runner.Ready():

@@ -4,10 +4,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +31,10 @@ type ServerConfig struct {
 	SyncInterval time.Duration
 	// MaxPayload bounds one NATS message; it must hold the largest event.
 	MaxPayload int32
+	// Logger takes the server's warnings and errors (nil: none are
+	// logged). JetStream says only there that it shut itself down for a
+	// full disk; without it an operator saw nothing but commit timeouts.
+	Logger *slog.Logger
 }
 
 // EventSyncInterval is how often the event stream, which is written only
@@ -165,6 +171,47 @@ func (s *Server) Shutdown() {
 	s.Server.WaitForShutdown()
 }
 
+// JetStreamDown says why the server's JetStream is not running, or nil. It
+// shuts itself down when its disk fills and does not come back by itself:
+// the node's commits then time out, and /healthz must say so.
+func (s *Server) JetStreamDown() error {
+	if s.JetStreamEnabled() {
+		return nil
+	}
+	return errors.New("events: the embedded JetStream is shut down (it does so when the disk is full; the server's log says why): free space and restart the node; nothing acknowledged is lost")
+}
+
+// serverLog passes the embedded server's warnings and errors to the node's
+// log; its notices, debug and trace lines are dropped.
+type serverLog struct{ lg *slog.Logger }
+
+func (l serverLog) Noticef(string, ...any) {}
+func (l serverLog) Debugf(string, ...any)  {}
+func (l serverLog) Tracef(string, ...any)  {}
+func (l serverLog) Warnf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	for _, known := range serverWarningsExpected {
+		if strings.HasPrefix(msg, known) {
+			return
+		}
+	}
+	l.lg.Warn("nats-server: " + msg)
+}
+
+// serverWarningsExpected are warnings the server gives at every start of
+// the node's configuration, which would teach operators to skip its
+// warnings: the passwords are random, in memory and never leave the
+// process, and the payload limit must hold the largest event the node may
+// be configured to take.
+var serverWarningsExpected = []string{"Plaintext passwords detected", "Maximum payloads over"}
+
+func (l serverLog) Errorf(format string, v ...any) {
+	l.lg.Error("nats-server: " + fmt.Sprintf(format, v...))
+}
+func (l serverLog) Fatalf(format string, v ...any) {
+	l.lg.Error("nats-server (fatal): " + fmt.Sprintf(format, v...))
+}
+
 // StartServer starts an embedded nats-server with JetStream. The caller owns
 // it and must Shutdown it.
 func StartServer(cfg ServerConfig) (*Server, error) {
@@ -243,6 +290,9 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if err := shareWithReaders(ns, StreamNameDefault); err != nil {
 		ns.Shutdown()
 		return nil, err
+	}
+	if cfg.Logger != nil {
+		ns.SetLoggerV2(serverLog{cfg.Logger}, false, false, false)
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(serverReadyTimeout) {

@@ -530,17 +530,30 @@ func TestResendWithSameIDIsIdempotent(t *testing.T) {
 	}
 }
 
+// TestHealthz: ok while the store takes events. The embedded JetStream
+// shuts itself down when its disk fills and stays down; /healthz said ok
+// all along, while every frame waited 30 s for a 503 (helper-53). It is
+// 503 now, and says what to do.
 func TestHealthz(t *testing.T) {
 	m := startNode(t, t.TempDir())
-	resp, err := http.Get("http://" + m.HTTPAddr() + "/healthz")
-	if err != nil {
+	health := func() (int, map[string]any) {
+		resp, err := http.Get("http://" + m.HTTPAddr() + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	if code, body := health(); code != http.StatusOK || body["status"] != "ok" {
+		t.Fatalf("/healthz = %d %v", code, body)
+	}
+	if err := m.ns.DisableJetStream(); err != nil { // as the server does itself on a full disk
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var body map[string]any
-	json.NewDecoder(resp.Body).Decode(&body)
-	if resp.StatusCode != http.StatusOK || body["status"] != "ok" {
-		t.Fatalf("/healthz = %d %v", resp.StatusCode, body)
+	if code, body := health(); code != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(body["error"]), "JetStream is shut down") {
+		t.Fatalf("/healthz with JetStream shut down = %d %v; want 503 saying so", code, body)
 	}
 }
 

@@ -76,7 +76,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.key = key
 	sync, _ := m.cfg.FsyncInterval()
 	if m.cfg.NATSURL == "" {
-		ns, err := events.StartServer(events.ServerConfig{DataDir: m.cfg.DataDir, Listen: m.cfg.NATSListen, SyncInterval: sync})
+		ns, err := events.StartServer(events.ServerConfig{DataDir: m.cfg.DataDir, Listen: m.cfg.NATSListen, SyncInterval: sync, Logger: m.lg})
 		if err != nil {
 			return fmt.Errorf("--nats-listen %s, --data %s: %w", m.cfg.NATSListen, m.cfg.DataDir, err)
 		}
@@ -210,6 +210,9 @@ func (m *Main) Run(ctx context.Context) error {
 			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Edge: m.bridge, Relay: m.relay,
 			Node:  bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr()},
 			Certs: m.tlsCerts,
+		}
+		if m.ns != nil {
+			api.Store = m.ns.JetStreamDown
 		}
 		// Every wait a client controls is bounded: the request's headers,
 		// the response, a kept-alive connection between requests, and how
