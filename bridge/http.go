@@ -399,13 +399,13 @@ func (l *LimitedListener) Accept() (net.Conn, error) {
 	for {
 		select {
 		case l.slots <- struct{}{}:
-			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+			return l.limited(c), nil
 		default:
 		}
 		l.closeIdlest()
 		select {
 		case l.slots <- struct{}{}:
-			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+			return l.limited(c), nil
 		case <-l.wentIdle: // one may be closed now
 		case <-time.After(l.grace): // or one's grace may be over
 		case <-l.done:
@@ -415,12 +415,25 @@ func (l *LimitedListener) Accept() (net.Conn, error) {
 	}
 }
 
+// limited wraps a connection that got a slot. It counts as having read
+// when it was accepted, so that it has halfReceivedGrace to send its
+// first bytes before it may be closed to make room.
+func (l *LimitedListener) limited(c net.Conn) *limitConn {
+	lc := &limitConn{Conn: c, release: func() { <-l.slots }}
+	lc.lastRead.Store(time.Now().UnixNano())
+	return lc
+}
+
 // ConnState is the http.Server's ConnState hook: it tracks which
-// connections are idle.
+// connections are idle. A new connection, with no request read yet, is
+// idle too: one that sends nothing held its slot for the whole
+// ReadHeaderTimeout, which net/http starts only with the first bytes, and
+// a client reopening silent connections kept health checks waiting for
+// seconds each (helper-52).
 func (l *LimitedListener) ConnState(c net.Conn, st http.ConnState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if st != http.StateIdle {
+	if st != http.StateIdle && st != http.StateNew {
 		delete(l.idle, c)
 		return
 	}

@@ -209,3 +209,26 @@ func serveLimited(t *testing.T, n int, grace time.Duration) (net.Listener, *Limi
 	t.Cleanup(func() { srv.Close() })
 	return inner, ln
 }
+
+// TestSilentNewConnectionsMakeRoom: a connection that never sends a byte
+// was not idle to the listener, so it held its slot until the server's
+// ReadHeaderTimeout; a client reopening such connections made every health
+// check wait seconds (helper-52). Once silent past the grace, a new
+// connection is closed for a newcomer as an idle one is.
+func TestSilentNewConnectionsMakeRoom(t *testing.T) {
+	const grace = 200 * time.Millisecond
+	inner, _ := serveLimited(t, 2, grace)
+	for range 2 {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	client := &http.Client{Timeout: 20 * time.Second} // far below the server's minute of ReadHeaderTimeout
+	resp, err := client.Get("http://" + inner.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatalf("a client with every slot held by a silent connection: %v", err)
+	}
+	resp.Body.Close()
+}
