@@ -36,6 +36,7 @@ type conn struct {
 	nc        net.Conn
 	transport string
 	peer      string
+	host      string     // the peer's IP address, for ConnectionsPerHostMax
 	queue     chan *item // reader -> sequencer
 	replies   chan *item // sequencer -> writer
 	stopOnce  sync.Once
@@ -91,7 +92,8 @@ func (s *Server) startConn(nc net.Conn, transport string) {
 		nc.Close()
 		return
 	}
-	if len(s.conns) >= s.cfg.ConnectionsMax {
+	host := hostOf(nc.RemoteAddr())
+	if full, perHost := len(s.conns) >= s.cfg.ConnectionsMax, s.perHost[host] >= s.cfg.ConnectionsPerHostMax; full || perHost {
 		// A slot for telling it why, taken under s.mu as every s.wg.Add
 		// is, so that none comes after Shutdown's Wait began.
 		told := false
@@ -103,12 +105,16 @@ func (s *Server) startConn(nc net.Conn, transport string) {
 		}
 		s.mu.Unlock()
 		s.n.connsShed.Add(1)
-		s.shedLog.log(s.lg, time.Now(), slog.LevelWarn, "connection refused: limit reached", "peer", nc.RemoteAddr().String(), "limit", s.cfg.ConnectionsMax)
+		why := protocol.Errorf(protocol.StatusTooManyRequests, "the node serves at most %d connections; try again later", s.cfg.ConnectionsMax)
+		if !full {
+			why = protocol.Errorf(protocol.StatusTooManyRequests, "the node serves at most %d connections from one host; close some, or try again later", s.cfg.ConnectionsPerHostMax)
+		}
+		s.shedLog.log(s.lg, time.Now(), slog.LevelWarn, "connection refused: limit reached", "peer", nc.RemoteAddr().String(), "reason", why.Reason)
 		if !told {
 			nc.Close()
 			return
 		}
-		go s.refuseConn(nc)
+		go s.refuseConn(nc, why)
 		return
 	}
 	c := &conn{
@@ -119,11 +125,25 @@ func (s *Server) startConn(nc net.Conn, transport string) {
 		stopped: make(chan struct{}),
 	}
 	s.conns[c] = struct{}{}
+	s.perHost[host]++
+	c.host = host
 	s.wg.Add(1)
 	s.mu.Unlock()
 	s.n.connsOpen.Add(1)
 	s.n.connsTotal.Add(1)
 	go c.serve()
+}
+
+// hostOf is the IP address of a peer, the unit of ConnectionsPerHostMax.
+func hostOf(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
 }
 
 // refuseConn tells a connection over the limit why it is closed, off the
@@ -133,10 +153,10 @@ func (s *Server) startConn(nc net.Conn, transport string) {
 // TLS connection and held Shutdown for as long as it stayed. startConn
 // runs at most RefusingMax of these at once; beyond that it closes a
 // connection without a reason.
-func (s *Server) refuseConn(nc net.Conn) {
+func (s *Server) refuseConn(nc net.Conn, why *protocol.Error) {
 	defer func() { <-s.refusing; s.wg.Done() }()
 	nc.SetDeadline(time.Now().Add(refuseTimeout))
-	nc.Write(s.errorFrame("", ulid.Make().String(), protocol.Errorf(protocol.StatusTooManyRequests, "the node serves at most %d connections; try again later", s.cfg.ConnectionsMax)))
+	nc.Write(s.errorFrame("", ulid.Make().String(), why))
 	nc.Close()
 }
 
@@ -160,6 +180,9 @@ func (c *conn) serve() {
 	c.nc.Close()
 	c.s.mu.Lock()
 	delete(c.s.conns, c)
+	if c.s.perHost[c.host]--; c.s.perHost[c.host] <= 0 {
+		delete(c.s.perHost, c.host)
+	}
 	c.s.mu.Unlock()
 	c.s.n.connsOpen.Add(-1)
 }

@@ -38,6 +38,12 @@ const (
 	// hold every one of ConnectionsMax slots (and a TLS connection that
 	// never finishes its handshake is one of them).
 	IdleTimeoutDefault = 5 * time.Minute // per frame
+	// ConnectionsPerHostDivisor sets the default share of ConnectionsMax
+	// one host may hold: a quarter. Without a share of its own, one peer
+	// holding every slot with silent connections (each kept for the idle
+	// timeout, and reopened) locked out every other agent, and with plain
+	// TCP and TLS counted together, every security message too.
+	ConnectionsPerHostDivisor = 4
 	// UDPPendingMax bounds announce datagrams waiting for their append.
 	// Beyond it the node stops reading the socket until one is stored.
 	UDPPendingMax = 1024 // datagrams
@@ -50,7 +56,10 @@ type Config struct {
 	Name           string
 	BodySizeMax    int
 	ConnectionsMax int
-	PipelineMax    int
+	// ConnectionsPerHostMax bounds the connections from one IP address;
+	// 0 means ConnectionsMax / ConnectionsPerHostDivisor (at least 1).
+	ConnectionsPerHostMax int
+	PipelineMax           int
 	// IdleTimeout is the most a connection may take to send its next
 	// frame; 0 means IdleTimeoutDefault.
 	IdleTimeout time.Duration
@@ -105,6 +114,9 @@ func (c Config) withDefaults() Config {
 	if c.ConnectionsMax <= 0 {
 		c.ConnectionsMax = ConnectionsMaxDefault
 	}
+	if c.ConnectionsPerHostMax <= 0 {
+		c.ConnectionsPerHostMax = max(1, c.ConnectionsMax/ConnectionsPerHostDivisor)
+	}
 	if c.PipelineMax <= 0 {
 		c.PipelineMax = PipelineMaxDefault
 	}
@@ -156,6 +168,7 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	packets   map[net.PacketConn]struct{}
 	conns     map[*conn]struct{}
+	perHost   map[string]int // open connections by the peer's IP address
 	wg        sync.WaitGroup // every connection, refusal and UDP waiter
 	refusing  chan struct{}  // a slot per refusal in progress (RefusingMax)
 
@@ -185,6 +198,7 @@ func New(log *events.Log, cfg Config, lg *slog.Logger) *Server {
 		listeners: map[net.Listener]struct{}{},
 		packets:   map[net.PacketConn]struct{}{},
 		conns:     map[*conn]struct{}{},
+		perHost:   map[string]int{},
 		budget:    newBudget(),
 		refusing:  make(chan struct{}, RefusingMax),
 	}

@@ -51,10 +51,13 @@ type Config struct {
 	Fsync          string
 	BodySizeMax    int
 	ConnectionsMax int
-	PipelineMax    int
-	IdleTimeout    time.Duration
-	LogLevel       string
-	LogFormat      string
+	// ConnectionsPerHostMax bounds one IP address's connections; 0 means a
+	// quarter of ConnectionsMax.
+	ConnectionsPerHostMax int
+	PipelineMax           int
+	IdleTimeout           time.Duration
+	LogLevel              string
+	LogFormat             string
 
 	// tcpLn, set only by tests, is a listener already bound to Listen: a
 	// test that must know a port before the node starts holds it open, so
@@ -121,6 +124,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.StringVar(&c.Fsync, "fsync", c.Fsync, `"always": an ack means the event is on disk; or an interval such as 1s, which is faster but can lose acknowledged events on power loss`)
 	fs.IntVar(&c.BodySizeMax, "body-max", c.BodySizeMax, "largest accepted frame body, bytes")
 	fs.IntVar(&c.ConnectionsMax, "max-connections", c.ConnectionsMax, "most concurrent TCP connections")
+	fs.IntVar(&c.ConnectionsPerHostMax, "max-connections-per-host", c.ConnectionsPerHostMax, "most concurrent TCP connections from one IP address (0: a quarter of --max-connections); behind a proxy every agent has its address")
 	fs.IntVar(&c.PipelineMax, "max-pipeline", c.PipelineMax, "most unanswered frames per connection before the node stops reading it")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "close a TCP or TLS connection that completes no frame for this long")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
@@ -177,6 +181,9 @@ func (c Config) Validate() error {
 	}
 	if c.ConnectionsMax < 1 || c.ConnectionsMax > 1<<20 {
 		return fmt.Errorf("--max-connections %d: must be between 1 and %d", c.ConnectionsMax, 1<<20)
+	}
+	if c.ConnectionsPerHostMax < 0 || c.ConnectionsPerHostMax > c.ConnectionsMax {
+		return fmt.Errorf("--max-connections-per-host %d: must be between 0 (a quarter of --max-connections) and --max-connections (%d)", c.ConnectionsPerHostMax, c.ConnectionsMax)
 	}
 	if c.PipelineMax < 1 || c.PipelineMax > 1<<16 {
 		return fmt.Errorf("--max-pipeline %d: must be between 1 and %d", c.PipelineMax, 1<<16)

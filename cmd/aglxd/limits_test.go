@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,6 +55,43 @@ func TestConnectionLimit(t *testing.T) {
 	case <-done:
 	case <-time.After(15 * time.Second):
 		t.Fatal("the node did not stop while a silent peer was being refused")
+	}
+}
+
+// TestConnectionsPerHost: one host may hold only its share of the
+// connections. A peer that opened every slot with silent connections (each
+// kept for the idle timeout, and reopened) locked out every other agent,
+// and every security message with them, since TLS shares the pool
+// (helper-52). Its next connection, plain or TLS, gets 429 naming the
+// per-host limit; another host would still be served.
+func TestConnectionsPerHost(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.ConnectionsMax, c.ConnectionsPerHostMax = 8, 2 })
+	for range 2 {
+		c := dial(t, m.TCPAddr())
+		c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.cancel\n\n{\"task_id\": \"t1\", \"reason\": \"r\"}\n"))
+		c.Flush()
+		readReply(t, c) // served
+	}
+	for _, addr := range []string{m.TCPAddr(), m.TLSAddr()} {
+		var over net.Conn
+		var err error
+		if addr == m.TLSAddr() {
+			over, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) // the refusal comes over TLS
+		} else {
+			over, err = net.Dial("tcp", addr)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		over.SetDeadline(time.Now().Add(10 * time.Second))
+		b, _ := io.ReadAll(over)
+		over.Close()
+		if !strings.Contains(string(b), "429") || !strings.Contains(string(b), "from one host") {
+			t.Fatalf("a third connection from one host to %s got %q; want 429 naming the per-host limit", addr, b)
+		}
+	}
+	if got := m.bridge.Counters().ConnectionsOpen; got != 2 {
+		t.Fatalf("%d connections open, want the host's 2", got)
 	}
 }
 

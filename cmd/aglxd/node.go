@@ -186,7 +186,8 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.bridge = bridge.New(m.log, bridge.Config{
 		Name: m.cfg.Name, BodySizeMax: m.cfg.BodySizeMax,
-		ConnectionsMax: m.cfg.ConnectionsMax, PipelineMax: m.cfg.PipelineMax, IdleTimeout: m.cfg.IdleTimeout,
+		ConnectionsMax: m.cfg.ConnectionsMax, ConnectionsPerHostMax: m.cfg.ConnectionsPerHostMax,
+		PipelineMax: m.cfg.PipelineMax, IdleTimeout: m.cfg.IdleTimeout,
 		TLSAddr: m.TLSAddr(), AllowPlaintextSecurity: m.cfg.AllowPlaintextSecurity,
 		Answerer: projections.NewAnswers(m.runner, m.outbox, projections.AnswersCredits, projections.AnswersRegistry),
 		Verifier: verifier,
