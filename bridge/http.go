@@ -62,6 +62,7 @@ type NodeInfo struct {
 // event at N (read-your-writes after an ack).
 //
 //	GET /healthz                                   200 when the log answers, else 503
+//	GET /readyz                                    as /healthz, and 503 while the projections replay
 //	GET /metrics                                   counters in the Prometheus text format
 //	GET /v1/node                                   name, public key, TLS fingerprint
 //	GET /v1/stats                                  counts by TYPE, sender, transport; edge and relay counters
@@ -76,6 +77,7 @@ type NodeInfo struct {
 func HTTPHandler(api API) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", api.health)
+	mux.HandleFunc("GET /readyz", api.ready)
 	mux.HandleFunc("GET /metrics", api.metrics)
 	mux.HandleFunc("GET /v1/node", func(w http.ResponseWriter, r *http.Request) {
 		info := api.Node
@@ -221,7 +223,26 @@ func readOnly(mux *http.ServeMux) http.Handler {
 }
 
 func (api API) health(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+	status, body := api.healthOf(r.Context())
+	writeJSON(w, status, body)
+}
+
+// ready is /healthz for a load balancer: 503 also while the projections
+// replay the log after a start. A replaying node stores and acknowledges
+// frames, but its answers to queries, and the folds' replies to frames,
+// wait until it has caught up; /healthz says 200 then, so that a
+// supervisor does not restart a node for replaying a long log.
+func (api API) ready(w http.ResponseWriter, r *http.Request) {
+	status, body := api.healthOf(r.Context())
+	if status == http.StatusOK && body["projections"] != "ready" {
+		status, body["status"] = http.StatusServiceUnavailable, "replaying"
+	}
+	writeJSON(w, status, body)
+}
+
+// healthOf is /healthz's status and body.
+func (api API) healthOf(rctx context.Context) (int, map[string]any) {
+	ctx, cancel := context.WithTimeout(rctx, healthTimeout)
 	defer cancel()
 	var last uint64
 	var err error
@@ -247,7 +268,7 @@ func (api API) health(w http.ResponseWriter, r *http.Request) {
 		body["status"] = "log unavailable"
 		body["error"] = err.Error()
 	}
-	writeJSON(w, status, body)
+	return status, body
 }
 
 // view runs fn under Runner.View, after waiting for ?seq=N if given, and

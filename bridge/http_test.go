@@ -2,11 +2,15 @@ package bridge
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/aglx/ledger/projections"
 )
 
 // TestLimitListener: past n open connections, Accept waits until one of
@@ -231,4 +235,34 @@ func TestSilentNewConnectionsMakeRoom(t *testing.T) {
 		t.Fatalf("a client with every slot held by a silent connection: %v", err)
 	}
 	resp.Body.Close()
+}
+
+// TestReadyzWhileReplaying: /healthz is 200 while the projections replay
+// the log after a start, so that a supervisor does not restart a node for
+// replaying; a load balancer that routed queries to it by /healthz sent
+// them to a node that could not answer yet (helper-53). /readyz is 503
+// then, 200 once they have caught up.
+func TestReadyzWhileReplaying(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	runner := projections.NewRunner(l, quiet)
+	h := HTTPHandler(API{Log: l, Runner: runner})
+	get := func(path string) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code
+	}
+	if h, r := get("/healthz"), get("/readyz"); h != http.StatusOK || r != http.StatusServiceUnavailable {
+		t.Fatalf("before the projections caught up: /healthz %d, /readyz %d; want 200 and 503", h, r)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go runner.Run(ctx)
+	select {
+	case <-runner.Ready():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the runner never caught up with an empty log")
+	}
+	if r := get("/readyz"); r != http.StatusOK {
+		t.Fatalf("/readyz once caught up: %d, want 200", r)
+	}
 }

@@ -29,6 +29,24 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 	put("aglx_ed25519_batches_total", "counter", "Batches of Ed25519 signatures handed to the batch verifier.", ed.Batches)
 	put("aglx_ed25519_batched_checks_total", "counter", "Ed25519 signatures in those batches.", ed.Batched)
 	put("aglx_ed25519_failed_batches_total", "counter", "Batches with at least one signature that failed under the key it was checked with (forged or broken, or checked ahead of the fold with a key since rotated); their signatures were then checked one by one.", ed.FailedBatches)
+	// The state of the node, for alerts that should not wait for a
+	// commit to fail: /healthz's verdict, without its call to the stream.
+	healthy := 1
+	if api.Store != nil && api.Store() != nil || api.Log.Healthy() != nil {
+		healthy = 0
+	}
+	put("aglx_healthy", "gauge", "1 while the log takes appends (as /healthz judges, without asking the stream), else 0.", healthy)
+	if api.Runner != nil {
+		ready := 0
+		select {
+		case <-api.Runner.Ready():
+			ready = 1
+		default:
+		}
+		put("aglx_projections_ready", "gauge", "1 once the projections have caught up with the log after a start (/readyz), else 0.", ready)
+		put("aglx_applied_seq", "gauge", "The last event the projections applied.", api.Runner.Applied())
+	}
+	put("aglx_published_seq", "gauge", "The last event known to be in the event stream.", api.Log.Published())
 	cs := api.Log.CommitStats()
 	put("aglx_wal_commits_total", "counter", "Group commits written to the write-ahead stream.", cs.Commits)
 	put("aglx_wal_commit_failures_total", "counter", "Group commits the write-ahead stream did not take.", cs.Failures)

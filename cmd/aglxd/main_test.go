@@ -555,6 +555,14 @@ func TestHealthz(t *testing.T) {
 	if code, body := health(); code != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(body["error"]), "JetStream is shut down") {
 		t.Fatalf("/healthz with JetStream shut down = %d %v; want 503 saying so", code, body)
 	}
+	resp, err := http.Get("http://" + m.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, _ := io.ReadAll(resp.Body); !strings.Contains(string(b), "aglx_healthy 0\n") {
+		t.Errorf("/metrics with JetStream shut down lacks aglx_healthy 0")
+	}
 }
 
 // TestNATSReadersCannotWrite: a client on --nats-listen without credentials
@@ -682,7 +690,8 @@ func TestMetrics(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	for _, want := range []string{"aglx_frames_appended_total 1\n", "aglx_frames_duplicate_total 1\n", "aglx_wal_commits_total 1\n", "aglx_wal_committed_events_total 1\n", "# TYPE aglx_connections_open gauge\n",
 		"# TYPE aglx_wal_commit_duration_seconds histogram\n", "aglx_wal_commit_duration_seconds_bucket{le=\"+Inf\"} 1\n", "aglx_wal_commit_duration_seconds_count 1\n", "aglx_ack_duration_seconds_count 2\n",
-		"# TYPE aglx_ed25519_failed_batches_total counter\n"} {
+		"# TYPE aglx_ed25519_failed_batches_total counter\n", "aglx_healthy 1\n", "aglx_projections_ready 1\n",
+		"# TYPE aglx_applied_seq gauge\n", "# TYPE aglx_published_seq gauge\n"} {
 		if !strings.Contains(string(b), want) {
 			t.Fatalf("/metrics lacks %q:\n%s", want, b)
 		}
