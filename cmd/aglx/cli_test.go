@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -121,5 +122,21 @@ func TestSignAddsATimestamp(t *testing.T) {
 		if got := string(withTimestamp([]byte(tc.in), now)); got != tc.want {
 			t.Errorf("withTimestamp(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestQueryWithoutANodeNamesTheFlag: with no node at --http, the commands
+// said only "connection refused" (helper-53); they now say which flag
+// names the node.
+func TestQueryWithoutANodeNamesTheFlag(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nobody listens there now
+	err = runBalance([]string{"--http", addr, "agent://a.local"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--http") || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("aglx balance with no node: %v; want the address and --http named", err)
 	}
 }

@@ -27,7 +27,8 @@ func getJSON(base, path string, v any) error {
 	}
 	resp, err := c.Get(strings.TrimRight(base, "/") + path)
 	if err != nil {
-		return err
+		// Nothing there, most likely: say which flag names the node.
+		return fmt.Errorf("%w (is a node serving its HTTP API at %s? --http names it)", err, base)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
