@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -263,6 +265,15 @@ func (c *conn) readLoop() {
 		}
 		var pe *protocol.Error
 		if err != nil && !errors.As(err, &pe) {
+			if rhe := (tls.RecordHeaderError{}); errors.As(err, &rhe) && rhe.Conn != nil && bytes.HasPrefix(rhe.RecordHeader[:], []byte("AGLX")) {
+				// A plain frame on the TLS port: say so in the clear, as
+				// net/http does for plain HTTP, rather than close without
+				// a word.
+				rhe.Conn.SetWriteDeadline(time.Now().Add(refuseTimeout))
+				rhe.Conn.Write(c.s.errorFrame("", ulid.Make().String(), protocol.Errorf(protocol.StatusBadRequest,
+					"this port takes AGLX over TLS only: connect with TLS, or send plain frames to the node's TCP port")))
+				return
+			}
 			if ne, ok := err.(net.Error); ok && ne.Timeout() && !c.isStopped() {
 				c.s.n.idleClosed.Add(1)
 				c.s.lg.Debug("connection closed: no complete frame within the idle timeout", "peer", c.peer, "timeout", c.s.cfg.IdleTimeout)

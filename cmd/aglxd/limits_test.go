@@ -144,3 +144,21 @@ func TestHTTPQueryValues(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainFrameOnTheTLSPort: a frame sent in the clear to the TLS port
+// got the connection closed without a word (helper-52); it now gets a 400
+// in the clear that says what the port takes.
+func TestPlainFrameOnTheTLSPort(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	c, err := net.Dial("tcp", m.TLSAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.cancel\n\n{\"task_id\": \"t1\", \"reason\": \"r\"}\n")
+	b, _ := io.ReadAll(c)
+	if !strings.Contains(string(b), "400") || !strings.Contains(string(b), "TLS only") {
+		t.Fatalf("a plain frame on the TLS port got %q; want a 400 saying the port takes TLS only", b)
+	}
+}
