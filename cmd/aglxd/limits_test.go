@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -160,5 +161,31 @@ func TestPlainFrameOnTheTLSPort(t *testing.T) {
 	b, _ := io.ReadAll(c)
 	if !strings.Contains(string(b), "400") || !strings.Contains(string(b), "TLS only") {
 		t.Fatalf("a plain frame on the TLS port got %q; want a 400 saying the port takes TLS only", b)
+	}
+}
+
+// TestHTTPAnswersWhileStarting: the start's repair and duplicate-index
+// rebuild take seconds on a long log, and the HTTP port was not open
+// meanwhile, so a health check saw a refused connection, as from a dead
+// node (helper-53). The port is open from the start and answers 503
+// "starting" until the node serves.
+func TestHTTPAnswersWhileStarting(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.HTTP = t.TempDir(), "127.0.0.1:0"
+	m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer m.Close(context.Background())
+	if err := m.serveHTTPEarly(); err != nil { // what Run does first
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/v1/node"} {
+		resp, err := http.Get("http://" + m.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), `"status":"starting"`) {
+			t.Fatalf("GET %s while starting: %d %s; want 503 starting", path, resp.StatusCode, b)
+		}
 	}
 }

@@ -6,12 +6,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aglx/ledger/bridge"
@@ -45,6 +47,7 @@ type Main struct {
 	relay       *bridge.Relay
 	bridge      *bridge.Server
 	http        *http.Server
+	httpAPI     atomic.Pointer[http.Handler] // the API once the node serves; before, startingHandler
 
 	tcpLn    net.Listener
 	tlsLn    net.Listener
@@ -74,6 +77,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.key = key
+	if err := m.serveHTTPEarly(); err != nil {
+		return err
+	}
 	sync, _ := m.cfg.FsyncInterval()
 	if m.cfg.NATSURL == "" {
 		ns, err := events.StartServer(events.ServerConfig{DataDir: m.cfg.DataDir, Listen: m.cfg.NATSListen, SyncInterval: sync, Logger: m.lg})
@@ -211,9 +217,6 @@ func (m *Main) Run(ctx context.Context) error {
 		m.serve("udp", func() error { return m.bridge.ServeUDP(m.udpPC) })
 	}
 	if m.cfg.HTTP != "" {
-		if m.httpLn, err = net.Listen("tcp", m.cfg.HTTP); err != nil {
-			return fmt.Errorf("--http: %w", err)
-		}
 		pub, _ := protocol.MarshalPublicKey(m.key.Public())
 		api := bridge.API{
 			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Edge: m.bridge, Relay: m.relay,
@@ -223,14 +226,8 @@ func (m *Main) Run(ctx context.Context) error {
 		if m.ns != nil {
 			api.Store = m.ns.JetStreamDown
 		}
-		// Every wait a client controls is bounded: the request's headers,
-		// the response, a kept-alive connection between requests, and how
-		// many connections are open at once.
-		m.http = &http.Server{Handler: bridge.HTTPHandler(api), ReadHeaderTimeout: 10 * time.Second,
-			WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
-		httpLn := bridge.LimitListener(m.httpLn, bridge.HTTPConnectionsMax)
-		m.http.ConnState = httpLn.ConnState
-		m.serve("http", func() error { return m.http.Serve(httpLn) })
+		h := bridge.HTTPHandler(api)
+		m.httpAPI.Store(&h)
 	}
 	if m.relay != nil {
 		m.wg.Add(1)
@@ -251,6 +248,40 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.lg.Info("aglxd serving", "name", m.cfg.Name, "tcp", m.TCPAddr(), "tls", m.TLSAddr(), "udp", m.UDPAddr(), "http", m.HTTPAddr())
 	return nil
+}
+
+// serveHTTPEarly serves the HTTP API's port from the start: until the node
+// serves, every path answers 503 "starting". The start's repair of the
+// event stream and the rebuild of the duplicate index take seconds on a
+// long log, and /healthz was refused meanwhile, which looked like a node
+// that had died (helper-53).
+func (m *Main) serveHTTPEarly() error {
+	if m.cfg.HTTP == "" {
+		return nil
+	}
+	var err error
+	if m.httpLn, err = net.Listen("tcp", m.cfg.HTTP); err != nil {
+		return fmt.Errorf("--http: %w", err)
+	}
+	starting := http.Handler(http.HandlerFunc(startingHandler))
+	m.httpAPI.Store(&starting)
+	// Every wait a client controls is bounded: the request's headers, the
+	// response, a kept-alive connection between requests, and how many
+	// connections are open at once.
+	m.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*m.httpAPI.Load()).ServeHTTP(w, r) }),
+		ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	httpLn := bridge.LimitListener(m.httpLn, bridge.HTTPConnectionsMax)
+	m.http.ConnState = httpLn.ConnState
+	m.serve("http", func() error { return m.http.Serve(httpLn) })
+	return nil
+}
+
+// startingHandler answers every request while the node starts.
+func startingHandler(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	io.WriteString(w, `{"status":"starting","error":"the node is starting: it repairs its event stream and rebuilds its duplicate index before it serves"}`+"\n")
 }
 
 func (m *Main) serve(what string, fn func() error) {
