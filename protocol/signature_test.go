@@ -429,18 +429,18 @@ func TestSignatureGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			from, to, typ := parseTestHeaders(t, string(headers))
-			input, err := SigningInput(from, to, typ, "", body)
+			from, to, typ, credits := parseTestHeaders(t, string(headers))
+			input, err := SigningInput(from, to, typ, credits, body)
 			if err != nil {
 				t.Fatalf("SigningInput: %v", err)
 			}
 			checkGolden(t, filepath.Join(dir, "signing-input.txt"), input)
-			edSig, err := Sign(key, from, to, typ, "", body)
+			edSig, err := Sign(key, from, to, typ, credits, body)
 			if err != nil {
 				t.Fatalf("Sign: %v", err)
 			}
 			checkGolden(t, filepath.Join(dir, "ed25519.sig"), []byte(edSig+"\n"))
-			hmacSig, err := SignHMAC(testZoneSecret, from, to, typ, "", body)
+			hmacSig, err := SignHMAC(testZoneSecret, from, to, typ, credits, body)
 			if err != nil {
 				t.Fatalf("SignHMAC: %v", err)
 			}
@@ -450,7 +450,7 @@ func TestSignatureGolden(t *testing.T) {
 				t.Fatalf("SetSignature: %v", err)
 			}
 			checkGolden(t, filepath.Join(dir, "signed.json"), signed)
-			if err := Verify(key.Public(), from, to, typ, "", signed); err != nil {
+			if err := Verify(key.Public(), from, to, typ, credits, signed); err != nil {
 				t.Errorf("Verify(signed.json) = %v, want nil", err)
 			}
 		})
@@ -458,7 +458,7 @@ func TestSignatureGolden(t *testing.T) {
 }
 
 // parseTestHeaders reads "FROM: x", "TO: y" and "TYPE: z" lines.
-func parseTestHeaders(t *testing.T, s string) (from, to, typ string) {
+func parseTestHeaders(t *testing.T, s string) (from, to, typ, credits string) {
 	t.Helper()
 	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
 		name, value, _ := strings.Cut(line, ":")
@@ -470,9 +470,11 @@ func parseTestHeaders(t *testing.T, s string) (from, to, typ string) {
 			to = value
 		case "TYPE":
 			typ = value
+		case "CREDITS":
+			credits = value
 		default:
 			t.Fatalf("unknown header line %q", line)
 		}
 	}
-	return from, to, typ
+	return from, to, typ, credits
 }
