@@ -46,6 +46,7 @@ var AnswersCredits = []string{
 	protocol.TypeCreditTransfer, protocol.TypeCreditReward, protocol.TypeCreditAdjust,
 	protocol.TypeCreditApprove, protocol.TypeCreditBalance, protocol.TypeCreditRequest,
 	protocol.TypeCreditDeny, protocol.TypeCreditReceived, protocol.TypeTaskAssign,
+	protocol.TypeTaskResult, protocol.TypeTaskReject, protocol.TypeTaskCancel,
 }
 
 // Warm implements Warmer: the ledger reads the rows the stretch's credit
@@ -109,7 +110,21 @@ func (c *Credits) Apply(e *Event) {
 	if c.Observe != nil {
 		c.Observe(e, out)
 	}
-	if r, ok := creditReply(e, out); ok && c.outbox != nil {
+	r, ok := creditReply(e, out)
+	if !ok && verdict.Auth == AuthInvalid && NeedsSignature(e.Msg.Info.Name) {
+		// A task.result, task.reject or task.cancel whose signature fails
+		// ends no hold (a neutral outcome: the ledger does not refuse
+		// task messages), but it is refused all the same: answered 202,
+		// the relay delivered the forgery to its addressee with the
+		// node's RELAYED-BY (helper-56). The outbox's refusal record is
+		// what the relay withholds by.
+		reason := verdict.Reason
+		if reason == "" {
+			reason = "the sender has a key, and the signature is missing or does not verify"
+		}
+		r, ok = ErrorReply(protocol.StatusUnauthorized, reason), true
+	}
+	if ok && c.outbox != nil {
 		c.outbox.Put(e.Seq, r)
 	}
 }
