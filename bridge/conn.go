@@ -431,6 +431,12 @@ func (s *Server) validate(it *item) (verify bool) {
 		s.refuse(it, s.needsTLS(info.Name))
 		return
 	}
+	if id, ok := f.Get(protocol.HeaderID); ok && id == "" {
+		// Refused here, not in Parse, which reads stored events too: one
+		// stored with an empty ID before 2026-12-01 must fold as it did.
+		s.refuse(it, protocol.Errorf(protocol.StatusBadRequest, "the ID header must be 1 to %d bytes of visible ASCII; leave it out to send without one", protocol.IDSizeMax))
+		return
+	}
 	msg, err := protocol.Parse(f)
 	if err != nil {
 		s.refuse(it, err)

@@ -96,7 +96,7 @@ func parse(f *Frame) (*Message, *Error) {
 	if m.To, e = addressHeader(f, HeaderTo, !info.UDP && !info.NoReply); e != nil {
 		return nil, e
 	}
-	if id, ok := f.Get(HeaderID); ok && (id == "" || len(id) > IDSizeMax || !visibleASCII(id)) {
+	if id, ok := f.Get(HeaderID); ok && (len(id) > IDSizeMax || !visibleASCII(id)) {
 		// The ID comes back as IN-REPLY-TO, nine bytes longer: a long one
 		// made the reply a line no decoder takes. It is a dedup key too.
 		return nil, Errorf(StatusBadRequest, "the ID header must be 1 to %d bytes of visible ASCII", IDSizeMax)

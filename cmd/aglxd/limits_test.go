@@ -189,3 +189,16 @@ func TestHTTPAnswersWhileStarting(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyIDIsRefused: an empty ID header was taken and the frame stored
+// with no dedup key at all, though the refusal text says 1 to 128 bytes
+// (helper-52). It is refused at the edge; stored events are read as before.
+func TestEmptyIDIsRefused(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	c := dial(t, m.TCPAddr())
+	c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.cancel\nID:\n\n{\"task_id\": \"t1\", \"reason\": \"r\"}\n"))
+	c.Flush()
+	if e := readError(t, c); e.Status != 400 || !strings.Contains(e.Reason, "ID header") {
+		t.Fatalf("a frame with an empty ID: %+v; want 400 naming the ID header", e)
+	}
+}
