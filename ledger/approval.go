@@ -108,11 +108,29 @@ func (l *Ledger) request(e *Event, p *protocol.CreditRequest) Outcome {
 	if _, why := l.resolve(e); why != "" {
 		return refuse(protocol.StatusBadRequest, "%s", why)
 	}
+	if l.takenBefore(e) {
+		return Outcome{Status: protocol.StatusOK, Replayed: true}
+	}
 	if len(l.requests.byPair[e.From+" "+e.To]) >= requestsOpenMax {
 		return refuse(protocol.StatusTooManyRequests, "%s has %d requests open with %s; wait for answers", quoteURI(e.From), requestsOpenMax, quoteURI(e.To))
 	}
 	l.requests.open(e, p.RequestedAmount.Decimal(), p.TaskID)
+	l.take(e)
 	return Outcome{Status: protocol.StatusOK}
+}
+
+// takenBefore reports whether a signed message with e's signed content was
+// taken already (Ledger.signed); take records e as taken.
+func (l *Ledger) takenBefore(e *Event) bool {
+	name := signedName(e)
+	return name != "" && l.signed.find(&l.strs, name) != nil
+}
+
+func (l *Ledger) take(e *Event) {
+	if name := signedName(e); name != "" {
+		l.signedSeqs = append(l.signedSeqs, e.Seq)
+		l.signed.insert(&l.strs, name, uint32(len(l.signedSeqs)), 0)
+	}
 }
 
 // deny records a credit.deny from the one asked (FROM) to the requester
@@ -129,7 +147,11 @@ func (l *Ledger) deny(e *Event, p *protocol.CreditDeny) Outcome {
 	if _, why := l.resolve(e); why != "" {
 		return refuse(protocol.StatusBadRequest, "%s", why)
 	}
+	if l.takenBefore(e) {
+		return Outcome{Status: protocol.StatusOK, Replayed: true}
+	}
 	l.requests.resolve(e, requestDenied, p.RequestedAmount.Decimal(), "")
+	l.take(e)
 	return Outcome{Status: protocol.StatusOK}
 }
 

@@ -67,8 +67,8 @@ type Event struct {
 	// SignedName names a signed message by what its signature covers (a
 	// hash of the signing input: FROM, TO, TYPE, CREDITS and the canonical
 	// body), or is "". The caller sets it for a signed credit.reward,
-	// credit.adjust and task.assign with CREDITS: those carry no key of
-	// their own in the signed body, and the ID header is not signed, so
+	// credit.adjust, credit.request, credit.deny and task.assign with
+	// CREDITS: those carry no key of their own in the signed body, and the ID header is not signed, so
 	// anyone holding a copy (the addressee, to whom it was relayed) could
 	// send it again under a new ID and have it paid again. Named by its
 	// signed content, a signed message takes effect once.

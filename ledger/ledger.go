@@ -39,6 +39,13 @@ type Ledger struct {
 	// a credit.adjust (rewardKey, messageKey) to its posting index + 1.
 	rewards keyIndex
 	adjusts keyIndex
+	// signed names the signed credit.request and credit.deny messages
+	// taken (signedName), each mapped to its index in signedSeqs + 1: a
+	// copy sent under another ID takes no effect. Neither carries a key of
+	// its own, and the relay hands the signed frame to its addressee, who
+	// could open request after request, or close them, with one.
+	signed     keyIndex
+	signedSeqs []uint64
 
 	holds holdTable
 
@@ -62,6 +69,7 @@ func New(nodeURI string) *Ledger {
 		txs:          newHashIndex(),
 		rewards:      newKeyIndex(),
 		adjusts:      newKeyIndex(),
+		signed:       newKeyIndex(),
 		holds:        newHoldTable(),
 		requests:     newRequestLog(),
 	}

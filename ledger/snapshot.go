@@ -31,6 +31,7 @@ type snapshotDoc struct {
 	Postings     []snapshotPosting `json:"postings"`
 	Requests     []Request         `json:"requests"`
 	RewardKeys   []keyRef          `json:"reward_keys"`
+	SignedKeys   []keyRef          `json:"signed_keys"`
 	TaskKeys     []keyRef          `json:"task_keys"`
 	Transactions []txView          `json:"transactions"`
 }
@@ -100,6 +101,7 @@ func (l *Ledger) snapshot() snapshotDoc {
 	holdSeq := func(i uint32) uint64 { return l.holds.get(i - 1).seq }
 	d.AdjustKeys = l.keyRefs(&l.adjusts, postingSeq)
 	d.RewardKeys = l.keyRefs(&l.rewards, postingSeq)
+	d.SignedKeys = l.keyRefs(&l.signed, func(i uint32) uint64 { return l.signedSeqs[i-1] })
 	d.TaskKeys = l.keyRefs(&l.holds.tasks, holdSeq)
 	l.txs.each(func(i uint32, hold bool) {
 		var v txView

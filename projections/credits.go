@@ -76,7 +76,7 @@ func namedBySignature(e *Event, auth ledger.Auth) bool {
 		return false
 	}
 	switch e.Msg.Info.Name {
-	case protocol.TypeCreditReward, protocol.TypeCreditAdjust:
+	case protocol.TypeCreditReward, protocol.TypeCreditAdjust, protocol.TypeCreditRequest, protocol.TypeCreditDeny:
 		return true
 	case protocol.TypeTaskAssign:
 		return e.Msg.Credits != nil

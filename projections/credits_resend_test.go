@@ -104,6 +104,7 @@ func TestSignedMessageTakesEffectOnce(t *testing.T) {
 		ids      []string // the IDs the copies are sent under; "" = none
 		balances map[string]string
 		avail    map[string]string
+		requests int // records of requests and denials, if checked
 	}{
 		{
 			name: "node-signed reward under new IDs",
@@ -155,6 +156,33 @@ func TestSignedMessageTakesEffectOnce(t *testing.T) {
 			balances: map[string]string{alice: "50"},
 			avail:    map[string]string{alice: "20"}, // two holds of 15, not four
 		},
+		{
+			// The approver has the signed request (helper-55): copies
+			// filled the pair's 100 open requests, and then the
+			// requester's own got 429.
+			name: "a signed credit.request resent by the one asked",
+			copies: func(h *creditsHarness) (*protocol.Frame, *protocol.Frame) {
+				mk := func(at time.Time) *protocol.Frame {
+					return signed(t, h.alice, frame(alice, bob, protocol.TypeCreditRequest,
+						fmt.Sprintf(`{"requested_amount":5,"purpose":"p","timestamp":%q}`, ts(at))))
+				}
+				return mk(regT0), mk(regT0.Add(time.Minute))
+			},
+			ids:      []string{"q-1", "bob-1", "bob-2", ""},
+			requests: 2,
+		},
+		{
+			name: "a signed credit.deny resent by the one denied",
+			copies: func(h *creditsHarness) (*protocol.Frame, *protocol.Frame) {
+				mk := func(at time.Time) *protocol.Frame {
+					return signed(t, h.alice, frame(alice, bob, protocol.TypeCreditDeny,
+						fmt.Sprintf(`{"requested_amount":5,"reason":"no","timestamp":%q}`, ts(at))))
+				}
+				return mk(regT0), mk(regT0.Add(time.Minute))
+			},
+			ids:      []string{"d-1", "bob-1", ""},
+			requests: 2, // each deny answered no request: a record of its own
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,6 +202,9 @@ func TestSignedMessageTakesEffectOnce(t *testing.T) {
 				if got := h.available(uri); got != want {
 					t.Errorf("available of %s = %s, want %s", uri, got, want)
 				}
+			}
+			if got := len(h.c.L.Requests(0, 1000)); tt.requests != 0 && got != tt.requests {
+				t.Errorf("%d request records, want %d", got, tt.requests)
 			}
 			if err := h.c.L.Check(); err != nil {
 				t.Fatal(err)
