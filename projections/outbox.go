@@ -47,7 +47,7 @@ func (r Reply) ForResend() Reply {
 		return r
 	}
 	return ErrorReply(protocol.StatusConflict, "this message was answered before with a "+r.Type+
-		" whose secret (a session token) goes to the first copy only; send a new message with a fresh timestamp and ID")
+		" whose secret (a session token) goes to the first copy only; to get a new one, send a new zone.join with a fresh timestamp and ID (an agent with a key ends its session with a signed zone.leave first)")
 }
 
 // Outbox passes replies from the projections to the connections waiting
