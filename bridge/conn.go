@@ -136,10 +136,16 @@ func (s *Server) startConn(nc net.Conn, transport string) {
 	go c.serve()
 }
 
-// hostOf is the IP address of a peer, the unit of ConnectionsPerHostMax.
+// hostOf is the unit of ConnectionsPerHostMax for a peer: its IPv4
+// address, or the /64 network of its IPv6 address, since one IPv6 host
+// usually holds a whole /64 and could take every slot one address at a
+// time (helper-55).
 func hostOf(a net.Addr) string {
 	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.IP.String()
+		if ip4 := ta.IP.To4(); ip4 != nil {
+			return ip4.String()
+		}
+		return ta.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
 	}
 	host, _, err := net.SplitHostPort(a.String())
 	if err != nil {

@@ -25,3 +25,19 @@ func TestDeadlineWriterRenewsTheDeadline(t *testing.T) {
 		t.Fatalf("write through deadlineWriter: %v", err)
 	}
 }
+
+// TestHostOf: the per-host connection cap counts an IPv4 address, or an
+// IPv6 /64, which one host usually holds whole (helper-55).
+func TestHostOf(t *testing.T) {
+	for _, tt := range []struct{ a, b string }{
+		{"192.0.2.1", "192.0.2.1"},
+		{"::ffff:192.0.2.1", "192.0.2.1"},
+		{"2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:bbbb::9", "2001:db8:1:2::/64"},
+		{"2001:db8:1:3::1", "2001:db8:1:3::/64"},
+	} {
+		if got := hostOf(&net.TCPAddr{IP: net.ParseIP(tt.a), Port: 4000}); got != tt.b {
+			t.Errorf("hostOf(%s) = %s, want %s", tt.a, got, tt.b)
+		}
+	}
+}

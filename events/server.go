@@ -16,6 +16,7 @@ import (
 	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"golang.org/x/time/rate"
 )
 
 // ServerConfig describes the embedded nats-server.
@@ -182,8 +183,22 @@ func (s *Server) JetStreamDown() error {
 }
 
 // serverLog passes the embedded server's warnings and errors to the node's
-// log; its notices, debug and trace lines are dropped.
-type serverLog struct{ lg *slog.Logger }
+// log; its notices, debug and trace lines are dropped. At most
+// serverLogLinesPerSecond pass: the server logs an error for every client
+// that fails to authenticate, and anyone who can reach --nats-listen could
+// otherwise fill the node's disk with them (helper-55).
+type serverLog struct {
+	lg      *slog.Logger
+	limiter *rate.Limiter
+}
+
+// serverLogLinesPerSecond bounds the server's lines in the node's log, as
+// the edge's own lines are bounded (bridge.LogLinesPerSecondMax).
+const serverLogLinesPerSecond = 20 // lines per second
+
+func newServerLog(lg *slog.Logger) serverLog {
+	return serverLog{lg: lg, limiter: rate.NewLimiter(serverLogLinesPerSecond, serverLogLinesPerSecond)}
+}
 
 func (l serverLog) Noticef(string, ...any) {}
 func (l serverLog) Debugf(string, ...any)  {}
@@ -195,7 +210,9 @@ func (l serverLog) Warnf(format string, v ...any) {
 			return
 		}
 	}
-	l.lg.Warn("nats-server: " + msg)
+	if l.limiter.Allow() {
+		l.lg.Warn("nats-server: " + msg)
+	}
 }
 
 // serverWarningsExpected are warnings the server gives at every start of
@@ -206,7 +223,9 @@ func (l serverLog) Warnf(format string, v ...any) {
 var serverWarningsExpected = []string{"Plaintext passwords detected", "Maximum payloads over"}
 
 func (l serverLog) Errorf(format string, v ...any) {
-	l.lg.Error("nats-server: " + fmt.Sprintf(format, v...))
+	if l.limiter.Allow() {
+		l.lg.Error("nats-server: " + fmt.Sprintf(format, v...))
+	}
 }
 func (l serverLog) Fatalf(format string, v ...any) {
 	l.lg.Error("nats-server (fatal): " + fmt.Sprintf(format, v...))
@@ -292,7 +311,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	if cfg.Logger != nil {
-		ns.SetLoggerV2(serverLog{cfg.Logger}, false, false, false)
+		ns.SetLoggerV2(newServerLog(cfg.Logger), false, false, false)
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(serverReadyTimeout) {
