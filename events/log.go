@@ -287,9 +287,14 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	if err != nil {
 		return nil, fmt.Errorf("events: create stream %s: %w", cfg.Stream, err)
 	}
-	wal, err := js.CreateOrUpdateStream(ctx, cfg.WALConfig())
+	wc := cfg.WALConfig()
+	if owner := meta[MetaOwner]; owner != "" {
+		wc.Metadata = map[string]string{MetaOwner: owner}
+	}
+	wal, err := js.CreateOrUpdateStream(ctx, wc)
 	if err != nil {
-		return nil, fmt.Errorf("events: create stream %s (it reserves %d bytes of the JetStream store, Config.WALBytesMax): %w", cfg.walStream(), cfg.WALBytesMax, err)
+		return nil, fmt.Errorf("events: create stream %s: it reserves %d MiB of the JetStream store, and JetStream grants a reservation only within three quarters of the free disk (about %d MiB free is needed besides what the streams hold): %w",
+			cfg.walStream(), cfg.WALBytesMax>>20, cfg.WALBytesMax*4/3>>20, err)
 	}
 	walMsgMax, err := walMessageMax(nc, cfg)
 	if err != nil {
@@ -344,10 +349,21 @@ func checkExisting(ctx context.Context, js jetstream.JetStream, cfg Config) (met
 	meta = map[string]string{}
 	s, err := js.Stream(ctx, cfg.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		if cfg.Owner != "" {
-			meta[MetaOwner] = cfg.Owner
+		// A new log, or an event stream moved aside to be rebuilt from
+		// the write-ahead stream (ErrDamaged), which keeps the owner too:
+		// without it the rebuild took any owner, and the guard was gone
+		// just when an operator was repairing the store (helper-55).
+		w, err := js.Stream(ctx, cfg.walStream())
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+		case err != nil:
+			return nil, "", fmt.Errorf("events: stream %s: %w", cfg.walStream(), err)
+		default:
+			if was := w.CachedInfo().Config.Metadata[MetaOwner]; was != "" {
+				meta[MetaOwner] = was
+			}
 		}
-		return meta, "", nil
+		return owned(meta, cfg)
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("events: stream %s: %w", cfg.Stream, err)
@@ -361,6 +377,12 @@ func checkExisting(ctx context.Context, js jetstream.JetStream, cfg Config) (met
 			meta[k] = v
 		}
 	}
+	return owned(meta, cfg)
+}
+
+// owned checks the owner recorded in meta against cfg.Owner and records
+// cfg.Owner there, or refuses with ErrOtherOwner.
+func owned(meta map[string]string, cfg Config) (_ map[string]string, takenFrom string, _ error) {
 	switch was := meta[MetaOwner]; {
 	case cfg.Owner == "":
 	case was == "" || was == cfg.Owner:

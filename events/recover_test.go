@@ -440,4 +440,20 @@ func TestOpenRefusesAnotherOwnersLog(t *testing.T) {
 	if got := s.CachedInfo().Config.Metadata[MetaTakenFrom]; got != "registry://localhost ed25519:aa" {
 		t.Errorf("metadata %s = %q, want the owner taken over", MetaTakenFrom, got)
 	}
+	// The event stream moved aside to be rebuilt (ErrDamaged's advice):
+	// the write-ahead stream keeps the owner, and the guard holds.
+	if err := js.DeleteStream(ctx, "AGLX"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, nc, Config{Owner: "registry://localhost ed25519:aa"}, nil); !errors.Is(err, ErrOtherOwner) {
+		t.Fatalf("a rebuild under another owner: %v; want ErrOtherOwner", err)
+	}
+	l, err := Open(ctx, nc, Config{Owner: "registry://localhost ed25519:bb"}, nil)
+	if err != nil {
+		t.Fatalf("a rebuild under the owner: %v", err)
+	}
+	defer l.Close(ctx)
+	if last, err := l.LastSeq(ctx); err != nil || last != 1 {
+		t.Fatalf("the rebuilt event stream ends at %d (%v), want its one event", last, err)
+	}
 }
