@@ -82,6 +82,7 @@ type item struct {
 	validated chan struct{}
 	env       *events.Envelope // the event to append, if the frame is valid
 	accepted  protocol.Status  // 200 or 202, for a valid frame
+	keyed     bool             // its sender has a key, and the policy wants it signed
 	refusal   error            // why the frame was refused, if it was
 
 	pending *events.Pending // set by the sequencer when appended
@@ -472,7 +473,8 @@ func (s *Server) validate(it *item) (verify bool) {
 		it.accepted = protocol.StatusOK
 	}
 	it.env = env
-	return s.cfg.Verifier != nil && s.cfg.Verifier.NeedsCheck(env, msg)
+	it.keyed = s.cfg.Verifier != nil && s.cfg.Verifier.NeedsCheck(env, msg)
+	return it.keyed
 }
 
 // needsTLS is the refusal of a security message that came in the clear.

@@ -70,7 +70,7 @@ func (s *Server) mayWait(it *item) bool {
 // answered reports whether the reply to it, appended as a, comes from the
 // projections rather than being a plain ack.
 func (s *Server) answered(it *item, a events.Appended) bool {
-	return s.cfg.Answerer != nil && s.cfg.Answerer.Answers(it.env.Type)
+	return s.cfg.Answerer != nil && (s.cfg.Answerer.Answers(it.env.Type) || it.keyed && s.cfg.Answerer.AnswersKeyed(it.env.Type))
 }
 
 // answer waits for the projections' reply to an appended message, for the

@@ -46,7 +46,15 @@ var AnswersCredits = []string{
 	protocol.TypeCreditTransfer, protocol.TypeCreditReward, protocol.TypeCreditAdjust,
 	protocol.TypeCreditApprove, protocol.TypeCreditBalance, protocol.TypeCreditRequest,
 	protocol.TypeCreditDeny, protocol.TypeCreditReceived, protocol.TypeTaskAssign,
-	protocol.TypeTaskResult, protocol.TypeTaskReject, protocol.TypeTaskCancel,
+}
+
+// answeredWhenKeyed are the TYPEs the projections answer only when their
+// sender has a key: a task.result, task.reject or task.cancel whose
+// signature fails is refused (401), and nothing else refuses them, so the
+// bridge waits for the fold only where that can happen, and answers the
+// others as soon as they are stored.
+var answeredWhenKeyed = map[string]bool{
+	protocol.TypeTaskResult: true, protocol.TypeTaskReject: true, protocol.TypeTaskCancel: true,
 }
 
 // Warm implements Warmer: the ledger reads the rows the stretch's credit

@@ -158,8 +158,9 @@ type registryAckBody struct {
 }
 
 // update upserts the sender's own entry. The agent's word overrides any
-// second-hand entry; fields it leaves out keep their values; its agent_id,
-// once given (here or by a peer registry), stays.
+// second-hand entry: what a peer said of it is dropped, all but its
+// agent_id, once given (here or by a peer registry), which stays. Fields
+// the agent leaves out keep the values it gave before, or the defaults.
 func (r *Registry) update(e *Event, p *protocol.RegistryUpdate) {
 	if r.refuseInauthentic(e) {
 		return
@@ -173,7 +174,14 @@ func (r *Registry) update(e *Event, p *protocol.RegistryUpdate) {
 	} else {
 		a.noteExpiry(r.now)
 		if a.Source == SourceSync {
-			r.synced-- // the agent's own word now
+			// The agent's own word now. A peer's ttl or status left in
+			// place was the agent's until it said otherwise: anyone can
+			// send registry.sync as a peer without a key, and one that
+			// named an agent with ttl 0 before it registered left its
+			// own registration expired at once, undeliverable
+			// (helper-56).
+			r.synced--
+			*a = agentEntry{AgentID: a.AgentID, RegisteredAt: r.now, TTL: TTLDefault, History: a.History}
 		}
 	}
 	a.Source, a.Via = SourceSelf, ""

@@ -319,3 +319,33 @@ func FuzzFetchAfter(f *testing.F) {
 		}
 	})
 }
+
+// TestOwnRegistrationDropsWhatAPeerSaid: a registry.sync from any peer
+// without a key may name an agent this node does not know yet, with ttl 0
+// and a status of its choosing. The agent's own registry.update, leaving
+// ttl and status out, kept both: its registration was expired at once, and
+// messages for it undeliverable (helper-56). The agent's word now starts
+// from the defaults; only the agent_id a peer gave stays.
+func TestOwnRegistrationDropsWhatAPeerSaid(t *testing.T) {
+	const sink = "agent://sink.local"
+	h := newHarness(t)
+	h.mustReply(frame("registry://evil.local", testNode, protocol.TypeRegistrySync,
+		fmt.Sprintf(`{"entries":[{"agent_id":"x-1","agent_uri":%q,"status":"GONE","last_seen":%q,"ttl":0}]}`, sink, ts(regT0))),
+		regT0, protocol.TypeRegistryAck, protocol.StatusOK)
+	at := regT0.Add(time.Second)
+	rep := h.mustReply(frame(sink, testNode, protocol.TypeRegistryUpdate, `{"agent_name":"Sink","address":"127.0.0.1","port":7000}`),
+		at, protocol.TypeRegistryAck, protocol.StatusOK)
+	if ttl := field(t, rep.Body, "ttl"); ttl != float64(TTLDefault) {
+		t.Errorf("registry.ack ttl = %v, want the default %d", ttl, TTLDefault)
+	}
+	if c, _ := h.r.Contact(sink, at.Add(time.Minute)); c != "127.0.0.1:7000" {
+		t.Errorf("Contact a minute after the agent registered = %q, want its address", c)
+	}
+	if got := h.r.Agents(AgentFilter{Limit: 10}); len(got) != 1 || got[0].Status != StatusReady || got[0].AgentID != "x-1" {
+		t.Errorf("Agents = %+v; want the sink READY, with the agent_id the peer gave", got)
+	}
+	// A rebuild from the log reaches the same registry.
+	if got, err := h.replay().Snapshot(); err != nil || !bytes.Equal(got, h.snapshot()) {
+		t.Errorf("a replayed registry differs (%v)", err)
+	}
+}
