@@ -1,7 +1,9 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -507,6 +509,23 @@ func (r *Relay) allowed(addr string) bool {
 	return false
 }
 
+// relayBody is a body as the relay writes it: on one line, with the white
+// space outside its strings left out (a JSON string holds no line break).
+// --relay-networks bounds the relay's addresses, not what listens there,
+// and a body is JSON only to the node: a sender could lay one out so that
+// a line of it was a command to a line-based service an agent had
+// registered as its address (helper-56). Every line the relay writes now
+// starts as AGLX's do: the start line, "NAME:" and a header, or '{'. The
+// signature covers the canonical form, which this leaves as it was.
+func relayBody(b []byte) []byte {
+	var out bytes.Buffer
+	out.Grow(len(b))
+	if json.Compact(&out, b) != nil {
+		return b // not JSON: the node stored it, so it cannot be; as it was
+	}
+	return out.Bytes()
+}
+
 // deliver sends env's frame to addr and waits for the addressee's reply,
 // except for the TYPEs that are never answered (ack, error): written and
 // flushed, they are delivered. Waiting for their reply counted every one
@@ -529,6 +548,7 @@ func (r *Relay) deliver(ctx context.Context, addr string, env *events.Envelope) 
 	// It has no RELAYED-BY (consider left such frames alone), so ours is
 	// the only one.
 	f.Headers = append(append([]protocol.Header(nil), f.Headers...), protocol.Header{Name: HeaderRelayedBy, Value: r.NodeURI})
+	f.Body = relayBody(f.Body)
 	info, _ := protocol.Lookup(env.Type)
 	answered := !info.NoReply
 	for {

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,5 +43,78 @@ func TestRelayWithholdsForgedTaskEnds(t *testing.T) {
 	got := owner.next(t, 20*time.Second)
 	if !strings.Contains(string(got.Body), "genuine") {
 		t.Fatalf("the owner was handed %s from %s first; want the genuine message, the forgeries withheld", got.Type(), got.From())
+	}
+}
+
+// TestRelayWritesNoLineOfTheSendersChoosing: --relay-networks bounds the
+// addresses the relay connects to, not what listens there. A body laid
+// out over lines put a line of the sender's choosing ("FLUSHALL") before
+// whatever local service an agent registered as its address (helper-56).
+// The relay writes a body on one line now: every line it writes starts
+// as AGLX's do.
+func TestRelayWritesNoLineOfTheSendersChoosing(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // stands in for a line-based local service
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// The service reads the frame's lines: its head, and its body by the
+	// CONTENT-LENGTH the relay writes.
+	lines := make(chan string, 64)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		n := 0
+		for {
+			l, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			l = strings.TrimSuffix(l, "\n")
+			lines <- l
+			if v, ok := strings.CutPrefix(l, "CONTENT-LENGTH: "); ok {
+				n, _ = strconv.Atoi(v)
+			}
+			if l == "" {
+				break
+			}
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return
+		}
+		for _, l := range strings.Split(string(body), "\n") {
+			lines <- l
+		}
+		close(lines)
+	}()
+	registerAt(t, m, "agent://svc.local", ln.Addr().String())
+	body := "{\"task_id\": \"t1\", \"reason\":\n\"FLUSHALL\"\n}"
+	c := dial(t, m.TCPAddr())
+	c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://svc.local\nTYPE: task.cancel\nCONTENT-LENGTH: %d\n\n%s", len(body), body))
+	c.Flush()
+	readReply(t, c)
+	deadline := time.After(20 * time.Second)
+	var got []string
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				for i, l := range got {
+					if i > 0 && l != "" && !strings.HasPrefix(l, "{") && !strings.Contains(strings.SplitN(l, " ", 2)[0], ":") {
+						t.Fatalf("the relay wrote the line %q, which does not start as an AGLX line does:\n%s", l, strings.Join(got, "\n"))
+					}
+				}
+				return
+			}
+			got = append(got, l)
+		case <-deadline:
+			t.Fatalf("the relayed frame never ended with its body; lines so far:\n%s", strings.Join(got, "\n"))
+		}
 	}
 }

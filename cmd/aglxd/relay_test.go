@@ -99,7 +99,9 @@ func TestRelayDeliversToTheRegisteredAddress(t *testing.T) {
 		t.Fatalf("registry.update: %s %s", f.Type(), f.Body)
 	}
 
-	body := `{"task": "data.analyze", "priority": 2, "payload": {"dataset_url": "http://src.local/d.csv"}}`
+	// Compact, as the relay writes bodies (relayBody): byte for byte what
+	// the addressee reads.
+	body := `{"task":"data.analyze","priority":2,"payload":{"dataset_url":"http://src.local/d.csv"}}`
 	send := func() {
 		c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://sink.local\nTYPE: task.assign\n\n" + body + "\n"))
 		c.Flush()
@@ -177,7 +179,7 @@ func TestRelayResumesAfterRestart(t *testing.T) {
 	if f, _ := readReply(t, c); f.Type() != "registry.ack" {
 		t.Fatalf("registry.update: %s %s", f.Type(), f.Body)
 	}
-	first := `{"task_id": "t1", "reason": "delivered before the restart"}`
+	first := `{"task_id":"t1","reason":"delivered before the restart"}`
 	send(m, first)
 	if f := sink.next(t, 20*time.Second); string(f.Body) != first {
 		t.Fatalf("delivered %s", f.Body)
@@ -190,7 +192,7 @@ func TestRelayResumesAfterRestart(t *testing.T) {
 		}
 	}
 	sink.stop()
-	waiting := `{"task_id": "t2", "reason": "recorded while the addressee was down"}`
+	waiting := `{"task_id":"t2","reason":"recorded while the addressee was down"}`
 	send(m, waiting)
 	for deadline := time.Now().Add(20 * time.Second); m.relay.Counters().Retrying == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -204,7 +206,7 @@ func TestRelayResumesAfterRestart(t *testing.T) {
 	if f := back.next(t, 20*time.Second); string(f.Body) != waiting {
 		t.Fatalf("after the restart the relay delivered %s first, want %s", f.Body, waiting)
 	}
-	last := `{"task_id": "t3", "reason": "after the restart"}`
+	last := `{"task_id":"t3","reason":"after the restart"}`
 	send(m, last)
 	if f := back.next(t, 20*time.Second); string(f.Body) != last {
 		t.Fatalf("delivered %s, want %s", f.Body, last)
