@@ -368,7 +368,9 @@ func TestLedgerFlowOverTCP(t *testing.T) {
 		lfExpectAccount(t, m, worker.uri, s.last, "50", "50", "0")
 	})
 	lfStep(t, "expiry by event time", func(t *testing.T) {
-		expires := time.Now().Add(1500 * time.Millisecond)
+		// Sent to the millisecond: compared untruncated, an answer in the
+		// last millisecond before it read as a release too early.
+		expires := time.Now().Add(1500 * time.Millisecond).Truncate(time.Millisecond)
 		appr := fmt.Sprintf(`{"approved_amount":10,"transaction_id":"appr-2","expires":%q,"timestamp":%q}`,
 			expires.UTC().Format("2006-01-02T15:04:05.000Z07:00"), lfNow())
 		lfExpect(t, s.send(t, owner.signed(t, worker.uri, protocol.TypeCreditApprove, appr)), "ack", 200,
