@@ -74,17 +74,7 @@ func TestDamagedEventStreamStopsStart(t *testing.T) {
 	os.Remove(filepath.Join(streamDirs[0], "msgs", "index.db")) // as a lost or stale index leaves it
 
 	open := func() (*Log, uint64, error) {
-		s, err := StartServer(ServerConfig{DataDir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Shutdown)
-		nc, err := s.Connect("test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		l, err := Open(ctx, nc, cfg, nil)
+		l, err := Open(ctx, connectTest(t, dir), cfg, nil)
 		if err != nil {
 			return nil, 0, err
 		}

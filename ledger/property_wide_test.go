@@ -10,7 +10,6 @@ package ledger
 
 import (
 	"fmt"
-	"reflect"
 	"testing"
 	"time"
 
@@ -127,21 +126,6 @@ func TestLedgerPropertiesWide(t *testing.T) {
 				t.Fatalf("after Apply(%s): Check() = %v", describe(e), err)
 			}
 		}
-		replay := New(node)
-		for start := 0; start < len(h.log); {
-			end := min(len(h.log), start+rapid.IntRange(1, 40).Draw(t, "stretch"))
-			replay.Warm(h.log[start:end])
-			for i := start; i < end; i++ {
-				if o := replay.Apply(h.log[i]); !reflect.DeepEqual(o, outcomes[i]) {
-					t.Fatalf("replayed Apply(%s) = %+v, want %+v", describe(h.log[i]), o, outcomes[i])
-				}
-			}
-			start = end
-		}
-		got, err := replay.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sameSnapshot(t, "replay", got, h.snapshot())
+		checkReplay(t, h, outcomes)
 	})
 }
