@@ -38,7 +38,7 @@ type conn struct {
 	nc        net.Conn
 	transport string
 	peer      string
-	host      string     // the peer's IP address, for ConnectionsPerHostMax
+	host      string     // the peer's host for ConnectionsPerHostMax (hostOf)
 	queue     chan *item // reader -> sequencer
 	replies   chan *item // sequencer -> writer
 	stopOnce  sync.Once

@@ -133,16 +133,15 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 	tokenPath := filepath.Join(filepath.Dir(m.cfg.NodeKeyPath()), "token.key")
-	tokenKey, made, err := loadOrCreateSecret(tokenPath)
+	tokenKey, tokenMade, err := loadOrCreateSecret(tokenPath)
 	if err != nil {
 		return fmt.Errorf("zone token key: %w", err)
 	}
-	if last, err := m.log.LastSeq(ctx); made && err == nil && last > 0 {
+	m.lg.Info("zone token key", "path", tokenPath, "created", tokenMade)
+	if last, err := m.log.LastSeq(ctx); tokenMade && err == nil && last > 0 {
 		// Made anew beside a log that has events: the old one is lost.
 		m.lg.Warn("zone token key made anew beside an existing log: session tokens handed out before no longer validate, and agents must join their zones again; restore the old key file if there is one",
 			"path", tokenPath)
-	} else {
-		m.lg.Info("zone token key", "path", tokenPath, "created", made)
 	}
 	m.outbox = projections.NewOutbox()
 	m.verdicts = projections.NewVerdictCache()
