@@ -138,10 +138,12 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("zone token key: %w", err)
 	}
 	m.lg.Info("zone token key", "path", tokenPath, "created", tokenMade)
-	if last, err := m.log.LastSeq(ctx); tokenMade && err == nil && last > 0 {
-		// Made anew beside a log that has events: the old one is lost.
-		m.lg.Warn("zone token key made anew beside an existing log: session tokens handed out before no longer validate, and agents must join their zones again; restore the old key file if there is one",
-			"path", tokenPath)
+	if tokenMade {
+		if last, err := m.log.LastSeq(ctx); err == nil && last > 0 {
+			// Made anew beside a log that has events: the old one is lost.
+			m.lg.Warn("zone token key made anew beside an existing log: session tokens handed out before no longer validate, and agents must join their zones again; restore the old key file if there is one",
+				"path", tokenPath)
+		}
 	}
 	m.outbox = projections.NewOutbox()
 	m.verdicts = projections.NewVerdictCache()
