@@ -164,8 +164,9 @@ func TestSendTLSPinsTheCertificate(t *testing.T) {
 	if err := runSend([]string{"--tls", "--addr", n.tls, frame}, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "--ca DATA/tls/cert.pem") {
 		t.Fatalf("aglx send --tls without --ca or --pin: %v; want a hint at --ca and --pin", err)
 	}
-	// The TLS port in the clear: no reply comes, and send must say so
-	// instead of exiting 0 in silence.
+	// The TLS port in the clear: the node answers 400 in the clear, and
+	// send must point at --tls (it exited 0 in silence once, when no
+	// reply came).
 	if err := runSend([]string{"--addr", n.tls, frame}, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "use --tls") {
 		t.Fatalf("aglx send in the clear to the TLS port: %v; want an error pointing at --tls", err)
 	}

@@ -102,7 +102,7 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 		}
 		werr <- c.CloseWrite()
 	}()
-	failed := false
+	failed, tlsOnly := false, false
 	replies := 0
 	for {
 		f, err := c.ReadReply()
@@ -115,6 +115,8 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 		replies++
 		if f.Type() == "error" {
 			failed = true
+			// The node's TLS port answers a frame in the clear so.
+			tlsOnly = tlsOnly || bytes.Contains(f.Body, []byte("over TLS only"))
 		}
 		stdout.Write(protocol.Encode(f))
 		fmt.Fprintln(stdout)
@@ -123,10 +125,14 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 		return fmt.Errorf("sending: %w", err)
 	}
 	if want := repliesOwed(inputs); replies == 0 && want > 0 {
-		// Most often the TLS port spoken to in the clear: the handshake
-		// fails and the node closes without a word. (Fewer replies than
-		// owed but some is a node that closed on a fault it answered.)
+		// Most often the TLS port spoken to in the clear by a node from
+		// before 2026-12-01: the handshake failed and it closed without a
+		// word. (Fewer replies than owed but some is a node that closed
+		// on a fault it answered.)
 		return fmt.Errorf("the node closed the connection without a reply to %d frame(s) that get one (on the TLS port, use --tls)", want)
+	}
+	if tlsOnly && !*useTLS {
+		return fmt.Errorf("%s is the node's TLS port: use --tls", *addr)
 	}
 	if failed {
 		return exitCode(1)
