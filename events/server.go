@@ -188,8 +188,10 @@ func (s *Server) JetStreamDown() error {
 // that fails to authenticate, and anyone who can reach --nats-listen could
 // otherwise fill the node's disk with them (helper-55).
 type serverLog struct {
-	lg      *slog.Logger
-	limiter *rate.Limiter
+	lg *slog.Logger
+	// Errors and warnings are bounded apart, so that a flood of one kind
+	// (failed logins are errors) cannot hide the other (helper-58).
+	errs, warns *rate.Limiter
 }
 
 // serverLogLinesPerSecond bounds the server's lines in the node's log, as
@@ -197,7 +199,8 @@ type serverLog struct {
 const serverLogLinesPerSecond = 20 // lines per second
 
 func newServerLog(lg *slog.Logger) serverLog {
-	return serverLog{lg: lg, limiter: rate.NewLimiter(serverLogLinesPerSecond, serverLogLinesPerSecond)}
+	return serverLog{lg: lg, errs: rate.NewLimiter(serverLogLinesPerSecond, serverLogLinesPerSecond),
+		warns: rate.NewLimiter(serverLogLinesPerSecond, serverLogLinesPerSecond)}
 }
 
 func (l serverLog) Noticef(string, ...any) {}
@@ -210,7 +213,7 @@ func (l serverLog) Warnf(format string, v ...any) {
 			return
 		}
 	}
-	if l.limiter.Allow() {
+	if l.warns.Allow() {
 		l.lg.Warn("nats-server: " + msg)
 	}
 }
@@ -223,7 +226,7 @@ func (l serverLog) Warnf(format string, v ...any) {
 var serverWarningsExpected = []string{"Plaintext passwords detected", "Maximum payloads over"}
 
 func (l serverLog) Errorf(format string, v ...any) {
-	if l.limiter.Allow() {
+	if l.errs.Allow() {
 		l.lg.Error("nats-server: " + fmt.Sprintf(format, v...))
 	}
 }

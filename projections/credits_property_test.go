@@ -18,8 +18,9 @@ import (
 // wrong key, so refused), copies of earlier frames under new IDs,
 // timestamps in and out of the signature window, and a receive clock that
 // steps back (helper-57). After every event the ledger's own check holds;
-// a signed reward posts once for its signed content; and a rebuild from
-// the log gives the same ledger and registry, byte for byte.
+// a signed reward posts once for its signed content, and a signed request
+// or denial takes effect once; and a rebuild from the log gives the same
+// ledger and registry, byte for byte.
 func TestSignedFoldsProperties(t *testing.T) {
 	const alice, bob, carol = "agent://alice.local", "agent://bob.local", "agent://carol.local"
 	spare := []crypto.Signer{newEd25519(t), newEd25519(t), newEd25519(t)}
@@ -27,12 +28,19 @@ func TestSignedFoldsProperties(t *testing.T) {
 		h := newCreditsHarness(t, alice, bob)
 		keys := append([]crypto.Signer{h.alice}, spare...)
 		keyName := "key-1" // the bound key's name for key.rotate: any, the first time
-		posted := map[string]int{}
+		posted, taken := map[string]int{}, map[string]int{}
 		h.c.Observe = func(e *Event, out ledger.Outcome) {
-			if e.Type == protocol.TypeCreditReward && out.Posted() {
+			switch {
+			case e.Type == protocol.TypeCreditReward && out.Posted():
 				k := replayKey(e)
 				if posted[k]++; posted[k] > 1 {
 					rt.Fatalf("seq %d: a signed reward posted twice (ID %q): %s", e.Seq, e.Header(protocol.HeaderID), e.Body)
+				}
+			case (e.Type == protocol.TypeCreditRequest || e.Type == protocol.TypeCreditDeny) && out.Status == protocol.StatusOK && !out.Replayed &&
+				h.r.Authenticate(e).Auth == AuthValid:
+				k := replayKey(e)
+				if taken[k]++; taken[k] > 1 {
+					rt.Fatalf("seq %d: a signed %s took effect twice (ID %q): %s", e.Seq, e.Type, e.Header(protocol.HeaderID), e.Body)
 				}
 			}
 		}

@@ -181,7 +181,8 @@ func (r *Registry) update(e *Event, p *protocol.RegistryUpdate) {
 			// own registration expired at once, undeliverable
 			// (helper-56).
 			r.synced--
-			*a = agentEntry{AgentID: a.AgentID, RegisteredAt: r.now, TTL: TTLDefault, History: a.History}
+			// Its uptime came from its own agent.announce: kept.
+			*a = agentEntry{AgentID: a.AgentID, RegisteredAt: r.now, TTL: TTLDefault, History: a.History, Uptime: a.Uptime}
 		}
 	}
 	a.Source, a.Via = SourceSelf, ""

@@ -36,6 +36,15 @@ func TestRelayWithholdsForgedTaskEnds(t *testing.T) {
 			t.Fatalf("a %s in a keyed agent's name without a signature: %s %s; want 401", typ, f.Value(protocol.HeaderStatus), f.Body)
 		}
 	}
+	// An agent without a key that carries a placeholder for a signature:
+	// the fold refuses it as such, and the reply must say so, not 202
+	// for a message the relay withholds (helper-58).
+	c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://nokey.local\nTO: agent://owner.local\nTYPE: task.result\n\n" +
+		"{\"task_id\": \"t1\", \"status\": \"SUCCESS\", \"signature\": \"rsa-sha256:0f3c9a...\"}\n"))
+	c.Flush()
+	if f, _ := readReply(t, c); f.Value(protocol.HeaderStatus) != "401 Unauthorized" {
+		t.Fatalf("a task.result with a placeholder signature from an agent without a key: %s %s; want 401", f.Value(protocol.HeaderStatus), f.Body)
+	}
 	// A genuine message to the same owner, from an agent without a key.
 	c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://other.local\nTO: agent://owner.local\nTYPE: task.cancel\n\n{\"task_id\": \"t2\", \"reason\": \"genuine\"}\n"))
 	c.Flush()
