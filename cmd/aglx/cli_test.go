@@ -139,4 +139,12 @@ func TestQueryWithoutANodeNamesTheFlag(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--http") || !strings.Contains(err.Error(), addr) {
 		t.Fatalf("aglx balance with no node: %v; want the address and --http named", err)
 	}
+	// And send and tail name theirs (helper-59).
+	frame := strings.NewReader("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: ack\n\n{}\n")
+	if err := runSend([]string{"--addr", addr}, frame, io.Discard); err == nil || !strings.Contains(err.Error(), "--addr") {
+		t.Fatalf("aglx send with no node: %v; want --addr named", err)
+	}
+	if err := runTail(context.Background(), []string{"--nats", "nats://" + addr, "--no-follow"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--nats") {
+		t.Fatalf("aglx tail with no node: %v; want --nats named", err)
+	}
 }

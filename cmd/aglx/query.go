@@ -54,7 +54,8 @@ func getJSON(base, path string, v any) error {
 func uriPath(uri string) (string, error) {
 	u, err := protocol.ParseURI(uri)
 	if err != nil {
-		return "", fmt.Errorf("%q is not an AGLX address such as agent://worker05.local: %s", uri, protocol.ReasonOf(err))
+		// The reason names the input and the form expected already.
+		return "", fmt.Errorf("%s, such as agent://worker05.local", protocol.ReasonOf(err))
 	}
 	// Canonical, as the node keys its state: agent://Worker05.local is
 	// agent://worker05.local.

@@ -85,7 +85,7 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 		c, err = bridge.Dial(ctx, *addr)
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (is a node serving AGLX at %s? --addr names it)", err, *addr)
 	}
 	defer c.Close()
 	if dl, ok := ctx.Deadline(); ok {

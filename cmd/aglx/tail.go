@@ -67,7 +67,7 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { fmt.Fprintf(os.Stderr, "aglx tail: connected again to %s\n", *url) }))
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", *url, err)
+		return fmt.Errorf("connect %s: %w (is a node serving NATS there? --nats names it; aglxd's --nats-listen)", *url, err)
 	}
 	defer nc.Close()
 	lg, err := events.Attach(ctx, nc, *stream)
@@ -105,7 +105,7 @@ func filters(types []string, from, to, agent string) ([]string, error) {
 		}
 		p, err := protocol.ParseURI(*u)
 		if err != nil {
-			return nil, fmt.Errorf("%q is not an AGLX address such as agent://worker05.local: %s", *u, protocol.ReasonOf(err))
+			return nil, fmt.Errorf("%s, such as agent://worker05.local", protocol.ReasonOf(err))
 		}
 		*u = p.String()
 	}
