@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,9 @@ type gateProxy struct {
 	mu    sync.Mutex
 	open  chan struct{} // closed while bytes may flow
 	conns []net.Conn
+	// held counts the bytes from the node waiting at the closed gate, so
+	// that a test can wait for its batch to be there instead of sleeping.
+	held atomic.Int64
 }
 
 func startGateProxy(t *testing.T, upstream string) *gateProxy {
@@ -48,15 +52,16 @@ func startGateProxy(t *testing.T, upstream string) *gateProxy {
 			p.mu.Lock()
 			p.conns = append(p.conns, down, up)
 			p.mu.Unlock()
-			go p.pipe(up, down)
-			go p.pipe(down, up)
+			go p.pipe(up, down, &p.held)
+			go p.pipe(down, up, nil)
 		}
 	}()
 	return p
 }
 
-// pipe copies src to dst, waiting at the gate before each write.
-func (p *gateProxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, waiting at the gate before each write; held,
+// if not nil, counts the bytes that wait.
+func (p *gateProxy) pipe(dst, src net.Conn, held *atomic.Int64) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -64,7 +69,17 @@ func (p *gateProxy) pipe(dst, src net.Conn) {
 			p.mu.Lock()
 			open := p.open
 			p.mu.Unlock()
-			<-open
+			select {
+			case <-open:
+			default:
+				if held != nil {
+					held.Add(int64(n))
+				}
+				<-open
+				if held != nil {
+					held.Add(-int64(n))
+				}
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -204,10 +219,13 @@ func TestShutdownEndsWhileTheLogIsStuck(t *testing.T) {
 	proxy.pause()
 	c.Write(referenceFiles(t)[3]) // its batch is never answered
 	c.Flush()
-	// Give the node a moment to read the frame and send its batch into
-	// the gate. (Were it slower, the stop would find nothing waiting and
-	// the test would pass without its point; it cannot fail for it.)
-	time.Sleep(300 * time.Millisecond)
+	// Wait until the node's batch waits at the gate (more than a PING's
+	// bytes), so that the stop finds it in flight.
+	for deadline := time.Now().Add(20 * time.Second); proxy.held.Load() < int64(len(referenceFiles(t)[3])); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the node's batch never reached the gate (%d bytes wait there)", proxy.held.Load())
+		}
+	}
 	closed := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
