@@ -240,24 +240,37 @@ func (api API) ready(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, body)
 }
 
+// storeErr is Store's answer, nil where there is no Store.
+func (api API) storeErr() error {
+	if api.Store == nil {
+		return nil
+	}
+	return api.Store()
+}
+
+// caughtUp reports whether the projections have caught up with the log as
+// it stood at start.
+func (api API) caughtUp() bool {
+	select {
+	case <-api.Runner.Ready():
+		return true
+	default:
+		return false
+	}
+}
+
 // healthOf is /healthz's status and body.
 func (api API) healthOf(rctx context.Context) (int, map[string]any) {
 	ctx, cancel := context.WithTimeout(rctx, healthTimeout)
 	defer cancel()
 	var last uint64
-	var err error
-	if api.Store != nil {
-		err = api.Store() // first: a store that is down does not answer the next question either
-	}
+	err := api.storeErr() // first: a store that is down does not answer the next question either
 	if err == nil {
 		last, err = api.Log.LastSeq(ctx)
 	}
-	body := map[string]any{"status": "ok", "log_last_seq": last, "applied_seq": api.Runner.Applied()}
-	select {
-	case <-api.Runner.Ready():
+	body := map[string]any{"status": "ok", "log_last_seq": last, "applied_seq": api.Runner.Applied(), "projections": "replaying"}
+	if api.caughtUp() {
 		body["projections"] = "ready"
-	default:
-		body["projections"] = "replaying"
 	}
 	status := http.StatusOK
 	if err == nil {

@@ -32,16 +32,14 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 	// The state of the node, for alerts that should not wait for a
 	// commit to fail: /healthz's verdict, without its call to the stream.
 	healthy := 1
-	if api.Store != nil && api.Store() != nil || api.Log.Healthy() != nil {
+	if api.storeErr() != nil || api.Log.Healthy() != nil {
 		healthy = 0
 	}
 	put("aglx_healthy", "gauge", "1 while the log takes appends (as /healthz judges, without asking the stream), else 0.", healthy)
 	if api.Runner != nil {
 		ready := 0
-		select {
-		case <-api.Runner.Ready():
+		if api.caughtUp() {
 			ready = 1
-		default:
 		}
 		put("aglx_projections_ready", "gauge", "1 once the projections have caught up with the log after a start (/readyz), else 0.", ready)
 		put("aglx_applied_seq", "gauge", "The last event the projections applied.", api.Runner.Applied())

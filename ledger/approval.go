@@ -128,10 +128,16 @@ func (l *Ledger) takenBefore(e *Event) bool {
 
 func (l *Ledger) take(e *Event) {
 	if name := signedName(e); name != "" {
-		l.signedSeqs = append(l.signedSeqs, e.Seq)
-		l.signed.insert(&l.strs, name, uint32(len(l.signedSeqs)), 0)
+		lo, hi := splitSeq(e.Seq)
+		l.signed.insert(&l.strs, name, lo, hi)
 	}
 }
+
+// splitSeq keeps an event's sequence in a key record's a and b, low half
+// first; joinSeq reads it back.
+func splitSeq(seq uint64) (lo, hi uint32) { return uint32(seq), uint32(seq >> 32) }
+
+func joinSeq(lo, hi uint32) uint64 { return uint64(hi)<<32 | uint64(lo) }
 
 // deny records a credit.deny from the one asked (FROM) to the requester
 // (TO). It closes their oldest open request for the same amount, or else

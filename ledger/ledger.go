@@ -40,12 +40,11 @@ type Ledger struct {
 	rewards keyIndex
 	adjusts keyIndex
 	// signed names the signed credit.request and credit.deny messages
-	// taken (signedName), each mapped to its index in signedSeqs + 1: a
-	// copy sent under another ID takes no effect. Neither carries a key of
-	// its own, and the relay hands the signed frame to its addressee, who
-	// could open request after request, or close them, with one.
-	signed     keyIndex
-	signedSeqs []uint64
+	// taken (signedName), each mapped to its event's sequence (splitSeq):
+	// a copy sent under another ID takes no effect. Neither carries a key
+	// of its own, and the relay hands the signed frame to its addressee,
+	// who could open request after request, or close them, with one.
+	signed keyIndex
 
 	holds holdTable
 

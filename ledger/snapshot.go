@@ -97,11 +97,11 @@ func (l *Ledger) snapshot() snapshotDoc {
 	}
 	d.Mismatches = l.mismatches
 	d.Requests = l.requests.all
-	postingSeq := func(i uint32) uint64 { return l.postings.get(i - 1).seq }
-	holdSeq := func(i uint32) uint64 { return l.holds.get(i - 1).seq }
+	postingSeq := func(i, _ uint32) uint64 { return l.postings.get(i - 1).seq }
+	holdSeq := func(i, _ uint32) uint64 { return l.holds.get(i - 1).seq }
 	d.AdjustKeys = l.keyRefs(&l.adjusts, postingSeq)
 	d.RewardKeys = l.keyRefs(&l.rewards, postingSeq)
-	d.SignedKeys = l.keyRefs(&l.signed, func(i uint32) uint64 { return l.signedSeqs[i-1] })
+	d.SignedKeys = l.keyRefs(&l.signed, joinSeq)
 	d.TaskKeys = l.keyRefs(&l.holds.tasks, holdSeq)
 	l.txs.each(func(i uint32, hold bool) {
 		var v txView
@@ -109,10 +109,10 @@ func (l *Ledger) snapshot() snapshotDoc {
 			h := l.holds.get(i - 1)
 			v = txView{ID: l.strs.get(h.txID), HoldSeq: h.seq}
 			if h.paid != 0 {
-				v.PostingSeq = postingSeq(h.paid)
+				v.PostingSeq = postingSeq(h.paid, 0)
 			}
 		} else {
-			v = txView{ID: l.strs.get(l.postings.get(i - 1).txID()), PostingSeq: postingSeq(i)}
+			v = txView{ID: l.strs.get(l.postings.get(i - 1).txID()), PostingSeq: postingSeq(i, 0)}
 		}
 		d.Transactions = append(d.Transactions, v)
 	})
@@ -121,12 +121,12 @@ func (l *Ledger) snapshot() snapshotDoc {
 }
 
 // keyRefs lists a key index sorted by key, with the sequence of the
-// event each key points to (its record's a).
-func (l *Ledger) keyRefs(x *keyIndex, seq func(uint32) uint64) []keyRef {
+// event each key points to (seq of its record's a and b).
+func (l *Ledger) keyRefs(x *keyIndex, seq func(a, b uint32) uint64) []keyRef {
 	out := make([]keyRef, 0, x.len())
 	for i := range x.len() {
 		r := x.recs.get(uint32(i))
-		out = append(out, keyRef{Key: l.strs.get(r.key), Seq: seq(r.a)})
+		out = append(out, keyRef{Key: l.strs.get(r.key), Seq: seq(r.a, r.b)})
 	}
 	slices.SortFunc(out, func(a, b keyRef) int { return strings.Compare(a.Key, b.Key) })
 	return out

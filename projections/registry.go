@@ -251,11 +251,17 @@ func (r *Registry) Apply(e *Event) {
 // reply gives the node's answer to e. body is marshalled to JSON; the types
 // passed here marshal without error, so a failure is a bug.
 func (r *Registry) reply(e *Event, typ string, status protocol.Status, body any) {
+	r.put(e, replyOf(typ, status, body))
+}
+
+// replyOf is a reply with body in JSON. The registry's bodies are its own
+// types, so a failure to marshal one is a bug.
+func replyOf(typ string, status protocol.Status, body any) Reply {
 	b, err := json.Marshal(body)
 	if err != nil {
 		panic(fmt.Sprintf("registry: reply body for %s: %v", typ, err))
 	}
-	r.put(e, Reply{Type: typ, Status: status, Body: b})
+	return Reply{Type: typ, Status: status, Body: b}
 }
 
 func (r *Registry) put(e *Event, rep Reply) {

@@ -287,12 +287,10 @@ func (r *Registry) admit(e *Event, p *protocol.ZoneJoin, z *zoneState) protocol.
 	m := &zoneMember{Role: z.cfg.Role, JoinedAt: r.now, JoinSeq: e.Seq, JoinEvent: e.ID,
 		Expires: r.now.Add(ZoneSessionDuration), Capabilities: slices.Clone(p.Capabilities)}
 	z.members[e.From] = m
-	b, err := json.Marshal(zoneConfirmBody{
+	confirm := replyOf(protocol.TypeZoneConfirm, protocol.StatusOK, zoneConfirmBody{
 		ZoneID: p.ZoneID, SessionToken: r.sessionToken(p.ZoneID, e.From, e.ID), Role: m.Role, Expires: rfc3339(m.Expires)})
-	if err != nil {
-		panic(fmt.Sprintf("registry: reply body for %s: %v", protocol.TypeZoneConfirm, err))
-	}
-	r.put(e, Reply{Type: protocol.TypeZoneConfirm, Status: protocol.StatusOK, Body: b, FirstOnly: true})
+	confirm.FirstOnly = true // the token is the first copy's sender's alone
+	r.put(e, confirm)
 	return protocol.StatusOK
 }
 
