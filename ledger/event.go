@@ -66,12 +66,12 @@ type Event struct {
 	MessageID string
 	// SignedName names a signed message by what its signature covers (a
 	// hash of the signing input: FROM, TO, TYPE, CREDITS and the canonical
-	// body), or is "". The caller sets it for a signed credit.reward,
-	// credit.adjust, credit.request, credit.deny and task.assign with
-	// CREDITS: those carry no key of their own in the signed body, and the ID header is not signed, so
-	// anyone holding a copy (the addressee, to whom it was relayed) could
-	// send it again under a new ID and have it paid again. Named by its
-	// signed content, a signed message takes effect once.
+	// body), or is "". The caller sets it where NamedBySignature says so:
+	// those messages carry no key of their own in the signed body, and the
+	// ID header is not signed, so anyone holding a copy (the addressee, to
+	// whom it was relayed) could send it again under a new ID and have it
+	// paid again. Named by its signed content, a signed message takes
+	// effect once.
 	SignedName string
 	// Credits is the CREDITS header of a task.assign, or nil.
 	Credits *protocol.Amount
@@ -135,4 +135,24 @@ func (o *Outcome) Posted() bool { return o.Posting.Seq != 0 }
 // refuse builds a refusal.
 func refuse(status protocol.Status, format string, args ...any) Outcome {
 	return Outcome{Status: status, Reason: fmt.Sprintf(format, args...)}
+}
+
+// NamedBySignature says whether the ledger names e by SignedName, so the
+// caller knows when to compute that hash: a credit.reward, credit.adjust,
+// credit.request, credit.deny or a task.assign with CREDITS whose
+// signature held (or which the node signed). Transfers and approvals are
+// named by their signed transaction_id and need no hash. The rule lives
+// here, beside the folds that use the name, so that a type cannot be
+// named in one place and looked up by its ID in the other.
+func (e *Event) NamedBySignature() bool {
+	if e.Auth != AuthValid && e.Auth != AuthNode {
+		return false
+	}
+	switch e.Payload.(type) {
+	case *protocol.CreditReward, *protocol.CreditAdjust, *protocol.CreditRequest, *protocol.CreditDeny:
+		return true
+	case *protocol.TaskAssign:
+		return e.Credits != nil
+	}
+	return false
 }

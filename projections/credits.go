@@ -75,23 +75,6 @@ func (c *Credits) Warm(evs []*Event) {
 	c.warm = buf[:0]
 }
 
-// namedBySignature says whether the ledger names e by its signed content
-// (ledger.Event.SignedName): a signed message whose body carries no key of
-// its own that the ledger keeps it by. Transfers and approvals are named
-// by their signed transaction_id, and need no hash of their input.
-func namedBySignature(e *Event, auth ledger.Auth) bool {
-	if auth != ledger.AuthValid && auth != ledger.AuthNode {
-		return false
-	}
-	switch e.Msg.Info.Name {
-	case protocol.TypeCreditReward, protocol.TypeCreditAdjust, protocol.TypeCreditRequest, protocol.TypeCreditDeny:
-		return true
-	case protocol.TypeTaskAssign:
-		return e.Msg.Credits != nil
-	}
-	return false
-}
-
 // Apply implements Projection.
 func (c *Credits) Apply(e *Event) {
 	if e.Msg == nil {
@@ -108,7 +91,7 @@ func (c *Credits) Apply(e *Event) {
 		From: e.From, To: e.To, MessageID: e.Header(protocol.HeaderID),
 		Credits: e.Msg.Credits, Auth: verdict.Auth, Payload: e.Msg.Payload,
 	}
-	if namedBySignature(e, verdict.Auth) {
+	if ev.NamedBySignature() {
 		ev.SignedName = replayKey(e)
 	}
 	out := c.L.Apply(ev)
