@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/projections"
 	"github.com/aglx/ledger/protocol"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Relay bounds.
@@ -170,8 +173,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	st := &relayRun{r: r, cur: r.cur, next: r.cur.saved + 1, retries: newRetryQueue(),
-		lanes: map[string]*lane{}, inLane: map[uint64]int{}, down: map[string]time.Time{}, retryCount: map[string]int{},
-		freed: make(chan struct{}, 1), laneEnded: make(chan struct{}, 1)}
+		lanes: map[string]*lane{}, inLane: map[uint64]inLaneEntry{}, down: map[string]time.Time{}, retryCount: map[string]int{},
+		freed: make(chan struct{}, 1), laneEnded: make(chan struct{}, 1), restore: r.cur.pending, restoreAt: r.cur.saved}
 	defer func() {
 		// Closing the connections ends the deliveries in progress; the
 		// lanes then stop, leaving what they did not settle behind the
@@ -183,6 +186,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		st.save(true)
 	}()
 	for ctx.Err() == nil {
+		if len(st.restore) > 0 && st.end() >= st.restoreAt {
+			st.restorePending(ctx)
+		}
 		st.retryDue(ctx, time.Now())
 		st.save(false)
 		if st.blocked {
@@ -223,8 +229,13 @@ type relayRun struct {
 	lanes   map[string]*lane // by address
 	// inLane counts, by sequence, the messages handed to a lane and not
 	// yet settled (a count, so that the bookkeeping stays right even if a
-	// sequence were ever handed out twice).
-	inLane map[uint64]int
+	// sequence were ever handed out twice), with what the cursor record
+	// needs of them.
+	inLane map[uint64]inLaneEntry
+	// restore holds the messages the saved cursor names as owed, until
+	// the projections have caught up with it and they can be queued.
+	restore   []pendingRetry
+	restoreAt uint64 // the saved cursor they were owed under
 	// down holds the addresses whose last delivery failed, until when
 	// their next attempt is due; retryCount the messages waiting for a
 	// retry, by the address they failed at (relay_breaker.go).
@@ -439,7 +450,73 @@ func (st *relayRun) settled() uint64 {
 	for seq := range st.inLane {
 		s = min(s, seq-1)
 	}
+	for _, p := range st.restore {
+		s = min(s, p.Seq-1)
+	}
 	return s
+}
+
+// owed lists the messages considered and not yet settled, by sequence:
+// those waiting for a retry, in a lane, or not yet restored. A message in
+// a lane is due at once after a restart, since its attempt may have been
+// cut short.
+func (st *relayRun) owed(now time.Time) []pendingRetry {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	by := make(map[uint64]pendingRetry, st.retries.len()+len(st.inLane)+len(st.restore))
+	add := func(p pendingRetry) {
+		if q, ok := by[p.Seq]; ok && q.Attempts > p.Attempts {
+			return
+		}
+		by[p.Seq] = p
+	}
+	for _, p := range st.restore {
+		add(p)
+	}
+	for _, it := range st.retries.items {
+		add(pendingRetry{Seq: it.env.Seq, Attempts: it.attempts, Due: it.due.UTC(), Addr: it.addr})
+	}
+	for seq, e := range st.inLane {
+		add(pendingRetry{Seq: seq, Attempts: e.attempts, Due: now.UTC(), Addr: e.addr})
+	}
+	out := make([]pendingRetry, 0, len(by))
+	for _, p := range by {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b pendingRetry) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out
+}
+
+// restorePending queues the messages the saved cursor names as owed, each
+// with its attempts and its due time, read back from the stream. The
+// projections have caught up with the cursor, so the addressees'
+// registrations are known. A message the stream no longer holds (its
+// limits removed it) is given up; any other failure to read one is tried
+// again on the next turn.
+func (st *relayRun) restorePending(ctx context.Context) {
+	r := st.r
+	for len(st.restore) > 0 && ctx.Err() == nil {
+		p := st.restore[0]
+		env, err := r.Log.Get(ctx, p.Seq)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			r.undeliverable.Add(1)
+			r.Lg.Warn("relay: a message owed before the restart is no longer in the stream; given up", "seq", p.Seq)
+		case err != nil:
+			r.Lg.Warn("relay: reading a message owed before the restart; will try again", "seq", p.Seq, "err", err)
+			return
+		default:
+			st.mu.Lock()
+			st.requeue(&retryItem{env: env, attempts: p.Attempts, due: p.Due, addr: p.Addr})
+			st.mu.Unlock()
+		}
+		st.mu.Lock()
+		st.restore = st.restore[1:]
+		st.mu.Unlock()
+	}
+	if len(st.restore) == 0 {
+		r.Lg.Info("relay: queued the messages owed before the restart", "count", len(st.cur.pending))
+	}
 }
 
 // save writes the cursor if it moved and the last write is old enough, or
@@ -448,15 +525,15 @@ func (st *relayRun) save(final bool) {
 	st.mu.Lock()
 	st.pruneDown(time.Now())
 	st.mu.Unlock()
-	s := st.settled()
-	st.r.cursorSeq.Store(int64(s))
-	if s == st.cur.saved || (!final && time.Since(st.savedAt) < relayCursorSaveInterval) {
+	st.r.cursorSeq.Store(int64(st.settled()))
+	now := time.Now()
+	if !final && now.Sub(st.savedAt) < relayCursorSaveInterval {
 		return
 	}
-	if err := st.cur.save(s); err != nil {
-		st.r.Lg.Warn("relay: saving the cursor failed; a restart may deliver some messages again", "seq", s, "err", err)
+	if err := st.cur.save(st.next-1, st.owed(now)); err != nil {
+		st.r.Lg.Warn("relay: saving the cursor failed; a restart may deliver some messages again", "seq", st.next-1, "err", err)
 	}
-	st.savedAt = time.Now()
+	st.savedAt = now
 }
 
 // end is the last event the relay may consider: published, and applied

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,10 +35,77 @@ const (
 )
 
 // relayCursor is the relay's persistent position: every message at or
-// below it is settled.
+// below saved is settled but those in pending, which were waiting for a
+// retry or in a lane when it was written.
+//
+// Until 2026-12-01 the cursor was one number, held back by the oldest
+// message still being retried: a message's retries last about half an
+// hour, so after any restart, even a clean one, every message relayed
+// since that one was delivered again, to every addressee, and an agent
+// that registered a dead address could keep that window open. Now the
+// messages still owed are named with their attempts, and a restart
+// retries those alone.
 type relayCursor struct {
-	kv    jetstream.KeyValue
-	saved uint64
+	kv      jetstream.KeyValue
+	saved   uint64
+	pending []pendingRetry
+	// record is the value last written or read, so that an unchanged
+	// position is not written again.
+	record string
+}
+
+// pendingRetry is a message the relay still owes its addressee, as kept
+// in the cursor record.
+type pendingRetry struct {
+	Seq      uint64 `json:"seq"`
+	Attempts int    `json:"attempts"`
+	// Due is when its next attempt is due; a restart keeps the back-off.
+	Due time.Time `json:"due"`
+	// Addr is the address its last attempt failed at, "" if none did.
+	Addr string `json:"addr,omitempty"`
+}
+
+// cursorRecord is the cursor's value when messages are pending. With none
+// pending the value is the bare sequence, as every earlier version wrote
+// it.
+type cursorRecord struct {
+	Cursor  uint64         `json:"cursor"`
+	Pending []pendingRetry `json:"pending"`
+}
+
+// encodeCursor is the value that records cursor and pending.
+func encodeCursor(cursor uint64, pending []pendingRetry) string {
+	if len(pending) == 0 {
+		return strconv.FormatUint(cursor, 10)
+	}
+	b, _ := json.Marshal(cursorRecord{Cursor: cursor, Pending: pending}) // cannot fail: plain fields
+	return string(b)
+}
+
+// decodeCursor reads a value encodeCursor wrote, or a bare sequence. A
+// record naming more messages than the relay can hold, or messages past
+// its cursor, was not written by this code and is refused.
+func decodeCursor(v []byte) (uint64, []pendingRetry, error) {
+	if len(v) == 0 || v[0] != '{' {
+		seq, err := strconv.ParseUint(string(v), 10, 64)
+		if err != nil {
+			return 0, nil, fmt.Errorf("relay: cursor %q: %w", v, err)
+		}
+		return seq, nil, nil
+	}
+	var rec cursorRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return 0, nil, fmt.Errorf("relay: cursor record: %w", err)
+	}
+	if len(rec.Pending) > relayPendingMax {
+		return 0, nil, fmt.Errorf("relay: cursor record names %d pending messages; at most %d can be", len(rec.Pending), relayPendingMax)
+	}
+	for _, p := range rec.Pending {
+		if p.Seq == 0 || p.Seq > rec.Cursor || p.Attempts < 0 || p.Attempts >= RelayAttemptsMax {
+			return 0, nil, fmt.Errorf("relay: cursor record: pending message %d (attempts %d) does not fit cursor %d", p.Seq, p.Attempts, rec.Cursor)
+		}
+	}
+	return rec.Cursor, rec.Pending, nil
 }
 
 // openRelayCursor reads the saved cursor. A relay that never ran starts at
@@ -69,9 +137,10 @@ func openRelayCursor(ctx context.Context, log *events.Log, lg *slog.Logger) (*re
 	}
 	switch {
 	case err == nil:
-		if c.saved, err = strconv.ParseUint(string(e.Value()), 10, 64); err != nil {
-			return nil, fmt.Errorf("relay: cursor %q: %w", e.Value(), err)
+		if c.saved, c.pending, err = decodeCursor(e.Value()); err != nil {
+			return nil, err
 		}
+		c.record = string(e.Value())
 		return c, nil
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return nil, fmt.Errorf("relay: cursor: %w", err)
@@ -86,19 +155,23 @@ func openRelayCursor(ctx context.Context, log *events.Log, lg *slog.Logger) (*re
 			lg.Warn("relay: deleting the former relay consumer", "err", err)
 		}
 	}
-	if err := c.save(start); err != nil {
+	if err := c.save(start, nil); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// save writes seq as the cursor.
-func (c *relayCursor) save(seq uint64) error {
+// save writes seq as the cursor, with the messages below it still owed.
+func (c *relayCursor) save(seq uint64, pending []pendingRetry) error {
+	rec := encodeCursor(seq, pending)
+	if rec == c.record {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), relayCursorTimeout)
 	defer cancel()
-	if _, err := c.kv.Put(ctx, relayCursorKey, strconv.AppendUint(nil, seq, 10)); err != nil {
+	if _, err := c.kv.Put(ctx, relayCursorKey, []byte(rec)); err != nil {
 		return fmt.Errorf("relay: saving the cursor: %w", err)
 	}
-	c.saved = seq
+	c.saved, c.pending, c.record = seq, pending, rec
 	return nil
 }

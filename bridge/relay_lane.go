@@ -61,13 +61,18 @@ func (st *relayRun) dispatch(ctx context.Context, it *retryItem, addr string) bo
 	// never full (a new lane's is empty); if it were, blocking here while
 	// holding mu would stop the lane for good, so a full lane counts as no
 	// lane free.
+	//
+	// What the cursor record needs of it is read before the send: from
+	// then on the lane changes it without the lock.
+	e := st.inLane[it.env.Seq]
+	e = inLaneEntry{n: e.n + 1, attempts: max(e.attempts, it.attempts), addr: it.addr}
 	select {
 	case ln.ch <- it:
 	default:
 		return false
 	}
 	ln.outstanding++
-	st.inLane[it.env.Seq]++
+	st.inLane[it.env.Seq] = e
 	return true
 }
 
@@ -114,8 +119,11 @@ func (st *relayRun) runLane(ctx context.Context, ln *lane) {
 // leaveLane settles the lane's bookkeeping for it, whatever became of it.
 // The caller holds mu.
 func (st *relayRun) leaveLane(ln *lane, it *retryItem) {
-	if st.inLane[it.env.Seq]--; st.inLane[it.env.Seq] <= 0 {
+	if e := st.inLane[it.env.Seq]; e.n <= 1 {
 		delete(st.inLane, it.env.Seq)
+	} else {
+		e.n--
+		st.inLane[it.env.Seq] = e
 	}
 	ln.outstanding--
 }
@@ -143,4 +151,13 @@ func (st *relayRun) waitFor(ctx context.Context, ch chan struct{}, untilDue bool
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// inLaneEntry is what the relay keeps of a message in a lane: how many
+// times it was handed to one (see relayRun.inLane), and its attempts and
+// failed address as they were when it was, for the cursor record (the
+// lane changes the item itself without the lock).
+type inLaneEntry struct {
+	n, attempts int
+	addr        string
 }
