@@ -129,8 +129,7 @@ func (l *Ledger) balance(e *Event, p *protocol.CreditBalance) Outcome {
 		}
 	}
 	v, _ := l.Account(e.From)
-	empty := p.Balance == nil && p.EarnedTotal == nil && p.SpentTotal == nil && p.Pending == nil && p.Updated.IsZero()
-	if empty {
+	if !p.Claims() {
 		if e.To != l.node {
 			return Outcome{Status: protocol.StatusOK}
 		}

@@ -41,17 +41,29 @@ type Verdict struct {
 
 // signedTypes are the TYPEs that, once the sender has a key, must be signed
 // with it: those that move or reserve credits (a hold is released by the
-// end of its task, so task endings count), and those that change who the
+// end of its task, so task endings count), those the ledger keeps as the
+// sender's word (a credit.request counts against the pair's open
+// requests, a credit.deny closes one, a credit.received claim puts a
+// mismatch on record against its sender), and those that change who the
 // sender is or what the registry says of it (an announce refreshes
 // last_seen over UDP, where FROM costs nothing to forge; a zone.leave ends a
 // membership). zone.join is not here: its one signature member carries the
 // zone's HMAC, which the zone checks. task.assign needs a signature only
-// when it carries CREDITS (MessageNeedsSignature).
+// when it carries CREDITS, and credit.balance only when it claims figures
+// (MessageNeedsSignature): an empty one is a query.
+//
+// Until 2026-12-01 requests, denials and claims were not here: anyone
+// could send a hundred unsigned requests in a keyed agent's name and lock
+// out its own, close requests made to it, or record false claims in its
+// name (helper-60).
 var signedTypes = map[string]bool{
 	protocol.TypeCreditTransfer: true,
 	protocol.TypeCreditReward:   true,
 	protocol.TypeCreditAdjust:   true,
 	protocol.TypeCreditApprove:  true,
+	protocol.TypeCreditRequest:  true,
+	protocol.TypeCreditDeny:     true,
+	protocol.TypeCreditReceived: true,
 	protocol.TypeTaskResult:     true,
 	protocol.TypeTaskReject:     true,
 	protocol.TypeTaskCancel:     true,
@@ -66,14 +78,27 @@ var signedTypes = map[string]bool{
 }
 
 // NeedsSignature reports whether a message of TYPE typ must be signed once
-// its sender has a key. task.assign reports false: it needs a signature only
-// with a CREDITS header, which MessageNeedsSignature sees.
+// its sender has a key. task.assign and credit.balance report false: they
+// need a signature only with CREDITS, or with figures claimed, which
+// MessageNeedsSignature sees.
 func NeedsSignature(typ string) bool { return signedTypes[typ] }
 
 // MessageNeedsSignature is NeedsSignature for a whole message: it adds
-// task.assign with CREDITS, which reserves the sender's credits.
+// task.assign with CREDITS, which reserves the sender's credits, and a
+// credit.balance that claims figures, which the ledger records against
+// its sender.
 func MessageNeedsSignature(m *protocol.Message) bool {
-	return signedTypes[m.Info.Name] || (m.Info.Name == protocol.TypeTaskAssign && m.Credits != nil)
+	if signedTypes[m.Info.Name] {
+		return true
+	}
+	switch m.Info.Name {
+	case protocol.TypeTaskAssign:
+		return m.Credits != nil
+	case protocol.TypeCreditBalance:
+		b, ok := m.Payload.(*protocol.CreditBalance)
+		return ok && b.Claims()
+	}
+	return false
 }
 
 // Authenticate checks e's signature against FROM's key as it stood before e:

@@ -139,12 +139,13 @@ func TestRefusedChangesNothing(t *testing.T) {
 
 // TestNeedsSignature pins the policy.
 func TestNeedsSignature(t *testing.T) {
-	for _, typ := range []string{"credit.transfer", "credit.reward", "credit.adjust", "credit.approve", "registry.update", "key.rotate", "mentor.register", "zone.leave"} {
+	for _, typ := range []string{"credit.transfer", "credit.reward", "credit.adjust", "credit.approve", "credit.request", "credit.deny", "credit.received",
+		"registry.update", "key.rotate", "mentor.register", "zone.leave"} {
 		if !NeedsSignature(typ) {
 			t.Errorf("NeedsSignature(%q) = false, want true", typ)
 		}
 	}
-	for _, typ := range []string{"ack", "error", "registry.fetch", "zone.join", "task.assign", "credit.request", "mentor.request"} {
+	for _, typ := range []string{"ack", "error", "registry.fetch", "zone.join", "task.assign", "credit.balance", "mentor.request"} {
 		if NeedsSignature(typ) {
 			t.Errorf("NeedsSignature(%q) = true, want false", typ)
 		}

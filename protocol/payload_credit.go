@@ -125,6 +125,13 @@ type CreditBalance struct {
 	Updated     Timestamp `json:"updated,omitzero"`
 }
 
+// Claims reports whether p states any figure (or when it was updated):
+// then it is the sender's claim about its account, which a ledger compares
+// and records. One that states nothing is a question.
+func (p *CreditBalance) Claims() bool {
+	return p.Balance != nil || p.EarnedTotal != nil || p.SpentTotal != nil || p.Pending != nil || !p.Updated.IsZero()
+}
+
 // Validate checks that the totals, when given, are not negative. Balance
 // may be anything a ledger can hold.
 func (p *CreditBalance) Validate() error {

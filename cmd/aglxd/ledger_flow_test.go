@@ -635,8 +635,8 @@ func TestLedgerReplayIsByteIdentical(t *testing.T) {
 	lfExpect(t, s.transfer(t, owner, worker.uri, "11", "p-2"), "error", 409) // a refusal is part of the log too
 	forger := lfNewParty(t, owner.uri, protocol.KeyEd25519)                  // owner's name, another key
 	lfExpect(t, s.transfer(t, forger, worker.uri, "50", "forged-1"), "error", 401)
-	claim := `{"balance":"1","earned_total":"0"}`
-	lfExpect(t, s.send(t, lfFrame(worker.uri, worker.uri, protocol.TypeCreditBalance, claim)), "ack", 202)
+	claim := fmt.Sprintf(`{"balance":"1","earned_total":"0","timestamp":%q}`, lfNow())
+	lfExpect(t, s.send(t, worker.signed(t, worker.uri, protocol.TypeCreditBalance, claim)), "ack", 202)
 	s.query(t, worker)
 	last := s.last
 
