@@ -449,6 +449,10 @@ func (s *Server) validate(it *item) (verify bool) {
 		s.refuse(it, err)
 		return
 	}
+	if err := s.notTaken(msg); err != nil {
+		s.refuse(it, err)
+		return
+	}
 	env := &events.Envelope{
 		ID:         it.id,
 		MsgID:      it.id,
@@ -469,12 +473,39 @@ func (s *Server) validate(it *item) (verify bool) {
 		env.MsgID = events.ClientKey(env.From, v)
 	}
 	it.accepted = protocol.StatusAccepted
-	if env.To == s.cfg.Name {
+	if env.To == s.cfg.Name || !relayable(env.Type) {
+		// Done once recorded: addressed to the node, or of a TYPE the
+		// relay never delivers (a registry's answers, announcements), for
+		// which "queued for delivery" would not be true.
 		it.accepted = protocol.StatusOK
 	}
 	it.env = env
 	it.keyed = s.cfg.Verifier != nil && s.cfg.Verifier.NeedsCheck(env, msg)
 	return it.keyed
+}
+
+// notTaken says why the node refuses to record msg at all, or nil.
+//
+//   - A frame in the node's own name: the node records none of its own
+//     replies, so every such event was someone else's. Until 2026-12-01
+//     anyone could record a zone.confirm, auth.response or registry.ack
+//     "from the node", and have an ack or error in its name delivered by
+//     the relay with the node's RELAYED-BY (helpers 62 and 63). Credit
+//     messages stay: mints and adjustments are the node's, made with its
+//     key (aglx mint), and the ledger refuses them without that
+//     signature.
+//   - A zone.confirm: a registry's answer to a zone.join, carrying a
+//     session token. This node has no use for another registry's, the
+//     relay does not carry it, and recording one would put a session
+//     token in the log in clear, where every reader sees it.
+func (s *Server) notTaken(msg *protocol.Message) error {
+	if msg.From.String() == s.cfg.Name && msg.Info.Group != protocol.GroupCredit {
+		return protocol.Errorf(protocol.StatusForbidden, "only the node speaks as %s, and it records none of its own replies: a frame in its name is taken only if it is a credit message signed with the node's key", s.cfg.Name)
+	}
+	if msg.Info.Name == protocol.TypeZoneConfirm {
+		return protocol.Errorf(protocol.StatusForbidden, "zone.confirm is a registry's answer to a zone.join and carries a session token, which this node does not record; send the zone.join to the node")
+	}
+	return nil
 }
 
 // needsTLS is the refusal of a security message that came in the clear.

@@ -78,9 +78,10 @@ func (s *Server) answered(it *item, a events.Appended) bool {
 	}
 	// The fold judges a signature where the sender has a key, and where
 	// the message carries one, key or not (a placeholder is refused as
-	// such): either may end in a refusal the relay withholds by, and a
-	// 202 would tell the sender otherwise (helper-58).
-	return s.cfg.Answerer.AnswersKeyed(it.env.Type) && (it.keyed || bytes.Contains(it.env.Body, signatureMember))
+	// such): either may end in a refusal (401) the relay withholds by,
+	// whatever the TYPE, and a 202 would tell the sender otherwise
+	// (helper-58, helper-63). Other messages are answered once stored.
+	return it.keyed || bytes.Contains(it.env.Body, signatureMember)
 }
 
 // signatureMember is how a body that carries a signature names it, for a

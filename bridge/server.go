@@ -92,11 +92,6 @@ type Answerer interface {
 	// Answers reports whether the reply to a TYPE may come from the
 	// projections, so that the writer waits for them.
 	Answers(typ string) bool
-	// AnswersKeyed reports whether the reply to a TYPE may come from the
-	// projections when its signature is judged (its sender has a key, or
-	// it carries a signature): only the signature policy can refuse it.
-	// Other messages of the TYPE are not waited for.
-	AnswersKeyed(typ string) bool
 	// Answer waits until the event at seq is applied and returns the
 	// reply decided for it, if there is one.
 	Answer(ctx context.Context, seq uint64) (projections.Reply, bool, error)

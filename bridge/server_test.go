@@ -60,7 +60,6 @@ func TestShutdownRightAfterServing(t *testing.T) {
 type stalledFolds struct{ asked chan struct{} }
 
 func (stalledFolds) Answers(string) bool      { return true }
-func (stalledFolds) AnswersKeyed(string) bool { return true }
 func (stalledFolds) Ready(uint64) bool        { return false }
 func (s stalledFolds) Answer(ctx context.Context, _ uint64) (projections.Reply, bool, error) {
 	select {

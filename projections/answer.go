@@ -30,10 +30,6 @@ func NewAnswers(r *Runner, o *Outbox, types ...[]string) *Answers {
 // Answers reports whether a projection may decide the reply to typ.
 func (a *Answers) Answers(typ string) bool { return a.types[typ] }
 
-// AnswersKeyed reports whether a projection may decide the reply to typ
-// when its sender has a key (answeredWhenKeyed).
-func (a *Answers) AnswersKeyed(typ string) bool { return answeredWhenKeyed[typ] }
-
 // Answer waits until the event at seq is applied and returns the reply a
 // projection decided for it, if any.
 func (a *Answers) Answer(ctx context.Context, seq uint64) (Reply, bool, error) {

@@ -100,7 +100,7 @@ func TestRefusedChangesNothing(t *testing.T) {
 			f := frame(bob, "", protocol.TypeAgentAnnounce, `{"agent_name":"Bob","uptime":5}`)
 			f.Transport = protocol.TransportUDP
 			return f
-		}, "", 0, ""},
+		}, protocol.TypeError, protocol.StatusUnauthorized, "must be signed"}, // no one reads it over UDP; over TCP the sender is told
 		{"bad fetch cursor", func() *protocol.Frame {
 			return frame(bob, testNode, protocol.TypeRegistryFetch, `{"mode":"update","since":"2025-10-01T00:00:00Z","after":"nope"}`)
 		}, protocol.TypeError, protocol.StatusBadRequest, "cursor"},

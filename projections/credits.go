@@ -48,15 +48,6 @@ var AnswersCredits = []string{
 	protocol.TypeCreditDeny, protocol.TypeCreditReceived, protocol.TypeTaskAssign,
 }
 
-// answeredWhenKeyed are the TYPEs the projections answer only when their
-// sender has a key: a task.result, task.reject or task.cancel whose
-// signature fails is refused (401), and nothing else refuses them, so the
-// bridge waits for the fold only where that can happen, and answers the
-// others as soon as they are stored.
-var answeredWhenKeyed = map[string]bool{
-	protocol.TypeTaskResult: true, protocol.TypeTaskReject: true, protocol.TypeTaskCancel: true,
-}
-
 // Warm implements Warmer: the ledger reads the rows the stretch's credit
 // and task messages will touch before the runner applies them.
 func (c *Credits) Warm(evs []*Event) {
@@ -102,13 +93,15 @@ func (c *Credits) Apply(e *Event) {
 		c.Observe(e, out)
 	}
 	r, ok := creditReply(e, out)
-	if !ok && verdict.Auth == AuthInvalid && NeedsSignature(e.Msg.Info.Name) {
-		// A task.result, task.reject or task.cancel whose signature fails
-		// ends no hold (a neutral outcome: the ledger does not refuse
-		// task messages), but it is refused all the same: answered 202,
-		// the relay delivered the forgery to its addressee with the
-		// node's RELAYED-BY (helper-56). The outbox's refusal record is
-		// what the relay withholds by.
+	if !ok && verdict.Auth == AuthInvalid {
+		// A task message whose signature fails (a task.result, reject or
+		// cancel the sender's key requires signed, or any task message
+		// that carries a signature which does not verify) ends no hold
+		// (a neutral outcome: the ledger does not refuse task messages),
+		// but it is refused all the same: answered 202, the relay
+		// delivered the forgery to its addressee with the node's
+		// RELAYED-BY (helper-56, helper-63). The outbox's refusal record
+		// is what the relay withholds by.
 		reason := verdict.Reason
 		if reason == "" {
 			reason = "the sender has a key, and the signature is missing or does not verify"

@@ -140,6 +140,9 @@ type Registry struct {
 		id string
 		v  Verdict
 	}
+	// answered says whether the registry put a reply for the event being
+	// applied (refuseForgedRest).
+	answered bool
 
 	agents map[string]*agentEntry
 	sorted uriSet // URIs of agents, in order, for stable pages
@@ -209,9 +212,11 @@ func (r *Registry) Now() time.Time { return r.now }
 // other projections the same answer.
 func (r *Registry) Apply(e *Event) {
 	r.last.id, r.last.v = e.ID, r.authenticate(e)
+	r.answered = false
 	if e.Msg == nil {
 		return
 	}
+	defer r.refuseForgedRest(e)
 	if e.ReceivedAt.After(r.now) {
 		r.now = e.ReceivedAt.UTC()
 	}
@@ -248,6 +253,27 @@ func (r *Registry) Apply(e *Event) {
 	}
 }
 
+// refuseForgedRest answers e with 401 when its signature failed and no
+// fold answers it otherwise: a message that carries a signature which does
+// not verify (or one its sender's key requires and it lacks) is refused
+// whatever its TYPE, and the relay withholds what was refused. Until
+// 2026-12-01 only the TYPEs the policy requires signed were: a
+// mentor.request, plan or shutdown message, ack or error, or an
+// agent.announce over TCP with a garbage signature was answered 202 and
+// delivered with the node's RELAYED-BY (helper-63). Credit and task
+// messages are the ledger fold's to answer (Credits.Apply), which runs
+// after this one.
+func (r *Registry) refuseForgedRest(e *Event) {
+	if r.last.v.Auth != AuthInvalid || r.answered {
+		return
+	}
+	switch e.Msg.Info.Group {
+	case protocol.GroupCredit, protocol.GroupTask:
+		return
+	}
+	r.refuse(e, protocol.StatusUnauthorized, r.last.v.Reason)
+}
+
 // reply gives the node's answer to e. body is marshalled to JSON; the types
 // passed here marshal without error, so a failure is a bug.
 func (r *Registry) reply(e *Event, typ string, status protocol.Status, body any) {
@@ -265,6 +291,7 @@ func replyOf(typ string, status protocol.Status, body any) Reply {
 }
 
 func (r *Registry) put(e *Event, rep Reply) {
+	r.answered = true
 	if r.cfg.Outbox != nil {
 		r.cfg.Outbox.Put(e.Seq, rep)
 	}

@@ -91,7 +91,10 @@ func TestReferenceExamples(t *testing.T) {
 		{name: "26 mentor.report", frame: ref("26"), at: at("19:27:05"), typ: protocol.TypeAck, status: protocol.StatusOK},
 		{name: "27 auth.request, placeholder key and signature", frame: ref("27"), at: at("19:38:02"),
 			typ: protocol.TypeAuthResponse, status: protocol.StatusUnauthorized, says: "placeholder"},
-		{name: "28 auth.response is the node's own", frame: ref("28"), at: at("19:38:03")},
+		// The edge refuses it first (403: a frame in the node's name);
+		// the fold refuses its placeholder signature as it would anyone's.
+		{name: "28 auth.response in the node's name", frame: ref("28"), at: at("19:38:03"),
+			typ: protocol.TypeError, status: protocol.StatusUnauthorized, says: "placeholder"},
 		{name: "29 key.rotate without a bound key", frame: ref("29"), at: at("19:40:18"),
 			typ: protocol.TypeError, status: protocol.StatusUnauthorized, says: "auth.request"},
 		{name: "30 zone.join, placeholder hmac", frame: ref("30"), at: at("19:43:05"),

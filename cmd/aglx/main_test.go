@@ -97,7 +97,14 @@ func referencePaths(t *testing.T) []string {
 
 func TestSendAndTail(t *testing.T) {
 	n := startTestNode(t)
-	paths := referencePaths(t)
+	// All but the zone.confirm, which the node refuses (403): it carries a
+	// session token, which the node does not record.
+	var paths []string
+	for _, p := range referencePaths(t) {
+		if !strings.Contains(p, "zone.confirm") {
+			paths = append(paths, p)
+		}
+	}
 	var out bytes.Buffer
 	if err := runSend(append([]string{"--tls", "--ca", n.cert, "--addr", n.tls}, paths...), nil, &out); err != nil {
 		t.Fatalf("aglx send = %v\n%s", err, out.String())
