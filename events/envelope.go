@@ -62,6 +62,15 @@ func (e *Envelope) Frame() *protocol.Frame {
 	return &protocol.Frame{Transport: e.Declared, Headers: e.Headers, Body: e.Body}
 }
 
+// ReceivedAtText is ReceivedAt as the stream stores it in the envelope's
+// received_at: RFC 3339 with all nine digits of nanoseconds, UTC. The node
+// has written every received_at in this form, so this is the stored text
+// byte for byte. Readers that print the time should use it: the fixed
+// width makes the texts sort as the times do, and time.Time's own JSON
+// (RFC3339Nano) drops trailing zeros, so that .46328735Z sorted after
+// .463287351Z.
+func (e *Envelope) ReceivedAtText() string { return e.ReceivedAt.UTC().Format(timeFormat) }
+
 // Header returns the value of the named AGLX header, ignoring case.
 func (e *Envelope) Header(name string) string {
 	f := protocol.Frame{Headers: e.Headers}

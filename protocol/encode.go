@@ -39,6 +39,39 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 	return dst
 }
 
+// AppendFrameAsGiven appends f to dst with its headers as they stand: in
+// order, repeats and spelling kept, CONTENT-LENGTH written as given or
+// not at all, and none added. It is for showing a frame as it was
+// received (aglx tail prints stored events with it); AppendFrame, which
+// the node sends with, writes its own CONTENT-LENGTH in place of the
+// sender's, and a tail that used it showed a sender's wrong 112 as 133
+// and added a length to frames that had none. Control characters are
+// written as spaces, as AppendFrame does, so that no header can forge a
+// line; the decoder refuses them, so a frame the node stored is written
+// byte for byte. The body ends with a newline, as AppendFrame's does.
+func AppendFrameAsGiven(dst []byte, f *Frame) []byte {
+	transport := f.Transport
+	if transport == "" {
+		transport = TransportTCP
+	}
+	dst = append(dst, Version...)
+	dst = append(dst, ' ')
+	dst = append(dst, transport...)
+	dst = append(dst, '\n')
+	for _, h := range f.Headers {
+		dst = appendLine(dst, h.Name)
+		dst = append(dst, ": "...)
+		dst = appendLine(dst, h.Value)
+		dst = append(dst, '\n')
+	}
+	dst = append(dst, '\n')
+	dst = append(dst, f.Body...)
+	if len(f.Body) > 0 {
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
 // appendLine appends s with every control character (CR and LF above
 // all, but any the decoder refuses) written as a space and invalid UTF-8
 // as U+FFFD: a header built from untrusted text must never end its line

@@ -83,9 +83,12 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 		if *asJSON {
 			return enc.Encode(jsonEvent(e))
 		}
-		fmt.Fprintf(stdout, "# seq %d  event %s  %s via %s from %s\n", e.Seq, e.ID, e.ReceivedAt.Format(time.RFC3339Nano), e.Transport, e.Peer)
-		_, err := stdout.Write(protocol.Encode(e.Frame()))
-		fmt.Fprintln(stdout)
+		// The frame as stored, not as the node would send it: Encode
+		// writes a CONTENT-LENGTH of its own, and the log's reader wants
+		// the sender's (a wrong one included) or none.
+		out := fmt.Appendf(nil, "# seq %d  event %s  %s via %s from %s\n", e.Seq, e.ID, e.ReceivedAtText(), e.Transport, e.Peer)
+		out = protocol.AppendFrameAsGiven(out, e.Frame())
+		_, err := stdout.Write(append(out, '\n'))
 		return err
 	})
 	if errors.Is(err, context.Canceled) {
@@ -183,14 +186,14 @@ type jsonLine struct {
 	Peer       string          `json:"peer,omitempty"`
 	DedupID    string          `json:"dedup_id,omitempty"`
 	NoBody     bool            `json:"no_body,omitempty"`
-	ReceivedAt time.Time       `json:"received_at"`
+	ReceivedAt string          `json:"received_at"` // as stored: fixed width, so it sorts as time does
 	Headers    [][2]string     `json:"headers"`
 	Body       json.RawMessage `json:"body,omitempty"`
 }
 
 func jsonEvent(e *events.Envelope) jsonLine {
 	l := jsonLine{Seq: e.Seq, EventID: e.ID, Type: e.Type, From: e.From, To: e.To, Transport: e.Transport, Declared: e.Declared,
-		Peer: e.Peer, NoBody: e.Body == nil, ReceivedAt: e.ReceivedAt}
+		Peer: e.Peer, NoBody: e.Body == nil, ReceivedAt: e.ReceivedAtText()}
 	if e.MsgID != e.ID {
 		l.DedupID = e.MsgID
 	}
