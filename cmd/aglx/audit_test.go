@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/bridge"
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/projections"
+	"github.com/aglx/ledger/protocol"
+)
+
+// auditNode is a node with its folds and HTTP API, whose folds start only
+// when the test says: until then it is a node replaying after a start,
+// /healthz saying "replaying" and the digest that of an empty ledger.
+type auditNode struct {
+	testNode
+	http, keyPath string
+	startFolds    func()
+}
+
+func startAuditNode(t *testing.T) auditNode {
+	t.Helper()
+	const name = "registry://localhost"
+	s, err := events.StartServer(events.ServerConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := s.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	l, err := events.Open(context.Background(), nc, events.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	key, err := protocol.GenerateKey(protocol.KeyEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := protocol.MarshalPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(t.TempDir(), "node.key")
+	if err := os.WriteFile(keyPath, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	registry := projections.NewRegistry(projections.RegistryConfig{NodeURI: name, NodeKey: key})
+	credits := projections.NewCredits(name, registry, nil)
+	stats := projections.NewStats()
+	runner := projections.NewRunner(l, quiet, registry, credits, stats)
+	edge := bridge.New(l, bridge.Config{Name: name}, quiet)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go edge.ServeTCP(ln, events.TransportTCP)
+	t.Cleanup(func() { edge.Shutdown(context.Background()) })
+	pub, _ := protocol.MarshalPublicKey(key.Public())
+	h := bridge.HTTPHandler(bridge.API{Log: l, Runner: runner, Stats: stats, Credits: credits, Registry: registry, Edge: edge,
+		Node: bridge.NodeInfo{Name: name, PublicKey: pub, KeyID: protocol.KeyID(key.Public())}})
+	hln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	go hs.Serve(hln)
+	t.Cleanup(func() { hs.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() {
+		cancel()
+		once.Do(func() { close(done) }) // folds never started: nothing to wait for
+		<-done
+	})
+	start := func() {
+		once.Do(func() { go func() { runner.Run(ctx); close(done) }() })
+	}
+	return auditNode{testNode: testNode{tcp: ln.Addr().String(), natsURL: clientURL(s), log: l},
+		http: "http://" + hln.Addr().String(), keyPath: keyPath, startFolds: start}
+}
+
+// mint credits to with amount through aglx mint.
+func (n auditNode) mint(t *testing.T, to, amount string) {
+	t.Helper()
+	var out strings.Builder
+	if err := runMint([]string{"--key", n.keyPath, "--addr", n.tcp, "--http", n.http, "--to", to, "--amount", amount}, &out); err != nil {
+		t.Fatalf("aglx mint = %v\n%s", err, out.String())
+	}
+}
+
+// syncBuffer is an output the test reads while the audit writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestAuditCoversTheLogToItsEnd: the audit asked the node for its digest
+// without a position, and a node replaying after a start answered where
+// its fold had got to: the audit folded the log that far, found it
+// matched, and printed OK with exit 0, the later mints never checked
+// (helper-65). It now reads where the log ends first, waits (at most
+// --wait) until the node has applied that far, and audits there; a node
+// that does not get there fails the audit, with no OK.
+func TestAuditCoversTheLogToItsEnd(t *testing.T) {
+	tests := []struct {
+		name string
+		// folds: "before" started and caught up before the audit; "during"
+		// started once the audit says it waits; "never" not at all.
+		folds string
+		wait  string
+		ok    bool
+		want  []string // in the output, or the error when !ok
+	}{
+		{"a node that has caught up", "before", "0s", true, []string{"audited:         the log to seq 3 (its end when the audit started: seq 3)", "postings:        3", "OK: every posting to seq 3 checked"}},
+		{"a replaying node that catches up while the audit waits", "during", "1m", true, []string{"waiting (at most --wait 1m0s) for the node to apply the log to seq 3", "projections replaying", "postings:        3", "OK: every posting to seq 3 checked"}},
+		{"a replaying node that does not catch up in time", "never", "300ms", false, []string{"not applied the log to its end at seq 3", "within --wait 300ms", "applied seq 0 of 3", "Nothing was audited"}},
+		{"a replaying node, and no wait", "never", "0s", false, []string{"not applied the log to its end at seq 3", "Nothing was audited"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := startAuditNode(t)
+			for i, to := range []string{"agent://a.local", "agent://b.local", "agent://a.local"} {
+				n.mint(t, to, fmt.Sprint(10*(i+1)))
+			}
+			n.waitPublished(t, 3)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if tt.folds == "before" {
+				n.startFolds()
+				for {
+					resp, err := http.Get(n.http + "/readyz")
+					if err == nil {
+						resp.Body.Close()
+						if resp.StatusCode == http.StatusOK {
+							break
+						}
+					}
+					select {
+					case <-ctx.Done():
+						t.Fatalf("the folds did not catch up: /readyz %v", err)
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+			}
+			var out syncBuffer
+			done := make(chan error, 1)
+			go func() {
+				done <- runAudit(ctx, []string{"--http", n.http, "--nats", n.natsURL, "--wait", tt.wait}, &out)
+			}()
+			if tt.folds == "during" {
+				for !strings.Contains(out.String(), "waiting") {
+					select {
+					case err := <-done:
+						t.Fatalf("the audit ended without waiting for the replay: %v\n%s", err, out.String())
+					case <-ctx.Done():
+						t.Fatalf("the audit did not say it waits:\n%s", out.String())
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+				n.startFolds()
+			}
+			var err error
+			select {
+			case err = <-done:
+			case <-ctx.Done():
+				t.Fatalf("the audit did not end:\n%s", out.String())
+			}
+			got := out.String()
+			if tt.ok {
+				if err != nil {
+					t.Fatalf("aglx audit = %v\n%s", err, got)
+				}
+			} else {
+				if err == nil || errors.As(err, new(exitCode)) {
+					t.Fatalf("aglx audit = %v, want an error that says why\n%s", err, got)
+				}
+				if strings.Contains(got, "OK") {
+					t.Fatalf("aglx audit printed OK for a node it could not audit to the log's end:\n%s", got)
+				}
+				got = err.Error()
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("want %q in\n%s", w, got)
+				}
+			}
+		})
+	}
+}
