@@ -59,8 +59,8 @@ func TestShutdownRightAfterServing(t *testing.T) {
 // when a fold is stuck: Answer waits until its context ends.
 type stalledFolds struct{ asked chan struct{} }
 
-func (stalledFolds) Answers(string) bool      { return true }
-func (stalledFolds) Ready(uint64) bool        { return false }
+func (stalledFolds) Answers(string) bool { return true }
+func (stalledFolds) Ready(uint64) bool   { return false }
 func (s stalledFolds) Answer(ctx context.Context, _ uint64) (projections.Reply, bool, error) {
 	select {
 	case s.asked <- struct{}{}:
