@@ -12,7 +12,7 @@ import (
 // scan would otherwise swallow the frames behind it.
 func (d *Decoder) readBody() ([]byte, error) {
 	if err := d.skipBodyLead(); err != nil {
-		return nil, err
+		return nil, truncated(err)
 	}
 	first, err := d.r.Peek(1)
 	if err != nil {
@@ -100,12 +100,70 @@ func (d *Decoder) keep(body []byte) []byte {
 // that one large body does not pin its buffer for the connection's life.
 const scratchSizeMax = 8 << 10 // bytes
 
-// skipBodyLead skips the white space between the separator line and the body.
+// bodyFollows skips the white space after the separator line and reports
+// whether a body comes next: '{' starts one; a start line ("AGLX/") or the
+// end of the input means the frame has none, and the next frame starts
+// there. It waits for the bytes it needs. Anything else is garbage where a
+// body should be, and fatal.
+func (d *Decoder) bodyFollows() (bool, error) {
+	if err := d.skipBodyLead(); err != nil {
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		return false, err
+	}
+	b, err := d.r.Peek(1)
+	if err != nil {
+		return false, err
+	}
+	if b[0] == '{' {
+		return true, nil
+	}
+	// Five bytes are waited for only when they can start a start line, so
+	// a short body at the end of what the peer has sent is not held up.
+	if b[0] == startLinePrefix[0] {
+		b, err = d.r.Peek(len(startLinePrefix))
+		if string(b) == startLinePrefix {
+			return false, nil
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return false, err
+		}
+	}
+	return false, fatalf(StatusBadRequest, "the body must be one JSON object starting with '{', got %s", quoteShort(b))
+}
+
+// startLinePrefix is how every start line begins, of any version.
+const startLinePrefix = "AGLX/"
+
+// bodyBuffered reports whether the first byte past white space among the
+// bytes already read is '{'. It never waits for the connection, so it
+// answers false when nothing but white space has arrived yet.
+func (d *Decoder) bodyBuffered() bool {
+	b, _ := d.r.Peek(d.r.Buffered())
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case 0xC2:
+			if i+1 < len(b) && b[i+1] == 0xA0 {
+				i++
+				continue
+			}
+		}
+		return b[i] == '{'
+	}
+	return false
+}
+
+// skipBodyLead skips the white space between the separator line and the
+// body. At the end of the input it returns io.EOF, which bodyFollows reads
+// as "no body".
 func (d *Decoder) skipBodyLead() error {
 	for n := 0; n <= LeadingBlankSizeMax; n++ {
 		b, err := d.r.Peek(1)
 		if err != nil {
-			return truncated(err)
+			return err
 		}
 		switch b[0] {
 		case ' ', '\t', '\r', '\n':

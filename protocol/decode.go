@@ -50,6 +50,9 @@ type Decoder struct {
 	err       error  // sticky fatal error
 	scratch   []byte // where readBody gathers a body; see keep
 	last      repeatedValues
+	// mayFollowEmpty is set after a CONTENT-LENGTH: 0 frame returned
+	// before anything after it had arrived: a '{' next is its late body.
+	mayFollowEmpty bool
 }
 
 // NewDecoder returns a Decoder reading from r.
@@ -100,8 +103,15 @@ func (d *Decoder) Decode() (*Frame, error) {
 const frameHeadersUsual = 8 // headers
 
 func (d *Decoder) decode() (*Frame, error) {
+	mayFollowEmpty := d.mayFollowEmpty
+	d.mayFollowEmpty = false
 	if err := d.skipBlank(); err != nil {
 		return nil, err
+	}
+	if mayFollowEmpty {
+		if b, err := d.r.Peek(1); err == nil && b[0] == '{' {
+			return d.strayBody()
+		}
 	}
 	line, err := d.readLine()
 	if err != nil {
@@ -139,9 +149,39 @@ func (d *Decoder) decode() (*Frame, error) {
 	if e := checkHeaders(f); e != nil && deferred == nil {
 		deferred = e
 	}
+	// CONTENT-LENGTH never decides where the frame ends: what follows the
+	// separator does (docs/PROTOCOL.md, "CONTENT-LENGTH never moves the next
+	// frame"). The header only decides whether the frame is refused.
 	cl, hasCL := f.Get(HeaderContentLength)
-	if hasCL && contentLengthZero(cl) {
-		return f, errOrNil(deferred)
+	n, clOK := contentLength(cl)
+	var badCL *Error
+	if hasCL && !clOK {
+		badCL = Errorf(StatusBadRequest, "CONTENT-LENGTH %q is not a non-negative integer", cl)
+	}
+	var hasBody bool
+	if hasCL && clOK && n == 0 {
+		// The sender said the frame is complete: waiting for the next byte
+		// to see would hold its reply until it sends again. Only what has
+		// already arrived is looked at; a body that comes later is refused
+		// on its own by the next decode.
+		if hasBody = d.bodyBuffered(); !hasBody {
+			d.mayFollowEmpty = true
+			return f, errOrNil(deferred)
+		}
+	} else if hasBody, err = d.bodyFollows(); err != nil {
+		return nil, err
+	}
+	if !hasBody {
+		switch {
+		case deferred != nil:
+		case badCL != nil:
+			deferred = badCL
+		case hasCL:
+			deferred = Errorf(StatusBadRequest, "CONTENT-LENGTH says %d bytes, but the frame has no body", n)
+		default:
+			deferred = Errorf(StatusBadRequest, "the frame has no body; a frame without one says CONTENT-LENGTH: 0")
+		}
+		return f, deferred
 	}
 	body, err := d.readBody()
 	if err != nil {
@@ -151,18 +191,35 @@ func (d *Decoder) decode() (*Frame, error) {
 	if d.checkJSON && !json.Valid(body) && deferred == nil {
 		deferred = Errorf(StatusBadRequest, "the body is not valid JSON")
 	}
-	if hasCL {
-		n, ok := contentLength(cl)
-		switch {
-		case !ok:
-			if deferred == nil {
-				deferred = Errorf(StatusBadRequest, "CONTENT-LENGTH %q is not a non-negative integer", cl)
-			}
-		case n != len(body):
-			f.LengthMismatch = true
+	switch {
+	case badCL != nil:
+		if deferred == nil {
+			deferred = badCL
+		}
+	case hasCL && n != len(body):
+		f.LengthMismatch = true
+		if n == 0 && deferred == nil {
+			// A length that is merely wrong is tolerated (the reference's
+			// first example has one); a frame declared empty that carries
+			// a body contradicts itself about what the node should act on.
+			deferred = Errorf(StatusBadRequest, "CONTENT-LENGTH: 0 says the frame has no body, but a %d-byte body follows; send the body's length, or no body", len(body))
 		}
 	}
 	return f, errOrNil(deferred)
+}
+
+// strayBody reads a JSON object that arrived where a start line was
+// expected, right after a frame that said CONTENT-LENGTH: 0 and was
+// answered before the object came: it is that frame's body, late. It is
+// skipped by its own brackets and refused, so the frame behind it is read
+// from its start line.
+func (d *Decoder) strayBody() (*Frame, error) {
+	body, err := d.readBody()
+	if err != nil {
+		return nil, err
+	}
+	return &Frame{}, Errorf(StatusBadRequest,
+		"a %d-byte JSON body arrived after a frame that said CONTENT-LENGTH: 0, which was taken as complete; the body was skipped", len(body))
 }
 
 // errOrNil keeps a nil *Error from becoming a non-nil error interface.
@@ -251,13 +308,6 @@ func (d *Decoder) parseStartLine(f *Frame, line []byte) *Error {
 		return Errorf(StatusBadRequest, "unknown transport %s on the start line; expected TCP or UDP", quoteShort([]byte(fields[1])))
 	}
 	return nil
-}
-
-// contentLengthZero reports whether a CONTENT-LENGTH value says the frame
-// has no body.
-func contentLengthZero(v string) bool {
-	n, ok := contentLength(v)
-	return ok && n == 0
 }
 
 // contentLength reads a CONTENT-LENGTH value: decimal digits only, as in

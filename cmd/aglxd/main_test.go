@@ -359,6 +359,9 @@ func TestBadInput(t *testing.T) {
 		{"invalid json", "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.result\n\n{\"task_id\": nope}\n", 400, false},
 		{"missing type", "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\n\n{\"task_id\":\"t\"}\n", 400, false},
 		{"unknown type", "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.explode\n\n{}\n", 400, false},
+		// CONTENT-LENGTH never moves the next frame (docs/PROTOCOL.md).
+		{"content length 0 with a body", "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.result\nCONTENT-LENGTH: 0\n\n{\"task_id\":\"t\"}\n", 400, false},
+		{"no body, no content length", "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.result\n\n", 400, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
