@@ -282,8 +282,17 @@ func (d *Decoder) readLine() ([]byte, error) {
 }
 
 // parseStartLine checks "AGLX/1.0 TCP". A foreign version is fatal because its
-// framing is unknown; an unknown transport word is a recoverable refusal.
+// framing is unknown; an unknown transport word is a recoverable refusal. A
+// control character (tab aside) is fatal too: a bare CR means the sender
+// ends its lines with CR, so the "line" read up to the next LF holds its
+// headers, its body and the start of the frame behind, and reading on would
+// answer two frames with one refusal.
 func (d *Decoder) parseStartLine(f *Frame, line []byte) *Error {
+	for _, c := range line {
+		if c < 0x20 && c != '\t' || c == 0x7F {
+			return fatalf(StatusBadRequest, "the start line holds a control character (byte 0x%02X); lines end in LF or CRLF, never in a bare CR: got %s", c, quoteShort(line))
+		}
+	}
 	// Nearly every frame starts with one of the two exact lines.
 	switch string(bytes.TrimRight(line, " \t\r")) {
 	case Version + " " + TransportTCP:

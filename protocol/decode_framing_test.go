@@ -45,6 +45,7 @@ func withoutBody(tb testing.TB, v string) string {
 // headers end is refused on its own (wantSplit), the frame behind it still
 // read.
 func TestNextFrameOffset(t *testing.T) {
+	bareCR := "AGLX/1.0 TCP\rFROM: agent://a.local\rTO: agent://b.local\rTYPE: task.result\r\r{\"task_id\":\"cr\"}\r"
 	tests := []struct {
 		name      string
 		in        string
@@ -73,6 +74,11 @@ func TestNextFrameOffset(t *testing.T) {
 		{name: "length 5, no body", in: withoutBody(t, "5"), want: []outcome{refused(false)}},
 		{name: "bad length, no body", in: withoutBody(t, "x1"), want: []outcome{refused(false)}},
 		{name: "no body, then garbage", in: "AGLX/1.0 TCP\nTYPE: ack\n\nAGLY", last: true, want: []outcome{refused(true)}},
+		{name: "bare CR line ends", in: bareCR, want: []outcome{refused(true)}},
+		{name: "bare CR after the start line only", in: "AGLX/1.0 TCP\rTYPE: ack\n\n{}\n", want: []outcome{refused(true)}},
+		{name: "NUL in the start line", in: "AGLX/1.0\x00TCP\nTYPE: ack\n\n{}\n", want: []outcome{refused(true)}},
+		{name: "CRLF start line", in: "AGLX/1.0 TCP\r\nTYPE: ack\r\n\r\n{}\r\n", want: []outcome{ok(2, false)}},
+		{name: "tab in the start line", in: "AGLX/1.0\tTCP\nTYPE: ack\n\n{}\n", want: []outcome{ok(2, false)}},
 	}
 	for _, tc := range tests {
 		in := tc.in
@@ -138,6 +144,15 @@ func checkOutcome(t *testing.T, i int, f *Frame, err error, w outcome) {
 	}
 	if !pe.Fatal && f == nil {
 		t.Fatalf("Decode #%d: a recoverable refusal without the frame", i+1)
+	}
+}
+
+// TestBareCRStartLineNamesTheCause: the refusal of a frame with bare CR
+// line ends says what is wrong, so the client's author can fix it.
+func TestBareCRStartLineNamesTheCause(t *testing.T) {
+	_, err := decodeOne(t, []byte("AGLX/1.0 TCP\rTYPE: ack\r\r{}\rAGLX/1.0 TCP\nTYPE: ack\n\n{}\n"))
+	if err == nil || !strings.Contains(err.Error(), "control character") || !strings.Contains(err.Error(), "0x0D") {
+		t.Fatalf("Decode = %v; want a refusal naming the control character 0x0D", err)
 	}
 }
 

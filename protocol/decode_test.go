@@ -237,6 +237,7 @@ func FuzzDecoder(f *testing.F) {
 	f.Add([]byte("AGLX/1.0 TCP\nTYPE: ack\nCONTENT-LENGTH: 0\n\n"))
 	f.Add([]byte("AGLX/1.0 TCP\nTYPE: ack\nCONTENT-LENGTH: 0\n\n{\"a\":1}\nAGLX/1.0 TCP\nTYPE: ack\n\n{}\n"))
 	f.Add([]byte("AGLX/1.0 TCP\nTYPE: ack\n\nAGLX/1.0 TCP\nTYPE: ack\n\n{}\n"))
+	f.Add([]byte("AGLX/1.0 TCP\rTYPE: ack\r\r{}\rAGLX/1.0 TCP\nTYPE: ack\n\n{}\n"))
 	f.Add([]byte("AGLX/1.0 TCP\r\nTYPE: ack\r\n\r\n{\"a\":\"\\\"}\"}\r\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		d := NewDecoder(bytes.NewReader(in), DecoderOptions{BodySizeMax: 4096})

@@ -362,6 +362,8 @@ func TestBadInput(t *testing.T) {
 		// CONTENT-LENGTH never moves the next frame (docs/PROTOCOL.md).
 		{"content length 0 with a body", "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.result\nCONTENT-LENGTH: 0\n\n{\"task_id\":\"t\"}\n", 400, false},
 		{"no body, no content length", "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.result\n\n", 400, false},
+		// Bare CR line ends would merge this frame with the next: refused, closed.
+		{"bare CR line ends", "AGLX/1.0 TCP\rFROM: agent://a.local\rTO: agent://b.local\rTYPE: task.result\r\r{\"task_id\":\"t\"}\r", 400, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
