@@ -26,6 +26,10 @@ const (
 	seqWaitMax    = 10 * time.Second // how long ?seq=N waits for the projections
 )
 
+// replayWaitMax is how long a read without ?seq= waits for the replay after
+// a start; a variable only so that a test need not wait it out.
+var replayWaitMax = seqWaitMax
+
 // API is what the HTTP handlers read. Every read of projection state goes
 // through Runner.View, so it sees one log position, which it reports.
 type API struct {
@@ -41,10 +45,13 @@ type API struct {
 	// certificate may be renewed while the node runs.
 	Certs *Certs
 	// Store, if set, says why the store under the log is down, or nil: the
-	// embedded JetStream shuts itself down on a full disk, and the log's
-	// own health, which a commit's timeout does not mark for good, would
-	// go on saying ok.
+	// embedded JetStream shuts itself down, or a stream of it fails a
+	// write on a full disk, and the log's own health, which a commit's
+	// timeout does not mark for good, would go on saying ok.
 	Store func() error
+	// StoreFree, if set, is the free space under the store, for
+	// aglx_store_free_bytes; an error leaves the gauge out.
+	StoreFree func() (uint64, error)
 }
 
 // NodeInfo is what GET /v1/node says about the node.
@@ -305,6 +312,22 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 			if err := api.Runner.WaitFor(ctx, seq); err != nil {
 				writeJSON(w, http.StatusServiceUnavailable, errBody(fmt.Sprintf("the state has not reached seq %d within %s (it is at %d); ask again, or without ?seq=",
 					seq, seqWaitMax, api.Runner.Applied())))
+				return
+			}
+		} else if !api.caughtUp() {
+			// A read without a position during the replay after a start
+			// waits for it: answered at once, it showed a part of the
+			// log's state, and "no account" for a funded one looked like
+			// data lost (helper-61).
+			t := time.NewTimer(replayWaitMax)
+			defer t.Stop()
+			select {
+			case <-api.Runner.Ready():
+			case <-r.Context().Done():
+				return
+			case <-t.C:
+				writeJSON(w, http.StatusServiceUnavailable, errBody(fmt.Sprintf("the node is replaying its log after a start (applied seq %d); ask again once /readyz says ready, or read at a position with ?seq=",
+					api.Runner.Applied())))
 				return
 			}
 		}

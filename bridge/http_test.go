@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,5 +265,32 @@ func TestReadyzWhileReplaying(t *testing.T) {
 	}
 	if r := get("/readyz"); r != http.StatusOK {
 		t.Fatalf("/readyz once caught up: %d, want 200", r)
+	}
+}
+
+// TestReadsWaitForTheReplay: a read without ?seq= while the projections
+// replay after a start waits for them, and says so (503) if they take too
+// long; it used to answer at once from a part of the log, and a funded
+// account read as "no account" (helper-61). Once caught up it is answered.
+func TestReadsWaitForTheReplay(t *testing.T) {
+	defer func(d time.Duration) { replayWaitMax = d }(replayWaitMax)
+	replayWaitMax = 100 * time.Millisecond
+	l, quiet := openBenchLog(t)
+	stats := projections.NewStats()
+	runner := projections.NewRunner(l, quiet, stats)
+	h := HTTPHandler(API{Log: l, Runner: runner, Stats: stats, Edge: New(l, Config{}, quiet)})
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get("/v1/stats"); code != http.StatusServiceUnavailable || !strings.Contains(body, "replaying") {
+		t.Fatalf("a read while replaying: %d %s; want 503 saying the node is replaying", code, body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go runner.Run(ctx)
+	if code, body := get("/v1/stats"); code != http.StatusOK {
+		t.Fatalf("a read once the replay could end: %d %s; want 200", code, body)
 	}
 }

@@ -36,6 +36,11 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 		healthy = 0
 	}
 	put("aglx_healthy", "gauge", "1 while the log takes appends (as /healthz judges, without asking the stream), else 0.", healthy)
+	if api.StoreFree != nil {
+		if free, err := api.StoreFree(); err == nil {
+			put("aglx_store_free_bytes", "gauge", "Free space on the file system of the embedded JetStream store; a restart needs about 1.4 GiB (OPERATIONS.md).", free)
+		}
+	}
 	if api.Runner != nil {
 		ready := 0
 		if api.caughtUp() {

@@ -164,6 +164,7 @@ func (r *Relay) Open(ctx context.Context) error {
 	}
 	r.cur = cur
 	r.cursorSeq.Store(int64(cur.saved))
+	r.Lg.Info("relay: resuming", "after_seq", cur.saved, "owed", len(cur.pending))
 	return nil
 }
 

@@ -146,14 +146,21 @@ func openRelayCursor(ctx context.Context, log *events.Log, lg *slog.Logger) (*re
 		return nil, fmt.Errorf("relay: cursor: %w", err)
 	}
 	start := log.Published()
+	legacy := false
 	if cons, err := js.Consumer(ctx, log.Stream(), legacyRelayConsumer); err == nil {
 		if info, err := cons.Info(ctx); err == nil {
-			start = info.AckFloor.Stream
+			start, legacy = info.AckFloor.Stream, true
 			lg.Info("relay: taking over the position of the former relay consumer", "seq", start)
 		}
 		if err := js.DeleteConsumer(ctx, log.Stream(), legacyRelayConsumer); err != nil {
 			lg.Warn("relay: deleting the former relay consumer", "err", err)
 		}
+	}
+	if !legacy && start > 0 {
+		// A first start on an existing log, or a store restored without
+		// its KV_AGLX_RELAY stream: either way, what was recorded before
+		// is not delivered, and an operator should hear it (helper-61).
+		lg.Warn("relay: no saved cursor; starting at the log's end: messages recorded before it are not delivered (a backup must keep KV_AGLX_RELAY with the streams)", "seq", start)
 	}
 	if err := c.save(start, nil); err != nil {
 		return nil, err

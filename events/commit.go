@@ -103,6 +103,12 @@ type dupOf struct {
 }
 
 func (l *Log) commit(pend []*Pending, buf []byte) []byte {
+	if err := l.storeDown(); err != nil {
+		for _, p := range pend {
+			p.fail(err)
+		}
+		return buf
+	}
 	// Appends queued before the event stream began to refuse events are
 	// refused too: the write-ahead stream must not get further ahead. This
 	// comes before resync, which may wait to hand a batch to the publisher.

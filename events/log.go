@@ -86,7 +86,20 @@ type Config struct {
 	// for an operator who lost the node key, or renames the node,
 	// knowing that the earlier owner's own messages are void on replay.
 	TakeOver bool
+	// StoreDown, if set, says why the store under the streams can take
+	// nothing more, in a way the NATS protocol does not tell: the
+	// embedded server's stream write error (Server.JetStreamDown), after
+	// which its streams answer no publish at all. While it says so,
+	// appends are refused at once (503) and Healthy reports it, instead
+	// of every batch waiting out AckTimeout, twice for a frame queued
+	// behind another.
+	StoreDown func() error
 }
+
+// jsErrInsufficientResources is JetStream's error code for a store that
+// cannot grant a stream's reservation (nats-server's
+// JSStorageResourcesExceededErr); the client names no constant for it.
+const jsErrInsufficientResources jetstream.ErrorCode = 10047
 
 // MetaOwner is the event stream's metadata key for Config.Owner.
 const MetaOwner = "aglx_owner"
@@ -285,6 +298,15 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	sc.Metadata = meta
 	st, err := js.CreateOrUpdateStream(ctx, sc)
 	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrInsufficientResources {
+			// Seen on a disk with 1.1 GiB free: the server counts the
+			// write-ahead stream's reservation against the free space
+			// when it loads the streams, and the refusal named only this
+			// stream (helper-61).
+			return nil, fmt.Errorf("events: open stream %s: JetStream finds too little free disk for the streams' reservations (a start needs about %d MiB free besides what the streams hold; OPERATIONS.md, \"The disk\"): %w",
+				cfg.Stream, cfg.WALBytesMax*4/3>>20, err)
+		}
 		return nil, fmt.Errorf("events: create stream %s: %w", cfg.Stream, err)
 	}
 	wc := cfg.WALConfig()
@@ -501,6 +523,10 @@ func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
 		p.fail(errors.New("events: the log is open read-only"))
 		return p
 	}
+	if err := l.storeDown(); err != nil {
+		p.fail(err)
+		return p
+	}
 	if err := l.unhealthy.get(); err != nil {
 		p.fail(err)
 		return p
@@ -573,6 +599,9 @@ func unavailable(err error) error {
 // Healthy reports why the log refuses appends or why its last commit
 // failed, or nil.
 func (l *Log) Healthy() error {
+	if err := l.storeDown(); err != nil {
+		return err
+	}
 	if err := l.unhealthy.get(); err != nil {
 		return err
 	}
@@ -580,6 +609,14 @@ func (l *Log) Healthy() error {
 		return err
 	}
 	return l.lastCommitErr.get()
+}
+
+// storeDown is Config.StoreDown's answer, nil without one.
+func (l *Log) storeDown() error {
+	if l.cfg.StoreDown == nil {
+		return nil
+	}
+	return l.cfg.StoreDown()
 }
 
 // setPublisherFailing records that the event stream refuses events (err),

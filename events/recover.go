@@ -50,6 +50,15 @@ func (l *Log) recover(ctx context.Context) error {
 // ErrDamaged is a start's refusal of an event stream with a hole in it.
 var ErrDamaged = errors.New("events: the event stream is damaged")
 
+// A long repair says where it is.
+const (
+	// repairProgressBatches is the number of write-ahead batches from
+	// which a repair says that it starts.
+	repairProgressBatches = 64 // batches
+	// repairProgressInterval is how often a repair says how far it got.
+	repairProgressInterval = 5 * time.Second
+)
+
 // checkWhole refuses an event stream that lacks events before its last.
 // The stream denies deletes and purges and discards nothing, so its
 // events run from sequence 1 without a gap, unless its storage was
@@ -128,7 +137,17 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 	}
 	from = max(from, first)
 	copied, streamLast := 0, last
+	if end-from >= repairProgressBatches {
+		// A rebuild from a full write-ahead stream is minutes of silence
+		// otherwise (helper-61).
+		l.lg.Info("checking the event stream against the write-ahead stream", "from_batch", from, "to_batch", end, "event_stream_last_seq", last)
+	}
+	progressAt := time.Now()
 	for seq := from; seq <= end; seq++ {
+		if time.Since(progressAt) >= repairProgressInterval {
+			l.lg.Info("repairing the event stream from the write-ahead stream", "batch", seq, "of", end, "copied", copied, "last_seq", last)
+			progressAt = time.Now()
+		}
 		m, err := l.wal.GetMsg(ctx, seq)
 		if err != nil {
 			return 0, fmt.Errorf("events: recover: write-ahead batch %d: %w", seq, err)

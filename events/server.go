@@ -61,6 +61,11 @@ type Server struct {
 	gate    *nats.Conn  // the readers' gate's connection
 	readers *readerGate // the gate on it
 	down    bool        // Shutdown has begun
+
+	// writeErr is the first stream the server could no longer write, as
+	// its log said (serverLog); nil while every write succeeds.
+	writeErr *errSlot
+	storeDir string // the JetStream store, for its free space
 }
 
 // gateReopenWait is the pause between attempts to open the readers' gate
@@ -172,14 +177,45 @@ func (s *Server) Shutdown() {
 	s.Server.WaitForShutdown()
 }
 
-// JetStreamDown says why the server's JetStream is not running, or nil. It
-// shuts itself down when its disk fills and does not come back by itself:
-// the node's commits then time out, and /healthz must say so.
+// JetStreamDown says why the server's JetStream cannot store the node's
+// events, or nil: it is shut down, or a stream of it met a write error.
+//
+// A stream that fails a write (a full disk: ENOSPC) keeps that error and
+// stores nothing more until the server restarts, on a standalone server
+// without shutting JetStream down. Its publishers get no answer at all:
+// every commit then waited out its timeout, and /healthz said ok for as
+// long as the disk was full (helper-61). The server says so only in its
+// log, which is where serverLog finds it.
 func (s *Server) JetStreamDown() error {
+	if err := s.writeErr.get(); err != nil {
+		return err
+	}
 	if s.JetStreamEnabled() {
 		return nil
 	}
-	return errors.New("events: the embedded JetStream is shut down (it does so when the disk is full; the server's log says why): free space and restart the node; nothing acknowledged is lost")
+	return errors.New("events: the embedded JetStream is shut down (the server's log says why): free space if the disk is full, and restart the node; nothing acknowledged is lost")
+}
+
+// streamWriteError is how the server's log reports that a stream failed a
+// write and will store nothing more (nats-server's stream.go,
+// setWriteErrLocked): "JetStream stream 'ACCOUNT > NAME' critical write
+// error: ERR". TestStoreFullIsReported holds the node to it on a real
+// full file system, so a server upgrade that changes the line fails there.
+const streamWriteError = "JetStream stream '"
+
+// noteWriteError records msg, a line of the server's log, if it says a
+// stream failed a write: the first such line wins.
+func noteWriteError(slot *errSlot, msg string) {
+	rest, ok := strings.CutPrefix(msg, streamWriteError)
+	if !ok || slot.get() != nil {
+		return
+	}
+	stream, cause, ok := strings.Cut(rest, "' critical write error: ")
+	if !ok {
+		return
+	}
+	_, name, _ := strings.Cut(stream, " > ")
+	slot.set(fmt.Errorf("events: the embedded JetStream could not write stream %s (%s) and stores nothing more until the node restarts: free space if the disk is full, then restart the node; nothing acknowledged is lost", name, cause))
 }
 
 // serverLog passes the embedded server's warnings and errors to the node's
@@ -188,10 +224,13 @@ func (s *Server) JetStreamDown() error {
 // that fails to authenticate, and anyone who can reach --nats-listen could
 // otherwise fill the node's disk with them (helper-55).
 type serverLog struct {
-	lg *slog.Logger
+	lg *slog.Logger // nil: lines are dropped
 	// Errors and warnings are bounded apart, so that a flood of one kind
 	// (failed logins are errors) cannot hide the other (helper-58).
 	errs, warns *rate.Limiter
+	// writeErr takes the first stream write error the server reports
+	// (Server.JetStreamDown).
+	writeErr *errSlot
 }
 
 // serverLogLinesPerSecond bounds the server's lines in the node's log, as
@@ -200,7 +239,7 @@ const serverLogLinesPerSecond = 20 // lines per second
 
 func newServerLog(lg *slog.Logger) serverLog {
 	return serverLog{lg: lg, errs: rate.NewLimiter(serverLogLinesPerSecond, serverLogLinesPerSecond),
-		warns: rate.NewLimiter(serverLogLinesPerSecond, serverLogLinesPerSecond)}
+		warns: rate.NewLimiter(serverLogLinesPerSecond, serverLogLinesPerSecond), writeErr: new(errSlot)}
 }
 
 func (l serverLog) Noticef(string, ...any) {}
@@ -213,7 +252,7 @@ func (l serverLog) Warnf(format string, v ...any) {
 			return
 		}
 	}
-	if l.warns.Allow() {
+	if l.lg != nil && l.warns.Allow() {
 		l.lg.Warn("nats-server: " + msg)
 	}
 }
@@ -226,11 +265,16 @@ func (l serverLog) Warnf(format string, v ...any) {
 var serverWarningsExpected = []string{"Plaintext passwords detected", "Maximum payloads over"}
 
 func (l serverLog) Errorf(format string, v ...any) {
-	if l.errs.Allow() {
-		l.lg.Error("nats-server: " + fmt.Sprintf(format, v...))
+	msg := fmt.Sprintf(format, v...)
+	noteWriteError(l.writeErr, msg) // before the rate limit: it must never be missed
+	if l.lg != nil && l.errs.Allow() {
+		l.lg.Error("nats-server: " + msg)
 	}
 }
 func (l serverLog) Fatalf(format string, v ...any) {
+	if l.lg == nil {
+		return
+	}
 	l.lg.Error("nats-server (fatal): " + fmt.Sprintf(format, v...))
 }
 
@@ -313,9 +357,10 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		ns.Shutdown()
 		return nil, err
 	}
-	if cfg.Logger != nil {
-		ns.SetLoggerV2(newServerLog(cfg.Logger), false, false, false)
-	}
+	// Always: the log is also how a stream's write error is learnt
+	// (JetStreamDown). Without a Logger the lines are dropped.
+	sl := newServerLog(cfg.Logger)
+	ns.SetLoggerV2(sl, false, false, false)
 	go ns.Start()
 	if !ns.ReadyForConnections(serverReadyTimeout) {
 		ns.Shutdown()
@@ -328,7 +373,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("events: server: JetStream for the node's account: %w", err)
 	}
-	s := &Server{Server: ns, password: password}
+	s := &Server{Server: ns, password: password, writeErr: sl.writeErr, storeDir: opts.StoreDir}
 	if err := s.openGate(); err != nil {
 		s.Shutdown()
 		return nil, err

@@ -106,6 +106,20 @@ func (r *Runner) Run(ctx context.Context) error {
 		end, err = r.log.LastSeq(ctx)
 	}
 	r.markReadyAt(end)
+	if end > 0 {
+		// The replay's start and end, for an operator watching a start:
+		// /readyz is 503 meanwhile, and the log said nothing (helper-61).
+		r.lg.Info("projections: replaying the log", "to_seq", end)
+		go func(start time.Time) {
+			select {
+			case <-r.ready:
+				took := time.Since(start)
+				r.lg.Info("projections: caught up with the log; ready", "events", end, "took", took.Round(time.Millisecond),
+					"events_per_second", int(float64(end)/max(took.Seconds(), 1e-3)))
+			case <-ctx.Done():
+			}
+		}(time.Now())
+	}
 	wait = 100 * time.Millisecond
 	for {
 		from := r.Applied() + 1

@@ -112,11 +112,20 @@ func (m *Main) Run(ctx context.Context) error {
 	logCfg := events.Config{BodySizeMax: m.cfg.BodySizeMax, CommitConn: m.commitNC, Replicas: m.cfg.Replicas,
 		AckTimeout: m.cfg.ackTimeout, ExclusiveWriter: m.ns != nil, Owner: m.cfg.Name + " " + protocol.KeyID(key.Public()),
 		TakeOver: m.cfg.TakeOverStore}
+	if m.ns != nil {
+		logCfg.StoreDown = m.ns.JetStreamDown
+	}
 	if err := m.keepKey(ctx, logCfg, made); err != nil {
 		return err
 	}
 	m.log, err = events.Open(ctx, m.nc, logCfg, m.lg)
 	if err != nil {
+		if errors.Is(err, events.ErrDamaged) && m.ns != nil {
+			// The path as a shell takes it: "$G" unquoted was lost when
+			// pasted (helper-61). Aside means outside the store, where
+			// the server does not try to load it at every start.
+			err = fmt.Errorf("%w. Here: mv '%s' to a place outside %s", err, m.ns.StreamDir(events.StreamNameDefault), m.cfg.DataDir)
+		}
 		return m.ownerError(err, false)
 	}
 
@@ -225,7 +234,7 @@ func (m *Main) Run(ctx context.Context) error {
 			Certs: m.tlsCerts,
 		}
 		if m.ns != nil {
-			api.Store = m.ns.JetStreamDown
+			api.Store, api.StoreFree = m.ns.JetStreamDown, m.ns.StoreFree
 		}
 		h := bridge.HTTPHandler(api)
 		m.httpAPI.Store(&h)
@@ -246,6 +255,10 @@ func (m *Main) Run(ctx context.Context) error {
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); fed.Run(runCtx) }()
 		m.lg.Info("pushing registry changes", "peer", peer.URI, "addr", peer.Addr, "every", m.cfg.SyncInterval)
+	}
+	if m.ns != nil {
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); m.ns.WatchFree(runCtx, m.lg, events.RestartFreeMin) }()
 	}
 	m.lg.Info("aglxd serving", "name", m.cfg.Name, "tcp", m.TCPAddr(), "tls", m.TLSAddr(), "udp", m.UDPAddr(), "http", m.HTTPAddr())
 	return nil

@@ -1,0 +1,93 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// mountSmallFS mounts a tmpfs of size bytes at a new directory, or skips
+// the test where this process may not mount (it needs root): a full disk
+// cannot be had otherwise without filling the machine's own.
+func mountSmallFS(t *testing.T, size int) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(size)); err != nil {
+		t.Skipf("mounting a %d-byte tmpfs for a full disk needs root: %v", size, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmounting %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// TestStoreFullIsReported: on a real file system that fills, the embedded
+// server's streams fail their writes and then answer no publish at all,
+// on a standalone server without shutting JetStream down. The log must
+// say so (Healthy, as /healthz asks) and refuse appends at once with the
+// reason, instead of answering ok while every batch waited out its
+// timeout (helper-61). This also holds the node to the server's log line
+// that reports the failure (noteWriteError).
+func TestStoreFullIsReported(t *testing.T) {
+	const fsSize = 48 << 20
+	dir := mountSmallFS(t, fsSize)
+	s, err := StartServer(ServerConfig{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := s.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	l, err := Open(context.Background(), nc, Config{WALBytesMax: 4 << 20, AckTimeout: 2 * time.Second, StoreDown: s.JetStreamDown}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	appendAll(t, l, testEnvelope(1, "task.result", "agent://a.local", "agent://b.local"))
+
+	// Leave a little room, then write past it.
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	filler := bytes.Repeat([]byte{'x'}, int(st.Bavail)*int(st.Bsize)-256<<10)
+	if err := os.WriteFile(filepath.Join(dir, "filler"), filler, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"task_id":"t","result":"` + strings.Repeat("y", 32<<10) + `"}`)
+	var refusal error
+	for i := 2; i < 200 && refusal == nil; i++ {
+		e := testEnvelope(i, "task.result", "agent://a.local", "agent://b.local")
+		e.Body = body
+		_, refusal = l.Append(context.Background(), e).Wait(context.Background())
+	}
+	t.Logf("the append that met the full disk: %v; JetStreamDown: %v", refusal, s.JetStreamDown())
+	if refusal == nil {
+		t.Fatal("200 appends of 32 KiB fitted in 256 KiB of free space")
+	}
+	if err := s.JetStreamDown(); err == nil || !strings.Contains(err.Error(), "could not write stream") {
+		t.Fatalf("JetStreamDown with the disk full = %v; want the stream's write error", err)
+	}
+	if err := l.Healthy(); err == nil || !strings.Contains(err.Error(), "no space left") {
+		t.Fatalf("Healthy with the disk full = %v; want the stream's write error", err)
+	}
+	// Every append from now on is refused with that reason, not after a
+	// timeout for want of an answer.
+	_, err = l.Append(context.Background(), testEnvelope(500, "task.result", "agent://a.local", "agent://b.local")).Wait(context.Background())
+	if protocol.StatusOf(err) != protocol.StatusUnavailable || !strings.Contains(err.Error(), "could not write stream") {
+		t.Fatalf("an append with the disk full = %v; want 503 naming the stream's write error", err)
+	}
+}
