@@ -93,11 +93,14 @@ func relaySubjects() []string {
 // recorded, at least once, across restarts of the node. It follows the log
 // as the projections do, from the log's memory while it can and from the
 // stream otherwise, and keeps its position in a cursor (relay_cursor.go).
-// It sends each message, exactly as recorded, to the address the
-// addressee registered (registry.update's address and port) and counts it
-// delivered when the addressee answers. A message to an agent that has no
-// live registration with an address is not delivered: it stays in the
-// log, where the agent (or anyone) can read it. A failed delivery is
+// It sends each message to the address the addressee registered
+// (registry.update's address and port) and counts it delivered when the
+// addressee answers. What it sends is the recorded headers, in order and
+// as spelt, plus RELAYED-BY and a CONTENT-LENGTH of its own in place of
+// the sender's; and the body compacted (relayBody), not byte for byte as
+// recorded. A message to an agent that has no live registration with an
+// address is not delivered: it stays in the log, where the agent (or
+// anyone) can read it. A failed delivery is
 // retried with back-off, up to RelayAttemptsMax times.
 type Relay struct {
 	Log      *events.Log
@@ -593,8 +596,10 @@ func (r *Relay) allowed(addr string) bool {
 // and a body is JSON only to the node: a sender could lay one out so that
 // a line of it was a command to a line-based service an agent had
 // registered as its address (helper-56). Every line the relay writes now
-// starts as AGLX's do: the start line, "NAME:" and a header, or '{'. The
-// signature covers the canonical form, which this leaves as it was.
+// starts as AGLX's do: the start line, "NAME:" and a header, or '{'.
+// json.Compact drops only the white space outside strings: escapes and
+// number spellings stay as the sender wrote them, so the canonical form,
+// which the signature covers, is unchanged and the signature verifies.
 func relayBody(b []byte) []byte {
 	var out bytes.Buffer
 	out.Grow(len(b))
