@@ -29,9 +29,10 @@ const ReadersAccount = "AGLX_READERS"
 // another reader's pull inbox ended its read). It does not cover reply
 // subjects, which NATS permissions cannot restrict: a reader can still
 // have JetStream or the gate answer onto an event subject or into another
-// reader's inbox. Readers share one user and one account; a plain
-// subscriber must take only messages with the Aglx-Event-Id header, once
-// each (docs/EVENTS.md).
+// reader's inbox, or have stored events delivered onto any event subject.
+// Readers share one user and one account; a plain subscriber must take
+// only messages with the Aglx-Event-Id header whose subject is the one
+// their envelope gives and matches its filter, once each (docs/EVENTS.md).
 var readerPublishDeny = []string{"aglx.>", "_INBOX.>"}
 
 // readerImport maps a subject readers publish on, in their account, to one

@@ -223,7 +223,8 @@ func (r *Registry) verifyCached(pub crypto.PublicKey, keyID string, e *Event) er
 }
 
 // VerifyEnvelope checks the signature e carries against pub, over FROM, TO,
-// TYPE and CREDITS exactly as the frame's headers spell them. It is the one check
+// TYPE and CREDITS as the frame's headers spell them, trimmed of white
+// space as the decoder keeps them (docs/PROTOCOL.md, "Headers"). It is the one check
 // both the fold and the bridge's ingest workers run, so that a verdict the
 // bridge puts in a VerdictCache is the verdict the fold would reach.
 func VerifyEnvelope(pub crypto.PublicKey, e *events.Envelope) error {
