@@ -81,13 +81,8 @@ func (s *Server) answered(it *item, a events.Appended) bool {
 	// such): either may end in a refusal (401) the relay withholds by,
 	// whatever the TYPE, and a 202 would tell the sender otherwise
 	// (helper-58, helper-63). Other messages are answered once stored.
-	return it.keyed || bytes.Contains(it.env.Body, signatureMember)
+	return it.keyed || (it.env.Msg != nil && it.env.Msg.HasSignatureMember())
 }
-
-// signatureMember is how a body that carries a signature names it, for a
-// quick look; one that escapes the name is not waited for, and only its
-// sender is told 202 for what the relay then withholds.
-var signatureMember = []byte(`"signature"`)
 
 // answer waits for the projections' reply to an appended message, for the
 // TYPEs they answer. A duplicate gets the reply to the first event (the

@@ -39,7 +39,17 @@ type Message struct {
 	// every signed message, and Parse's one pass over the body has found
 	// it already.
 	timestampRaw []byte
+	// signed says whether the body has a top-level "signature" member
+	// (its name's escapes decoded), whatever its value.
+	signed bool
 }
+
+// HasSignatureMember reports whether the body has a top-level "signature"
+// member, its name written with or without escapes, whatever its value:
+// then its signature is judged. One pass of Parse found it; a byte search
+// for "signature" missed an escaped name, and a body that merely mentions
+// the word (in a string) was taken for a signed one.
+func (m *Message) HasSignatureMember() bool { return m.signed }
 
 // TimestampRaw is the raw JSON value of the body's top-level "timestamp"
 // member, whatever the TYPE's payload makes of it, or nil: signed messages
@@ -124,6 +134,7 @@ func parse(f *Frame) (*Message, *Error) {
 		return nil, Errorf(StatusBadRequest, "the body must be a JSON object")
 	}
 	m.timestampRaw = memberValue(s.top, "timestamp")
+	m.signed = memberValue(s.top, "signature") != nil
 	pt := payloadTypes()[info.Name]
 	m.Payload = pt.new()
 	if e := decodeFields(s.top, reflect.ValueOf(m.Payload).Elem(), pt.fields, objectPath{index: -1}); e != nil {

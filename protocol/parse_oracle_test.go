@@ -239,6 +239,7 @@ func checkOracle(t *testing.T, f *Frame) {
 	// The member Parse keeps for the registry is the one a second pass over
 	// the body finds.
 	want.timestampRaw, _ = TopMember(f.Body, "timestamp")
+	_, want.signed = TopMember(f.Body, "signature")
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Parse(%s, %q) = %#v, want %#v", f.Type(), f.Body, got, want)
 	}

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aglx/ledger/protocol"
 )
@@ -62,6 +65,10 @@ func TestFramesTheNodeDoesNotTake(t *testing.T) {
 		{"a task.assign without CREDITS, bad signature", lfFrame(alice.uri, "agent://bob.local", protocol.TypeTaskAssign, `{"task_id":"t-1","task":"x",`+garbage+`}`), "error", 401, true},
 		{"a mentor.request, bad signature", lfFrame(alice.uri, "agent://bob.local", protocol.TypeMentorRequest, `{"task_id":"t-1","comment":"help",`+garbage+`}`), "error", 401, true},
 		{"a registry.ack from another registry", lfFrame("registry://other.local", "agent://bob.local", protocol.TypeRegistryAck, `{"agent_id":"x","ttl":60}`), "ack", 200, true},
+		// Unsigned, though its body could not be read for signing: it
+		// was refused by the fold after the edge had answered 202
+		// (helper-66).
+		{"a mentor.request naming a signature, with a lone surrogate", lfFrame("agent://keyless.local", "agent://bob.local", protocol.TypeMentorRequest, `{"task_id":"t-1","comment":"my signature \ud800"}`), "ack", 202, true},
 		{"a task.assign without CREDITS, unsigned", lfFrame(alice.uri, "agent://bob.local", protocol.TypeTaskAssign, `{"task_id":"t-2","task":"x"}`), "ack", 202, true},
 	}
 	// An ack is never answered, so its refusal is silent: nothing is
@@ -94,6 +101,20 @@ func TestFramesTheNodeDoesNotTake(t *testing.T) {
 			}
 			if stored := bytes.Contains(f.Body, []byte(`"seq":`)); stored != tt.stored {
 				t.Fatalf("reply %s: recorded %v, want %v", f.Body, stored, tt.stored)
+			}
+			if !tt.stored {
+				return
+			}
+			// What the relay goes by: refused exactly when the reply says so.
+			var ev struct{ Seq uint64 }
+			json.Unmarshal(f.Body, &ev)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := m.runner.WaitFor(ctx, ev.Seq); err != nil {
+				t.Fatal(err)
+			}
+			if refused, known := m.outbox.Refused(ev.Seq); !known || refused != (tt.status >= 400) {
+				t.Fatalf("the relay's record of seq %d: refused %v (known %v); the reply was %d", ev.Seq, refused, known, tt.status)
 			}
 		})
 	}
