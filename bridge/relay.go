@@ -190,8 +190,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		st.save(true)
 	}()
 	for ctx.Err() == nil {
-		if len(st.restore) > 0 && st.end() >= st.restoreAt {
-			st.restorePending(ctx)
+		if len(st.restore) > 0 {
+			if st.end() < st.restoreAt || !st.restorePending(ctx) {
+				// Nothing new before what is owed is queued.
+				st.sleep(ctx, time.Now().Add(time.Second))
+				continue
+			}
 		}
 		st.retryDue(ctx, time.Now())
 		st.save(false)
@@ -328,21 +332,8 @@ func relayedBefore(e *events.Envelope) bool {
 // again.
 func (st *relayRun) consider(ctx context.Context, e *events.Envelope) bool {
 	r := st.r
-	if !relayable(e.Type) || e.To == "" || e.To == r.NodeURI || relayedBefore(e) {
-		return true // not the relay's, or relayed once already
-	}
-	if r.Refused != nil {
-		refused, known := r.Refused(e.Seq)
-		if refused {
-			r.undeliverable.Add(1)
-			r.Lg.Debug("relay: the node refused this message; not delivered", "seq", e.Seq, "to", e.To)
-			return true
-		}
-		if !known {
-			r.undeliverable.Add(1)
-			st.giveUpLog.log(r.Lg, time.Now(), slog.LevelWarn, "relay: whether the node refused this message is no longer known; not delivered, it stays in the log", "seq", e.Seq, "to", e.To)
-			return true
-		}
+	if !st.deliverable(e) {
+		return true
 	}
 	addr, ok := r.contact(e.To)
 	if !ok {
@@ -356,6 +347,31 @@ func (st *relayRun) consider(ctx context.Context, e *events.Envelope) bool {
 		return true
 	}
 	return st.dispatch(ctx, &retryItem{env: e, attempts: 0}, addr)
+}
+
+// deliverable reports whether e is a message the relay delivers: an
+// agent-to-agent message, not relayed once already, that the node did not
+// refuse (and whose verdict it still knows). Messages it is not are
+// counted and logged as undeliverable where that is news.
+func (st *relayRun) deliverable(e *events.Envelope) bool {
+	r := st.r
+	if !relayable(e.Type) || e.To == "" || e.To == r.NodeURI || relayedBefore(e) {
+		return false // not the relay's, or relayed once already
+	}
+	if r.Refused != nil {
+		refused, known := r.Refused(e.Seq)
+		if refused {
+			r.undeliverable.Add(1)
+			r.Lg.Debug("relay: the node refused this message; not delivered", "seq", e.Seq, "to", e.To)
+			return false
+		}
+		if !known {
+			r.undeliverable.Add(1)
+			st.giveUpLog.log(r.Lg, time.Now(), slog.LevelWarn, "relay: whether the node refused this message is no longer known; not delivered, it stays in the log", "seq", e.Seq, "to", e.To)
+			return false
+		}
+	}
+	return true
 }
 
 // attemptResult is what became of one delivery attempt.
@@ -462,8 +478,10 @@ func (st *relayRun) settled() uint64 {
 
 // owed lists the messages considered and not yet settled, by sequence:
 // those waiting for a retry, in a lane, or not yet restored. A message in
-// a lane is due at once after a restart, since its attempt may have been
-// cut short.
+// a lane is due after a restart from when it entered the lane (its attempt
+// may have been cut short): the time it entered, not now, so that the
+// record does not change every second while a delivery waits out its
+// timeout.
 func (st *relayRun) owed(now time.Time) []pendingRetry {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -478,10 +496,10 @@ func (st *relayRun) owed(now time.Time) []pendingRetry {
 		add(p)
 	}
 	for _, it := range st.retries.items {
-		add(pendingRetry{Seq: it.env.Seq, Attempts: it.attempts, Due: it.due.UTC(), Addr: it.addr})
+		add(pendingRetry{Seq: it.env.Seq, EventID: it.env.ID, Attempts: it.attempts, Due: it.due.UTC(), Addr: it.addr})
 	}
 	for seq, e := range st.inLane {
-		add(pendingRetry{Seq: seq, Attempts: e.attempts, Due: now.UTC(), Addr: e.addr})
+		add(pendingRetry{Seq: seq, EventID: e.id, Attempts: e.attempts, Due: e.since.UTC(), Addr: e.addr})
 	}
 	out := make([]pendingRetry, 0, len(by))
 	for _, p := range by {
@@ -495,9 +513,12 @@ func (st *relayRun) owed(now time.Time) []pendingRetry {
 // with its attempts and its due time, read back from the stream. The
 // projections have caught up with the cursor, so the addressees'
 // registrations are known. A message the stream no longer holds (its
-// limits removed it) is given up; any other failure to read one is tried
-// again on the next turn.
-func (st *relayRun) restorePending(ctx context.Context) {
+// limits removed it), or holds another event at its sequence (a store
+// restored from copies of different times), or that the relay would not
+// deliver now, is given up; any other failure to read one is tried again
+// on the next turn, and reported false: the relay takes nothing new
+// meanwhile, so that what it owes stays within its bound.
+func (st *relayRun) restorePending(ctx context.Context) bool {
 	r := st.r
 	for len(st.restore) > 0 && ctx.Err() == nil {
 		p := st.restore[0]
@@ -508,7 +529,13 @@ func (st *relayRun) restorePending(ctx context.Context) {
 			r.Lg.Warn("relay: a message owed before the restart is no longer in the stream; given up", "seq", p.Seq)
 		case err != nil:
 			r.Lg.Warn("relay: reading a message owed before the restart; will try again", "seq", p.Seq, "err", err)
-			return
+			return false
+		case p.EventID != "" && env.ID != p.EventID:
+			r.undeliverable.Add(1)
+			r.Lg.Warn("relay: the stream holds another event where a message owed before the restart was; given up (was the store restored from copies of different times?)",
+				"seq", p.Seq, "owed_event", p.EventID, "found_event", env.ID)
+		case !st.deliverable(env):
+			// Counted and logged by deliverable.
 		default:
 			st.mu.Lock()
 			st.requeue(&retryItem{env: env, attempts: p.Attempts, due: p.Due, addr: p.Addr})
@@ -521,6 +548,7 @@ func (st *relayRun) restorePending(ctx context.Context) {
 	if len(st.restore) == 0 {
 		r.Lg.Info("relay: queued the messages owed before the restart", "count", len(st.cur.pending))
 	}
+	return len(st.restore) == 0
 }
 
 // save writes the cursor if it moved and the last write is old enough, or

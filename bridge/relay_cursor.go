@@ -57,7 +57,11 @@ type relayCursor struct {
 // pendingRetry is a message the relay still owes its addressee, as kept
 // in the cursor record.
 type pendingRetry struct {
-	Seq      uint64 `json:"seq"`
+	Seq uint64 `json:"seq"`
+	// EventID is the event's id, checked against the stream's at restore:
+	// a store restored from copies of different times may hold another
+	// event at that sequence, which must not be delivered in its place.
+	EventID  string `json:"event_id,omitempty"`
 	Attempts int    `json:"attempts"`
 	// Due is when its next attempt is due; a restart keeps the back-off.
 	Due time.Time `json:"due"`

@@ -65,7 +65,7 @@ func (st *relayRun) dispatch(ctx context.Context, it *retryItem, addr string) bo
 	// What the cursor record needs of it is read before the send: from
 	// then on the lane changes it without the lock.
 	e := st.inLane[it.env.Seq]
-	e = inLaneEntry{n: e.n + 1, attempts: max(e.attempts, it.attempts), addr: it.addr}
+	e = inLaneEntry{n: e.n + 1, attempts: max(e.attempts, it.attempts), addr: it.addr, id: it.env.ID, since: time.Now()}
 	select {
 	case ln.ch <- it:
 	default:
@@ -159,5 +159,6 @@ func (st *relayRun) waitFor(ctx context.Context, ch chan struct{}, untilDue bool
 // lane changes the item itself without the lock).
 type inLaneEntry struct {
 	n, attempts int
-	addr        string
+	addr, id    string
+	since       time.Time // when it entered the lane
 }
