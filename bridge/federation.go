@@ -93,7 +93,7 @@ func (f *Federation) Run(ctx context.Context) {
 		at, err := f.push(ctx, pushed)
 		if err != nil {
 			f.failures.Add(1)
-			f.Log.Warn("registry sync: peer not reached; will retry", "peer", f.Peer.URI, "addr", f.Peer.Addr, "err", err)
+			f.Log.Warn("registry sync: the push failed; will retry", "peer", f.Peer.URI, "addr", f.Peer.Addr, "err", err)
 		} else {
 			pushed = at
 		}
@@ -146,8 +146,16 @@ func (f *Federation) push(ctx context.Context, seq uint64) (uint64, error) {
 		if err != nil {
 			return seq, err
 		}
+		// Only the peer's registry.ack takes the entries: an ack of a
+		// plain record (a peer by another name, which stores the frame
+		// and merges nothing) counted as a push, and the entries were
+		// never sent again (helper-68).
 		if r.Type() == "error" {
 			return seq, fmt.Errorf("the peer refused the sync: %s", r.Body)
+		}
+		if r.Type() != protocol.TypeRegistryAck || r.From() != f.Peer.URI {
+			return seq, fmt.Errorf("the peer answered the sync with %s from %s, not a registry.ack from %s (is %s the peer's --name?): %s",
+				r.Type(), r.From(), f.Peer.URI, f.Peer.URI, r.Body)
 		}
 	}
 	return at, nil

@@ -24,6 +24,7 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 	put("aglx_frames_refused_total", "counter", "Frames refused, at the edge or by a fold.", c.FramesRefused)
 	put("aglx_udp_appended_total", "counter", "Announce datagrams appended.", c.UDPAppended)
 	put("aglx_udp_refused_total", "counter", "Datagrams refused.", c.UDPRefused)
+	put("aglx_udp_limited_total", "counter", "Datagrams dropped unread over the UDP rate bounds (per host and in all).", c.UDPLimited)
 	ed := protocol.Ed25519Counters()
 	put("aglx_ed25519_lone_checks_total", "counter", "Ed25519 signatures the node chose to check one by one.", ed.Lone)
 	put("aglx_ed25519_batches_total", "counter", "Batches of Ed25519 signatures handed to the batch verifier.", ed.Batches)

@@ -144,6 +144,9 @@ type Counters struct {
 	FramesRefused int64 `json:"frames_refused"`
 	UDPAppended   int64 `json:"udp_appended"`
 	UDPRefused    int64 `json:"udp_refused"`
+	// UDPLimited counts datagrams dropped unread over the UDP rate
+	// bounds (udp_limit.go).
+	UDPLimited int64 `json:"udp_limited"`
 }
 
 type counters struct {
@@ -151,6 +154,7 @@ type counters struct {
 	idleClosed                       atomic.Int64
 	appended, duplicate, refused     atomic.Int64
 	udpAppended, udpRefused          atomic.Int64
+	udpLimited                       atomic.Int64
 	// ack is the time from reading a frame to handing its reply to the
 	// socket: the node's share of an agent's ack latency.
 	ack events.Latency
@@ -218,6 +222,7 @@ func (s *Server) Counters() Counters {
 		FramesRefused:    s.n.refused.Load(),
 		UDPAppended:      s.n.udpAppended.Load(),
 		UDPRefused:       s.n.udpRefused.Load(),
+		UDPLimited:       s.n.udpLimited.Load(),
 	}
 }
 

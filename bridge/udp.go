@@ -23,6 +23,7 @@ func (s *Server) ServeUDP(pc net.PacketConn) error {
 	waiting := make(chan *udpItem, UDPPendingMax)
 	go s.udpWaiter(waiting) // track counted it in s.wg
 	defer close(waiting)
+	limit := newUDPLimiter()
 	buf := make([]byte, protocol.DatagramSizeMax+1)
 	var tempDelay time.Duration
 	for {
@@ -45,6 +46,10 @@ func (s *Server) ServeUDP(pc net.PacketConn) error {
 			continue
 		}
 		tempDelay = 0
+		if !limit.allow(addr, time.Now()) {
+			s.n.udpLimited.Add(1)
+			continue
+		}
 		s.handleDatagram(pc, addr, buf[:n], waiting)
 	}
 }

@@ -42,7 +42,7 @@ func TestFetchFromChangesMatchesTheWalk(t *testing.T) {
 					entries = append(entries, fmt.Sprintf(`{"agent_id":"id-%d","agent_uri":%q,"status":"READY","last_seen":%q,"ttl":%d}`,
 						rapid.IntRange(0, 9).Draw(rt, "id"), pick("synced agent"), ts(seen), rapid.IntRange(1, 3600).Draw(rt, "synced ttl")))
 				}
-				if _, rep, _ := h.apply(frame(peer, testNode, protocol.TypeRegistrySync, `{"entries":[`+strings.Join(entries, ",")+`]}`), at); rep.Status != protocol.StatusOK {
+				if _, rep, _ := h.apply(h.syncFrame(peer, strings.Join(entries, ","), at), at); rep.Status != protocol.StatusOK {
 					rt.Fatalf("the sync was refused: %s %s", rep.Type, rep.Body)
 				}
 			default:

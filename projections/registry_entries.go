@@ -344,6 +344,14 @@ func (r *Registry) sync(e *Event, p *protocol.RegistrySync) {
 	case r.last.v.Auth == AuthInvalid:
 		r.refuse(e, protocol.StatusUnauthorized, r.last.v.Reason)
 		return
+	case r.last.v.Auth != AuthValid:
+		// Until 2026-12-01 a peer without a bound key was taken at its
+		// word: anyone could send a registry.sync as any registry://
+		// name, expire or invent entries, fill every synced slot, and
+		// have the node sign them on to its own peers (helper-68).
+		r.refuse(e, protocol.StatusUnauthorized, fmt.Sprintf(
+			"a registry.sync must be signed with a key bound to %s: its operator binds the peer's node key here first, with an auth.request over TLS signed with it (docs/OPERATIONS.md, \"Federation\")", e.From))
+		return
 	}
 	merged := 0
 	for i := range p.Entries {

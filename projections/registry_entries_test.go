@@ -149,7 +149,7 @@ func TestSyncMerge(t *testing.T) {
 	h.register("agent://self.local", 3600, regT0)
 	mark := h.seq
 	sync := func(entries string, at time.Time) Reply {
-		return h.mustReply(frame(peer, testNode, protocol.TypeRegistrySync, `{"entries":[`+entries+`]}`), at, protocol.TypeRegistryAck, protocol.StatusOK)
+		return h.mustReply(h.syncFrame(peer, entries, at), at, protocol.TypeRegistryAck, protocol.StatusOK)
 	}
 	entry := func(id, uri, status, lastSeen string) string {
 		return fmt.Sprintf(`{"agent_id":%q,"agent_uri":%q,"status":%q,"last_seen":%q,"ttl":600}`, id, uri, status, lastSeen)
@@ -250,12 +250,12 @@ func TestSyncedEntriesLeaveRoomForAgents(t *testing.T) {
 	entry := func(uri string) string {
 		return fmt.Sprintf(`{"agent_id":"id-%s","agent_uri":%q,"status":"READY","ttl":600}`, uri[8:9], uri)
 	}
-	rep := h.mustReply(frame(peer, testNode, protocol.TypeRegistrySync, `{"entries":[`+entry("agent://a.local")+`]}`), regT0, protocol.TypeRegistryAck, protocol.StatusOK)
+	rep := h.mustReply(h.syncFrame(peer, entry("agent://a.local"), regT0), regT0, protocol.TypeRegistryAck, protocol.StatusOK)
 	if got := field(t, rep.Body, "merged"); got != 1.0 || h.r.synced != 1 {
 		t.Fatalf("merged %v, synced %d; want 1 and 1", got, h.r.synced)
 	}
 	h.r.synced = RegistrySyncedMax - 1 // as if peers had sent that many
-	rep = h.mustReply(frame(peer, testNode, protocol.TypeRegistrySync, `{"entries":[`+entry("agent://b.local")+","+entry("agent://c.local")+`]}`), regT0, protocol.TypeRegistryAck, protocol.StatusOK)
+	rep = h.mustReply(h.syncFrame(peer, entry("agent://b.local")+","+entry("agent://c.local"), regT0), regT0, protocol.TypeRegistryAck, protocol.StatusOK)
 	if got := field(t, rep.Body, "merged"); got != 1.0 {
 		t.Fatalf("merged = %v at the bound, want 1: the second new entry is left out", got)
 	}
@@ -329,8 +329,8 @@ func FuzzFetchAfter(f *testing.F) {
 func TestOwnRegistrationDropsWhatAPeerSaid(t *testing.T) {
 	const sink = "agent://sink.local"
 	h := newHarness(t)
-	h.mustReply(frame("registry://evil.local", testNode, protocol.TypeRegistrySync,
-		fmt.Sprintf(`{"entries":[{"agent_id":"x-1","agent_uri":%q,"status":"GONE","last_seen":%q,"ttl":0}]}`, sink, ts(regT0))),
+	h.mustReply(h.syncFrame("registry://evil.local",
+		fmt.Sprintf(`{"agent_id":"x-1","agent_uri":%q,"status":"GONE","last_seen":%q,"ttl":0}`, sink, ts(regT0)), regT0),
 		regT0, protocol.TypeRegistryAck, protocol.StatusOK)
 	at := regT0.Add(time.Second)
 	rep := h.mustReply(frame(sink, testNode, protocol.TypeRegistryUpdate, `{"agent_name":"Sink","address":"127.0.0.1","port":7000}`),

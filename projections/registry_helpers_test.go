@@ -78,6 +78,25 @@ type harness struct {
 	out    *Outbox
 	seq    uint64
 	events []*Event
+	// peerKeys are the keys bound for registry peers by syncFrame.
+	peerKeys map[string]crypto.Signer
+}
+
+// syncFrame is a registry.sync from peer with entries (a JSON list's
+// inside), signed with a key bound to peer, as every sync must be: the
+// first sync from a peer binds one, at at.
+func (h *harness) syncFrame(peer, entries string, at time.Time) *protocol.Frame {
+	h.t.Helper()
+	k := h.peerKeys[peer]
+	if k == nil {
+		k = newEd25519(h.t)
+		h.bindKey(peer, k, at)
+		if h.peerKeys == nil {
+			h.peerKeys = map[string]crypto.Signer{}
+		}
+		h.peerKeys[peer] = k
+	}
+	return signed(h.t, k, frame(peer, testNode, protocol.TypeRegistrySync, fmt.Sprintf(`{"entries":[%s],"timestamp":%q}`, entries, ts(at))))
 }
 
 func newHarness(t *testing.T, edit ...func(*RegistryConfig)) *harness {

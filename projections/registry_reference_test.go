@@ -154,10 +154,12 @@ func TestReferenceExamples(t *testing.T) {
 		t.Errorf("zone.confirm role = %q, want member", role)
 	}
 
-	// Example 12 gets its registry.ack at the registry it is addressed to.
+	// Example 12, at the registry it is addressed to, is unsigned, from a
+	// peer whose key is not bound there: refused, and nothing merged
+	// (a signed sync from a bound peer is merged: TestSyncMerge).
 	backup := newHarness(t, func(c *RegistryConfig) { c.NodeURI = "registry://backup.local" })
-	backup.mustReply(readReference(t, "12"), at("18:55:00"), protocol.TypeRegistryAck, protocol.StatusOK)
-	if d, ok := backup.r.Agent("agent://node42.local"); !ok || d.AgentID != "8b1e9b45-4a2c-4a83-9341-34f58f1c83c2" || d.Source != SourceSync || d.Via != "registry://main.local" {
-		t.Errorf("backup Agent(node42) = %+v; want the synced entry", d)
+	backup.mustReply(readReference(t, "12"), at("18:55:00"), protocol.TypeError, protocol.StatusUnauthorized)
+	if d, ok := backup.r.Agent("agent://node42.local"); ok {
+		t.Errorf("backup Agent(node42) = %+v; want nothing from an unsigned sync", d)
 	}
 }

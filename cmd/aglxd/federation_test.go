@@ -58,6 +58,29 @@ func agentIDs(t *testing.T, m *Main) map[string]string {
 	return out
 }
 
+// bindPeer binds peer's node key at m, as peer's operator does before m
+// takes its registry.sync: an auth.request over TLS in peer's name, signed
+// with the key it binds.
+func bindPeer(t *testing.T, m, peer *Main) {
+	t.Helper()
+	pub, err := protocol.MarshalPublicKey(peer.key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := lfFrame(peer.cfg.Name, m.cfg.Name, protocol.TypeAuthRequest,
+		fmt.Sprintf(`{"agent_id":%q,"public_key":%q,"timestamp":%q}`, "peer-"+lfAPIPath(peer.cfg.Name), pub, lfNow()))
+	if err := protocol.SignFrame(peer.key, f); err != nil {
+		t.Fatal(err)
+	}
+	c := dialTLS(t, m)
+	if err := c.WriteFrame(f); err != nil || c.Flush() != nil {
+		t.Fatal("writing the auth.request failed")
+	}
+	if r, _ := readReply(t, c); r.Type() != protocol.TypeAuthResponse || !strings.HasPrefix(r.Value(protocol.HeaderStatus), "200 ") {
+		t.Fatalf("binding %s's key at %s: %s %s", peer.cfg.Name, m.cfg.Name, r.Type(), r.Body)
+	}
+}
+
 func register(t *testing.T, m *Main, agent string) {
 	t.Helper()
 	c := dial(t, m.TCPAddr())
@@ -114,6 +137,10 @@ func TestFederationConverges(t *testing.T) {
 		c.SyncTo, c.SyncInterval = []string{"registry://main.local@" + addrA}, 100*time.Millisecond
 		c.tcpLn = lnB
 	})
+	// Each takes the other's syncs once it has bound the other's key;
+	// the pushes refused before that are sent again.
+	bindPeer(t, a, b)
+	bindPeer(t, b, a)
 	register(t, b, "agent://node43.local")
 
 	deadline := time.Now().Add(30 * time.Second)
@@ -153,6 +180,7 @@ func TestFederationPacksBySize(t *testing.T) {
 		c.Name = "registry://main.local"
 		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + b.TCPAddr()}, 100*time.Millisecond
 	})
+	bindPeer(t, b, a)
 	// 700 entries of some 850 bytes in JSON: more than one 512 KiB body.
 	const agents = 700
 	c := dial(t, a.TCPAddr())
@@ -175,5 +203,42 @@ func TestFederationPacksBySize(t *testing.T) {
 	}
 	if n := a.federations[0].Skipped(); n != 0 {
 		t.Fatalf("Skipped() = %d, want 0", n)
+	}
+}
+
+// TestFederationNeedsABoundKey: a registry.sync is taken only from a peer
+// whose node key is bound here, and a push counts only when the peer's
+// registry.ack says so. Until 2026-12-01 anyone could sync as any
+// registry:// name without a key (helper-68), and a push to a peer under
+// another name was answered with a plain ack, counted as done, and its
+// entries were never sent again.
+func TestFederationNeedsABoundKey(t *testing.T) {
+	b := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name = "registry://backup.local" })
+	tests := []struct {
+		name, peer string
+		bind       bool
+	}{
+		{"a peer without a bound key", "registry://backup.local", false},
+		{"a peer under another name", "registry://typo.local", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := startNodeWith(t, t.TempDir(), func(c *Config) {
+				c.Name = "registry://main.local"
+				c.SyncTo, c.SyncInterval = []string{tt.peer + "@" + b.TCPAddr()}, 100*time.Millisecond
+			})
+			if tt.bind {
+				bindPeer(t, b, a)
+			}
+			register(t, a, "agent://"+strings.ReplaceAll(tt.name, " ", "-")+".local")
+			for deadline := time.Now().Add(30 * time.Second); a.federations[0].Failures() < 2; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the push never failed: %d failures", a.federations[0].Failures())
+				}
+			}
+			if ids := agentIDs(t, b); len(ids) != 0 {
+				t.Fatalf("the peer merged %v", ids)
+			}
+		})
 	}
 }

@@ -298,8 +298,8 @@ func TestRegistryReferenceExamples(t *testing.T) {
 		{"10 registry.fetch", tcp, ref(10), "registry.list", 200, []string{`"agent_uri":"agent://node42.local"`}},
 		{"11 registry.list, for node17", tcp, ref(11), "error", 403, []string{"only the node speaks"}},
 		{"12 registry.sync, for registry://backup.local", tcp, ref(12), "ack", 200, nil},
-		// node42 told this registry itself: a peer's entry does not overwrite it.
-		{"12 registry.sync, to this registry", tcp, readdressed(12), "registry.ack", 200, []string{`"merged":0`}},
+		// From a peer whose key is not bound here: refused, merging nothing.
+		{"12 registry.sync, to this registry", tcp, readdressed(12), "error", 401, []string{"must be signed with a key bound to registry://main.local"}},
 		{"13 registry.exchange, agent to agent", tcp, ref(13), "ack", 202, nil},
 		{"13 registry.exchange, to this registry", tcp, readdressed(13), "registry.ack", 200, nil},
 		{"14 agent.announce over UDP", nil, ref(14), "", 0, nil},

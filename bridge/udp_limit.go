@@ -1,0 +1,78 @@
+package bridge
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// UDP admission. Every announce the node takes is an event, kept for good,
+// and a datagram's source address and FROM cost its sender nothing: one
+// sender on one core filled 30 MB of disk a second with announces under
+// fresh names, and a full disk stops the whole ledger (helper-68). So the
+// node reads at most so many datagrams a second from one host and from
+// all together, and drops the rest unread and unanswered (counted in
+// aglx_udp_limited_total). An agent announces itself every few seconds at
+// most; these bounds leave room for thousands of agents.
+const (
+	// UDPPerHostPerSecondMax and UDPPerHostBurst bound the datagrams taken
+	// from one host (an IPv4 address, or an IPv6 /64).
+	UDPPerHostPerSecondMax = 5  // datagrams per second
+	UDPPerHostBurst        = 20 // datagrams
+	// UDPPerSecondMax and UDPBurst bound the datagrams taken from all
+	// hosts together: at most about 0.7 MB of log a second from UDP.
+	UDPPerSecondMax = 1000 // datagrams per second
+	UDPBurst        = 2000 // datagrams
+	// udpHostsMax bounds the hosts whose budget is remembered. When it is
+	// full the oldest budgets are forgotten; a host forgotten starts with
+	// a full burst, which the global bound still caps.
+	udpHostsMax = 4096 // hosts
+)
+
+// udpLimiter decides which datagrams the node reads.
+type udpLimiter struct {
+	all   *rate.Limiter
+	mu    sync.Mutex
+	hosts map[string]*rate.Limiter
+	order []string // insertion order, for forgetting the oldest
+}
+
+func newUDPLimiter() *udpLimiter {
+	return &udpLimiter{all: rate.NewLimiter(UDPPerSecondMax, UDPBurst), hosts: make(map[string]*rate.Limiter)}
+}
+
+// allow reports whether a datagram from addr may be read now. A host over
+// its budget does not spend the global one.
+func (l *udpLimiter) allow(addr net.Addr, now time.Time) bool {
+	host := udpHostOf(addr)
+	l.mu.Lock()
+	h := l.hosts[host]
+	if h == nil {
+		if len(l.order) >= udpHostsMax {
+			drop := l.order[:udpHostsMax/4]
+			for _, k := range drop {
+				delete(l.hosts, k)
+			}
+			l.order = append(l.order[:0], l.order[udpHostsMax/4:]...)
+		}
+		h = rate.NewLimiter(UDPPerHostPerSecondMax, UDPPerHostBurst)
+		l.hosts[host] = h
+		l.order = append(l.order, host)
+	}
+	ok := h.AllowN(now, 1)
+	l.mu.Unlock()
+	return ok && l.all.AllowN(now, 1)
+}
+
+// udpHostOf is hostOf for a datagram's source.
+func udpHostOf(a net.Addr) string {
+	if ua, ok := a.(*net.UDPAddr); ok {
+		if ip4 := ua.IP.To4(); ip4 != nil {
+			return ip4.String()
+		}
+		return ua.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	}
+	return hostOf(a)
+}

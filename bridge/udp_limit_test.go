@@ -1,0 +1,71 @@
+package bridge
+
+import (
+	"net"
+	"testing"
+	"time"
+)
+
+// TestUDPLimiter: one host gets its burst and then its rate, whatever the
+// FROM in its datagrams; another host is not held back by it; all hosts
+// together get at most the global burst; an IPv6 host counts by its /64.
+func TestUDPLimiter(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	a := &net.UDPAddr{IP: net.ParseIP("127.0.0.1"), Port: 4000}
+	b := &net.UDPAddr{IP: net.ParseIP("127.0.0.2"), Port: 4000}
+	taken := func(l *udpLimiter, addr func(i int) net.Addr, n int, now time.Time) int {
+		ok := 0
+		for i := range n {
+			if l.allow(addr(i), now) {
+				ok++
+			}
+		}
+		return ok
+	}
+	tests := []struct {
+		name string
+		run  func(t *testing.T, l *udpLimiter)
+	}{
+		{"one host: its burst, then its rate", func(t *testing.T, l *udpLimiter) {
+			if got := taken(l, func(int) net.Addr { return a }, 100, at); got != UDPPerHostBurst {
+				t.Fatalf("100 datagrams at once from one host: %d taken, want the burst %d", got, UDPPerHostBurst)
+			}
+			if got := taken(l, func(int) net.Addr { return a }, 100, at.Add(time.Second)); got != UDPPerHostPerSecondMax {
+				t.Fatalf("a second later: %d taken, want %d", got, UDPPerHostPerSecondMax)
+			}
+		}},
+		{"another host is not held back", func(t *testing.T, l *udpLimiter) {
+			taken(l, func(int) net.Addr { return a }, 100, at)
+			if got := taken(l, func(int) net.Addr { return b }, 1, at); got != 1 {
+				t.Fatal("a second host was refused after the first spent its budget")
+			}
+		}},
+		{"one IPv6 /64 is one host", func(t *testing.T, l *udpLimiter) {
+			got := taken(l, func(i int) net.Addr {
+				ip := net.ParseIP("2001:db8::1")
+				ip[15] = byte(i)
+				return &net.UDPAddr{IP: ip, Port: 4000}
+			}, 100, at)
+			if got != UDPPerHostBurst {
+				t.Fatalf("100 addresses of one /64: %d taken, want %d", got, UDPPerHostBurst)
+			}
+		}},
+		{"all hosts together: the global burst", func(t *testing.T, l *udpLimiter) {
+			got := taken(l, func(i int) net.Addr {
+				return &net.UDPAddr{IP: net.IPv4(10, byte(i>>16), byte(i>>8), byte(i)), Port: 4000}
+			}, 3*UDPBurst, at)
+			if got != UDPBurst {
+				t.Fatalf("%d hosts at once: %d taken, want the global burst %d", 3*UDPBurst, got, UDPBurst)
+			}
+			if n := len(newUDPLimiter().hosts); n != 0 {
+				t.Fatal("a new limiter remembers hosts")
+			}
+			if len(l.hosts) > udpHostsMax {
+				t.Fatalf("%d host budgets remembered, want at most %d", len(l.hosts), udpHostsMax)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, newUDPLimiter()) })
+	}
+}
