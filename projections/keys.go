@@ -69,7 +69,17 @@ type keyring struct {
 	// that changed the registry (Registry.signedOutOfOrder). It is folded
 	// from the log like everything else, so a replay rebuilds it.
 	lastSigned map[string]time.Time
+	// sameStamp holds, by the same clock, what the signed messages
+	// stamped lastSigned covered (their replayKey): equal timestamps pass
+	// the order check, so these tell a replay from a second message of
+	// the same second. At most sameStampMax each.
+	sameStamp map[string][]string
 }
+
+// sameStampMax bounds the signed messages of one TYPE from one sender
+// remembered for one timestamp: agents stamp whole seconds and send a few
+// a second at most; past the bound the oldest is forgotten.
+const sameStampMax = 64 // messages
 
 // at returns the key that counted for an event at seq: the latest bound
 // by an earlier event. seq 0 stands for an event not yet stored.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -332,22 +333,42 @@ func (r *Registry) refuseInauthentic(e *Event) bool {
 // are remembered as answered; so a captured registry.update (sent over
 // plain TCP, its ID header unsigned and removable) could be sent again
 // within the window, after a later one, and put the entry back as it was
-// (the relay then delivered to the old address). Equal timestamps pass:
-// agents stamp whole seconds.
+// (the relay then delivered to the old address). Equal timestamps pass,
+// since agents stamp whole seconds, unless the message is one already
+// applied at that timestamp: a first update of a second, replayed after a
+// second one of the same second, put the old address back (helper-70).
+// zone.leave keeps a clock per zone: a leave of one zone is not out of
+// order behind a later leave of another.
 func (r *Registry) signedOutOfOrder(e *Event) string {
 	kr := r.keys[e.From]
 	ts, ok := signedTimestamp(e)
 	if kr == nil || !ok {
 		return ""
 	}
-	if last, seen := kr.lastSigned[e.Type]; seen && ts.Before(last) {
+	clock := e.Type
+	if p, ok := e.Msg.Payload.(*protocol.ZoneLeave); ok {
+		clock += " " + p.ZoneID
+	}
+	name := replayKey(e)
+	last, seen := kr.lastSigned[clock]
+	switch {
+	case seen && ts.Before(last):
 		return fmt.Sprintf("this signed %s is stamped %s, before the one from %s already applied (%s): a replay, or sent out of order",
 			e.Type, rfc3339(ts), e.From, rfc3339(last))
+	case seen && ts.Equal(last) && slices.Contains(kr.sameStamp[clock], name):
+		return fmt.Sprintf("this signed %s from %s was applied already (the same signed content): a replay", e.Type, e.From)
 	}
 	if kr.lastSigned == nil {
-		kr.lastSigned = map[string]time.Time{}
+		kr.lastSigned, kr.sameStamp = map[string]time.Time{}, map[string][]string{}
 	}
-	kr.lastSigned[e.Type] = ts
+	same := kr.sameStamp[clock]
+	if !seen || ts.After(last) {
+		same = same[:0]
+	}
+	if len(same) >= sameStampMax {
+		same = append(same[:0], same[1:]...)
+	}
+	kr.lastSigned[clock], kr.sameStamp[clock] = ts, append(same, name)
 	return ""
 }
 

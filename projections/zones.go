@@ -157,6 +157,9 @@ type zoneMember struct {
 	JoinEvent    string    `json:"join_event"`
 	Expires      time.Time `json:"expires"`
 	Capabilities []string  `json:"capabilities,omitempty"`
+	// JoinStamp is the join's own timestamp, the agent's clock: a signed
+	// zone.leave stamped before it was made for an earlier membership.
+	JoinStamp time.Time `json:"join_stamp,omitzero"`
 }
 
 func newZoneStates(zones []Zone) (map[string]*zoneState, []string) {
@@ -285,7 +288,7 @@ func (r *Registry) admit(e *Event, p *protocol.ZoneJoin, z *zoneState) protocol.
 		return protocol.StatusConflict
 	}
 	m := &zoneMember{Role: z.cfg.Role, JoinedAt: r.now, JoinSeq: e.Seq, JoinEvent: e.ID,
-		Expires: r.now.Add(ZoneSessionDuration), Capabilities: slices.Clone(p.Capabilities)}
+		Expires: r.now.Add(ZoneSessionDuration), Capabilities: slices.Clone(p.Capabilities), JoinStamp: p.Timestamp.Time.UTC()}
 	z.members[e.From] = m
 	confirm := replyOf(protocol.TypeZoneConfirm, protocol.StatusOK, zoneConfirmBody{
 		ZoneID: p.ZoneID, SessionToken: r.sessionToken(p.ZoneID, e.From, e.ID), Role: m.Role, Expires: rfc3339(m.Expires)})
@@ -304,6 +307,17 @@ func (r *Registry) zoneLeave(e *Event, p *protocol.ZoneLeave) {
 	if z == nil {
 		r.refuse(e, protocol.StatusNotFound, fmt.Sprintf("unknown zone %q", p.ZoneID))
 		return
+	}
+	// A signed leave is fresh for the whole signature window, and a
+	// replay of the one that ended the last membership ended the next:
+	// then any zone member could join in the keyed agent's name and take
+	// its session (helper-70).
+	if m := z.members[e.From]; m != nil && r.last.v.Auth == AuthValid {
+		if ts, ok := signedTimestamp(e); ok && ts.Before(m.JoinStamp) {
+			r.refuse(e, protocol.StatusConflict, fmt.Sprintf("this zone.leave is stamped %s, before the join of the membership it would end (%s): a replay of an earlier leave",
+				rfc3339(ts), rfc3339(m.JoinStamp)))
+			return
+		}
 	}
 	delete(z.members, e.From)
 	r.ack(e, ackBody{ZoneID: p.ZoneID})

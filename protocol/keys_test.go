@@ -101,7 +101,7 @@ func TestParsePublicKeyRejects(t *testing.T) {
 		{"trailing data", base64.StdEncoding.EncodeToString(append(der, 0)), "SubjectPublicKeyInfo"},
 		{"ecdsa", marshal(&ec.PublicKey), "ECDSA"},
 		{"rsa 1024", marshal(&weak.PublicKey), "at least 2048"},
-		{"rsa too large", marshal(huge), "at most 8192"},
+		{"rsa too large", marshal(huge), "at most 4096"},
 		{"too long", strings.Repeat("A", 8192), "longer than"},
 		// Ed25519 keys no key generator makes (ed25519PointProblem).
 		{"ed25519 identity", ed(weakEd25519Keys["identity"]), "small order"},
@@ -138,6 +138,11 @@ func TestMarshalPublicKeyRejects(t *testing.T) {
 		"short ed":    ed25519.PublicKey{1},
 		"rsa no N":    &rsa.PublicKey{E: 65537},
 		"rsa even E":  &rsa.PublicKey{N: testRSAKey().N, E: 65536},
+		// Any odd exponent used to pass; 2^31-1 made a check cost the
+		// fold milliseconds (helper-70).
+		"rsa E 3":       &rsa.PublicKey{N: testRSAKey().N, E: 3},
+		"rsa E 2^31-1":  &rsa.PublicKey{N: testRSAKey().N, E: 1<<31 - 1},
+		"rsa 8192 bits": &rsa.PublicKey{N: new(big.Int).SetBit(new(big.Int).SetBit(big.NewInt(0), 8191, 1), 0, 1), E: 65537},
 	}
 	for name, k := range weakEd25519Keys {
 		tests["ed25519 "+name] = ed25519.PublicKey(mustHex(t, k))

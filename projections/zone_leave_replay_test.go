@@ -1,0 +1,50 @@
+package projections
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/protocol"
+)
+
+// TestZoneLeaveReplayCannotEndANewSession: until 2026-12-01 a keyed
+// agent's signed zone.leave was not remembered, and the order check let an
+// equal timestamp pass, so anyone who saw it (event stream, plain TCP)
+// could send it again within the window after the agent re-joined (the
+// documented recovery: leave, then join). The new session ended, and a
+// zone member could then join FROM the agent and hold its session: what
+// TestZoneJoinCannotTakeAKeyedAgentsSession meant to prevent (helper-70).
+func TestZoneLeaveReplayCannotEndANewSession(t *testing.T) {
+	const carol = "agent://carol.local"
+	h := newHarness(t)
+	at := func(d time.Duration) time.Time { return regT0.Add(d) }
+	k := newEd25519(t)
+	h.bindKey(carol, k, at(0))
+	h.mustReply(signed(t, k, frame(carol, testNode, protocol.TypeRegistryUpdate,
+		fmt.Sprintf(`{"agent_name":"Carol","ttl":3600,"timestamp":%q}`, ts(at(time.Second))))), at(time.Second), protocol.TypeRegistryAck, protocol.StatusOK)
+	join := func(when time.Duration) *protocol.Frame {
+		return hmacSigned(t, testZoneSecretA, frame(carol, testNode, protocol.TypeZoneJoin,
+			fmt.Sprintf(`{"zone_id":"research-hub","agent_id":"x","timestamp":%q}`, ts(at(when)))))
+	}
+	h.mustReply(join(2*time.Second), at(2*time.Second), protocol.TypeZoneConfirm, protocol.StatusOK)
+	leave := signed(t, k, frame(carol, testNode, protocol.TypeZoneLeave,
+		fmt.Sprintf(`{"zone_id":"research-hub","timestamp":%q}`, ts(at(4*time.Second)))))
+	leaveBody := append([]byte(nil), leave.Body...)
+	h.mustReply(leave, at(4*time.Second), protocol.TypeAck, protocol.StatusOK)
+	token := str(t, h.mustReply(join(5*time.Second), at(5*time.Second), protocol.TypeZoneConfirm, protocol.StatusOK).Body, "session_token")
+
+	// Mallory replays carol's captured leave, byte for byte, 2 minutes later.
+	replay := frame(carol, testNode, protocol.TypeZoneLeave, string(leaveBody))
+	_, rep, _ := h.apply(replay, at(2*time.Minute))
+	t.Logf("replayed zone.leave: %s %d %s", rep.Type, rep.Status, rep.Body)
+	if !h.r.ValidSession("research-hub", carol, token) {
+		t.Errorf("a replayed signed zone.leave ended carol's new session")
+	}
+	// Mallory, a member holding the zone's secret, now joins as carol.
+	_, rep, _ = h.apply(join(2*time.Minute+time.Second), at(2*time.Minute+time.Second))
+	t.Logf("mallory's join FROM carol: %s %d %s", rep.Type, rep.Status, rep.Body)
+	if rep.Type == protocol.TypeZoneConfirm {
+		t.Errorf("a zone member took keyed carol's session: %s", rep.Body)
+	}
+}
