@@ -30,6 +30,18 @@ const (
 // a start; a variable only so that a test need not wait it out.
 var replayWaitMax = seqWaitMax
 
+// digestDutyMax bounds the share of time the ledger digest may hold the
+// fold: the next may be made only after this many times the last one's
+// cost has passed since it was made.
+const digestDutyMax = 10
+
+// waitersMax bounds the reads waiting for a log position (?seq=, or the
+// replay after a start). A waiting read holds an HTTP slot that no idle
+// rule frees, and 256 of them kept /healthz from being answered for as
+// long as they were sent again (helper-69); past the bound a read gets 503
+// at once, so most slots stay free for quick answers.
+const waitersMax = 64 // reads
+
 // API is what the HTTP handlers read. Every read of projection state goes
 // through Runner.View, so it sees one log position, which it reports.
 type API struct {
@@ -52,6 +64,8 @@ type API struct {
 	// StoreFree, if set, is the free space under the store, for
 	// aglx_store_free_bytes; an error leaves the gauge out.
 	StoreFree func() (uint64, error)
+
+	waiters chan struct{} // reads waiting for a position (waitersMax); made by HTTPHandler
 }
 
 // NodeInfo is what GET /v1/node says about the node.
@@ -82,6 +96,7 @@ type NodeInfo struct {
 //	GET /v1/zones/{zone}                           a zone and its members (?after=URI&limit=N, at most 1,000)
 //	GET /v1/mentors                                the mentor directory (?after=URI&limit=N, at most 1,000)
 func HTTPHandler(api API) http.Handler {
+	api.waiters = make(chan struct{}, waitersMax)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", api.health)
 	mux.HandleFunc("GET /readyz", api.ready)
@@ -139,25 +154,38 @@ func HTTPHandler(api API) http.Handler {
 		return http.StatusOK, map[string]any{"mismatches": ms}
 	}))
 	// The digest hashes a snapshot of the whole ledger, under the fold's
-	// read lock: it is made once per log position, and callers asking at
-	// the same time wait for that one instead of each making their own.
+	// read lock, which holds up the fold, and with it every reply, for as
+	// long: seconds on a ledger of hundreds of thousands of postings
+	// (helper-69). So a digest already made at or past the position asked
+	// for is answered again, and a new one is made only when the last
+	// one's making took at most a tenth of the time since: otherwise 503,
+	// with when to ask again. Callers asking at once wait for one making.
 	var digest struct {
 		sync.Mutex
 		at   uint64
 		have bool
 		d    projections.Digest
+		done time.Time
+		cost time.Duration
 	}
 	mux.HandleFunc("GET /v1/ledger/digest", api.viewAt(func(r *http.Request, applied uint64) (int, any) {
 		digest.Lock()
 		defer digest.Unlock()
-		if digest.have && digest.at == applied {
+		want, _ := strconv.ParseUint(r.URL.Query().Get("seq"), 10, 64) // checked by viewAt
+		if digest.have && (digest.at == applied || (want > 0 && digest.at >= want)) {
 			return http.StatusOK, digest.d
 		}
+		if wait := digestDutyMax*digest.cost - time.Since(digest.done); digest.have && wait > 0 {
+			return http.StatusServiceUnavailable, errBody(fmt.Sprintf("the last digest (at seq %d) took %s of the fold's time; a new one may be made in %s: ask again then, or with ?seq= at most %d for that one",
+				digest.at, digest.cost.Round(time.Millisecond), wait.Round(time.Millisecond), digest.at))
+		}
+		start := time.Now()
 		d, err := projections.DigestOf(api.Credits, applied)
 		if err != nil {
 			return http.StatusInternalServerError, errBody(err.Error())
 		}
 		digest.at, digest.have, digest.d = applied, true, d
+		digest.done, digest.cost = time.Now(), time.Since(start)
 		return http.StatusOK, d
 	}))
 	mux.HandleFunc("GET /v1/agents", api.view(func(r *http.Request) (int, any) {
@@ -307,6 +335,12 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 				writeJSON(w, http.StatusBadRequest, errBody("seq must be a sequence number"))
 				return
 			}
+			if api.Runner.Applied() < seq {
+				if !api.takeWaiter(w) {
+					return
+				}
+				defer api.giveWaiter()
+			}
 			ctx, cancel := context.WithTimeout(r.Context(), seqWaitMax)
 			defer cancel()
 			if err := api.Runner.WaitFor(ctx, seq); err != nil {
@@ -319,6 +353,10 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 			// waits for it: answered at once, it showed a part of the
 			// log's state, and "no account" for a funded one looked like
 			// data lost (helper-61).
+			if !api.takeWaiter(w) {
+				return
+			}
+			defer api.giveWaiter()
 			t := time.NewTimer(replayWaitMax)
 			defer t.Stop()
 			select {
@@ -337,6 +375,29 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 		api.Runner.View(func(applied uint64) { at = applied; status, body = fn(r, applied) })
 		w.Header().Set("Aglx-Applied-Seq", strconv.FormatUint(at, 10))
 		writeJSON(w, status, body)
+	}
+}
+
+// takeWaiter takes one of the waitersMax places of reads that wait for a
+// log position, or answers 503 and reports false when none is free.
+func (api API) takeWaiter(w http.ResponseWriter) bool {
+	if api.waiters == nil {
+		return true
+	}
+	select {
+	case api.waiters <- struct{}{}:
+		return true
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, errBody(fmt.Sprintf("%d reads are waiting for a log position already; ask again", waitersMax)))
+		return false
+	}
+}
+
+// giveWaiter gives back the place takeWaiter took.
+func (api API) giveWaiter() {
+	if api.waiters != nil {
+		<-api.waiters
 	}
 }
 

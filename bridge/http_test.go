@@ -294,3 +294,48 @@ func TestReadsWaitForTheReplay(t *testing.T) {
 		t.Fatalf("a read once the replay could end: %d %s; want 200", code, body)
 	}
 }
+
+// TestReadsWaitingForAPositionAreBounded: at most waitersMax reads wait for
+// a log position at once; the next is told 503 at once. Waiting reads hold
+// HTTP slots no idle rule frees, and 256 of them kept /healthz from being
+// answered (helper-69).
+func TestReadsWaitingForAPositionAreBounded(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	stats := projections.NewStats()
+	runner := projections.NewRunner(l, quiet, stats) // never run: nothing is applied
+	h := HTTPHandler(API{Log: l, Runner: runner, Stats: stats, Edge: New(l, Config{}, quiet)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type answer struct {
+		code int
+		body string
+	}
+	done := make(chan answer, waitersMax+1)
+	// One more than may wait: that one is answered at once, the others
+	// wait (for seqWaitMax, or until cancelled).
+	for range waitersMax + 1 {
+		go func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/stats?seq=100", nil).WithContext(ctx))
+			done <- answer{rec.Code, rec.Body.String()}
+		}()
+	}
+	select {
+	case a := <-done:
+		if a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "reads are waiting") {
+			t.Fatalf("the first answer of %d reads for a position not reached: %d %s; want 503 for the one past the bound", waitersMax+1, a.code, a.body)
+		}
+	case <-time.After(seqWaitMax / 2):
+		t.Fatalf("none of %d reads for a position not reached was answered at once", waitersMax+1)
+	}
+	// A read that needs no wait is answered all the same.
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/stats?seq=0", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("a read at seq 0 with the waiters full: %d %s", rec.Code, rec.Body.String())
+	}
+	cancel()
+	for range waitersMax {
+		<-done
+	}
+}

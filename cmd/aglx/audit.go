@@ -43,8 +43,10 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	if stop, err := parseFlags(fs, args); stop {
 		return err
 	}
+	// A node that is starting answers 503 until it serves: waited for,
+	// as the replay is below (it failed the audit at once: helper-69).
 	var node bridge.NodeInfo
-	if err := getJSON(*api, "/v1/node", &node); err != nil {
+	if err := getJSONUntil(*api, "/v1/node", &node, httpTimeout, *wait); err != nil {
 		return fmt.Errorf("asking the node its name and key: %w", err)
 	}
 	// The fold needs the node's public key only, to check what the node
@@ -77,8 +79,8 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	// ?seq= makes the node answer at end or later even if it restarted
 	// meanwhile; a later position is audited whole too, since the fold
 	// below reads the log up to the digest's position.
-	var live projections.Digest
-	if err := getJSON(*api, fmt.Sprintf("/v1/ledger/digest?seq=%d", end), &live); err != nil {
+	live, err := digestAt(*api, end, *wait)
+	if err != nil {
 		return fmt.Errorf("asking the node its ledger digest at seq %d: %w", end, err)
 	}
 	if live.AppliedSeq < end {
@@ -189,4 +191,31 @@ func health(ctx context.Context, api string) (healthz, error) {
 		return h, errors.New("the node answers 503 " + msg)
 	}
 	return h, nil
+}
+
+// digestTimeout bounds one request for the ledger digest: it hashes the
+// whole ledger, which took 16 s at 650,000 postings, and getJSON's 10 s
+// made the audit of a large ledger impossible (helper-69).
+const digestTimeout = 5 * time.Minute
+
+// digestAt asks the node its ledger digest at seq or later. The node makes
+// a new digest only so often, since making one holds up its fold, and
+// answers 503 meanwhile: the audit asks again, once a second, within wait.
+func digestAt(api string, seq uint64, wait time.Duration) (projections.Digest, error) {
+	var d projections.Digest
+	err := getJSONUntil(api, fmt.Sprintf("/v1/ledger/digest?seq=%d", seq), &d, digestTimeout, wait)
+	return d, err
+}
+
+// getJSONUntil is getJSONWithin, asked again once a second while the node
+// answers 503 (starting, or not yet willing), until wait has passed.
+func getJSONUntil(api, path string, v any, timeout, wait time.Duration) error {
+	until := time.Now().Add(wait)
+	for {
+		err := getJSONWithin(api, path, v, timeout)
+		if err == nil || !strings.HasPrefix(err.Error(), "503 ") || time.Now().After(until) {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
 }

@@ -217,3 +217,33 @@ func TestAuditCoversTheLogToItsEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestMintAgainWithItsTxIDMintsOnce: aglx mint prints the transaction id it
+// uses, and run again with --tx-id (after a lost reply) the ledger books
+// it once. Every run used to make a new id, so a retry minted twice
+// (helper-69).
+func TestMintAgainWithItsTxIDMintsOnce(t *testing.T) {
+	n := startAuditNode(t)
+	n.startFolds()
+	const to = "agent://dave.local"
+	args := []string{"--key", n.keyPath, "--addr", n.tcp, "--http", n.http, "--to", to, "--amount", "5"}
+	var first strings.Builder
+	if err := runMint(args, &first); err != nil {
+		t.Fatalf("aglx mint = %v\n%s", err, first.String())
+	}
+	_, rest, ok := strings.Cut(first.String(), "--tx-id ")
+	id, _, _ := strings.Cut(rest, ")")
+	if !ok || !strings.HasPrefix(id, "mint-") {
+		t.Fatalf("aglx mint printed no transaction id to retry with:\n%s", first.String())
+	}
+	var again strings.Builder
+	if err := runMint(append(args, "--tx-id", id), &again); err != nil {
+		t.Fatalf("aglx mint --tx-id %s = %v\n%s", id, err, again.String())
+	}
+	// Both stored (this test node answers 202 and leaves the verdict to
+	// the state): the second is the event at seq 2.
+	var acct struct{ Balance string }
+	if err := getJSON(n.http, "/v1/accounts/agent/dave.local?seq=2", &acct); err != nil || acct.Balance != "5" {
+		t.Fatalf("dave's balance after a mint and its retry: %q, %v; want 5", acct.Balance, err)
+	}
+}

@@ -27,6 +27,7 @@ func runMint(args []string, stdout io.Writer) error {
 	keyPath := fs.String("key", "aglx-data/keys/node.key", "the node's key file")
 	addr := fs.String("addr", "127.0.0.1:2594", "the node's AGLX TCP address")
 	api := fs.String("http", "http://127.0.0.1:2595", "the node's HTTP API")
+	txID := fs.String("tx-id", "", "the mint's transaction_id (default: a new one, printed); run again with the same one after a lost reply, and the ledger books it once")
 	if stop, err := parseFlags(fs, args); stop {
 		return err
 	}
@@ -58,7 +59,15 @@ func runMint(args []string, stdout io.Writer) error {
 	if id := protocol.KeyID(key.Public()); id != node.KeyID {
 		return fmt.Errorf("%s is not the key of %s (key id %s, the node's is %s)", *keyPath, node.Name, id, node.KeyID)
 	}
-	body := mintBody(*amount, *reason, time.Now().UTC().Format(time.RFC3339), "mint-"+ulid.Make().String())
+	// Every run made a new transaction_id, so running a mint again after a
+	// lost reply minted twice (helper-69). The id is printed first, and
+	// --tx-id sends the same mint again, which the ledger books once.
+	id := *txID
+	if id == "" {
+		id = "mint-" + ulid.Make().String()
+	}
+	fmt.Fprintf(stdout, "minting %s to %s as transaction %s (after a lost reply, run again with --tx-id %s)\n", *amount, *to, id, id)
+	body := mintBody(*amount, *reason, time.Now().UTC().Format(time.RFC3339), id)
 	f := &protocol.Frame{Transport: protocol.TransportTCP, Body: body, Headers: []protocol.Header{
 		{Name: protocol.HeaderFrom, Value: node.Name},
 		{Name: protocol.HeaderTo, Value: *to},

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aglx/ledger/ledger"
 	"github.com/aglx/ledger/projections"
 	"github.com/aglx/ledger/protocol"
 )
@@ -21,7 +22,13 @@ const httpTimeout = 10 * time.Second
 
 // getJSON asks the node's HTTP API and decodes the answer into v.
 func getJSON(base, path string, v any) error {
-	c := http.Client{Timeout: httpTimeout}
+	return getJSONWithin(base, path, v, httpTimeout)
+}
+
+// getJSONWithin is getJSON with its own bound, for answers that take
+// long: the ledger digest hashes the whole ledger, seconds on a large one.
+func getJSONWithin(base, path string, v any, timeout time.Duration) error {
+	c := http.Client{Timeout: timeout}
 	if !strings.Contains(base, "://") {
 		base = "http://" + base // --http 127.0.0.1:2595 means the same
 	}
@@ -176,7 +183,9 @@ func runHistory(args []string, stdout io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if n := len(v.Entries); n > 0 && n >= *limit {
+	// The node gives at most ledger.EntriesLimitMax a page, whatever was
+	// asked: a --limit above it cut the list off with no hint (helper-69).
+	if n := len(v.Entries); n > 0 && n >= min(*limit, ledger.EntriesLimitMax) {
 		fmt.Fprintf(stdout, "(a full page: there may be more; add --after %v)\n", v.Entries[n-1]["seq"])
 	}
 	return nil
