@@ -116,4 +116,3 @@ func TestRegistryReferenceExamples(t *testing.T) {
 	rfSays(t, "node15", string(rfGetOK(t, m, "/v1/agents/agent/node15.local", last)), `"registered": false`, `"sighting"`, `"name": "Node15"`, `"transport": "udp"`)
 	rfSays(t, "/v1/mentors", string(rfGetOK(t, m, "/v1/mentors", last)), "agent://mentor01.local", `"credits_earned": "52.5"`)
 }
-
