@@ -153,7 +153,7 @@ func (f *Federation) push(ctx context.Context, seq uint64) (uint64, error) {
 		if r.Type() == "error" {
 			return seq, fmt.Errorf("the peer refused the sync: %s", r.Body)
 		}
-		if r.Type() != protocol.TypeRegistryAck || r.From() != f.Peer.URI {
+		if from, err := protocol.ParseURI(r.From()); r.Type() != protocol.TypeRegistryAck || err != nil || from.String() != f.Peer.URI {
 			return seq, fmt.Errorf("the peer answered the sync with %s from %s, not a registry.ack from %s (is %s the peer's --name?): %s",
 				r.Type(), r.From(), f.Peer.URI, f.Peer.URI, r.Body)
 		}

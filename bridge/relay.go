@@ -535,7 +535,8 @@ func (st *relayRun) restorePending(ctx context.Context) bool {
 			r.Lg.Warn("relay: the stream holds another event where a message owed before the restart was; given up (was the store restored from copies of different times?)",
 				"seq", p.Seq, "owed_event", p.EventID, "found_event", env.ID)
 		case !st.deliverable(env):
-			// Counted and logged by deliverable.
+			// Not the relay's, or refused: deliverable counted and logged
+			// what is news.
 		default:
 			st.mu.Lock()
 			st.requeue(&retryItem{env: env, attempts: p.Attempts, due: p.Due, addr: p.Addr})

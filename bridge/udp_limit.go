@@ -44,10 +44,19 @@ func newUDPLimiter() *udpLimiter {
 }
 
 // allow reports whether a datagram from addr may be read now. A host over
-// its budget does not spend the global one.
+// its budget does not spend the global one, and a datagram the global
+// budget refuses does not spend the host's.
+//
+// While more than half of udpHostsMax hosts are remembered (many sources
+// at once: a flood, spoofed most likely), a host not remembered starts with
+// an empty budget rather than a full burst: otherwise one sender resets its
+// own budget by sending from enough other addresses to have it forgotten
+// (helper-71). A quiet agent then waits a fifth of a second for its first
+// datagram.
 func (l *udpLimiter) allow(addr net.Addr, now time.Time) bool {
 	host := udpHostOf(addr)
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	h := l.hosts[host]
 	if h == nil {
 		if len(l.order) >= udpHostsMax {
@@ -58,12 +67,16 @@ func (l *udpLimiter) allow(addr net.Addr, now time.Time) bool {
 			l.order = append(l.order[:0], l.order[udpHostsMax/4:]...)
 		}
 		h = rate.NewLimiter(UDPPerHostPerSecondMax, UDPPerHostBurst)
+		if len(l.order) > udpHostsMax/2 {
+			h.AllowN(now, UDPPerHostBurst)
+		}
 		l.hosts[host] = h
 		l.order = append(l.order, host)
 	}
-	ok := h.AllowN(now, 1)
-	l.mu.Unlock()
-	return ok && l.all.AllowN(now, 1)
+	if l.all.TokensAt(now) < 1 {
+		return false
+	}
+	return h.AllowN(now, 1) && l.all.AllowN(now, 1)
 }
 
 // udpHostOf is hostOf for a datagram's source.

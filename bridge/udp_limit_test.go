@@ -4,6 +4,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // TestUDPLimiter: one host gets its burst and then its rate, whatever the
@@ -57,9 +59,6 @@ func TestUDPLimiter(t *testing.T) {
 			if got != UDPBurst {
 				t.Fatalf("%d hosts at once: %d taken, want the global burst %d", 3*UDPBurst, got, UDPBurst)
 			}
-			if n := len(newUDPLimiter().hosts); n != 0 {
-				t.Fatal("a new limiter remembers hosts")
-			}
 			if len(l.hosts) > udpHostsMax {
 				t.Fatalf("%d host budgets remembered, want at most %d", len(l.hosts), udpHostsMax)
 			}
@@ -67,5 +66,33 @@ func TestUDPLimiter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, newUDPLimiter()) })
+	}
+}
+
+// TestUDPLimiterForgettingResetsNoBudget: a sender that has spent its
+// budget cannot get a fresh one by sending from enough other addresses
+// for its own to be forgotten: under that pressure a host not remembered
+// starts with none (helper-71).
+func TestUDPLimiterForgettingResetsNoBudget(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	l := newUDPLimiter()
+	l.all = rate.NewLimiter(1e9, 1<<30) // the per-host bound alone
+	a := &net.UDPAddr{IP: net.ParseIP("127.0.0.1"), Port: 4000}
+	first, again := 0, 0
+	for range 100 {
+		if l.allow(a, at) {
+			first++
+		}
+	}
+	for i := range udpHostsMax {
+		l.allow(&net.UDPAddr{IP: net.IPv4(10, 9, byte(i>>8), byte(i)), Port: 1}, at)
+	}
+	for range 100 {
+		if l.allow(a, at) {
+			again++
+		}
+	}
+	if first != UDPPerHostBurst || again != 0 {
+		t.Fatalf("host a: %d datagrams taken, then, at the same instant after %d other sources, %d more; want %d and 0", first, udpHostsMax, again, UDPPerHostBurst)
 	}
 }

@@ -186,8 +186,9 @@ func (r *Registry) verifiedAtIngest(e *Event) (Verdict, bool) {
 	return Verdict{Auth: AuthValid, KeyID: keyID}, true
 }
 
-// signatureOf is protocol.SignatureOf with a fast path: a body in which the
-// word cannot occur, not even escaped, carries no signature member.
+// signatureOf is protocol.SignatureOf for a message Parse has read: one
+// without a top-level signature member (Parse found none, escaped names
+// included) is unsigned, and its body is not read again.
 func signatureOf(msg *protocol.Message, body []byte) (string, bool, error) {
 	if !msg.HasSignatureMember() {
 		// Unsigned, even if the body cannot be read for signing (a lone

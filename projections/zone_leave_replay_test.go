@@ -48,3 +48,25 @@ func TestZoneLeaveReplayCannotEndANewSession(t *testing.T) {
 		t.Errorf("a zone member took keyed carol's session: %s", rep.Body)
 	}
 }
+
+// TestZoneJoinStampedAheadDoesNotBlockTheOwnersLeave: a join's timestamp
+// is a zone member's word (every member holds the secret) and may run up
+// to the window ahead; a member who joined in a keyed agent's name with a
+// join stamped ahead made the agent's own signed leave look like a replay
+// of an earlier one (helper-71). The membership began when the join
+// arrived, at the latest.
+func TestZoneJoinStampedAheadDoesNotBlockTheOwnersLeave(t *testing.T) {
+	const carol = "agent://carol.local"
+	h := newHarness(t)
+	at := func(d time.Duration) time.Time { return regT0.Add(d) }
+	k := newEd25519(t)
+	h.bindKey(carol, k, at(0))
+	h.mustReply(signed(t, k, frame(carol, testNode, protocol.TypeRegistryUpdate,
+		fmt.Sprintf(`{"agent_name":"Carol","ttl":3600,"timestamp":%q}`, ts(at(time.Second))))), at(time.Second), protocol.TypeRegistryAck, protocol.StatusOK)
+	ahead := hmacSigned(t, testZoneSecretA, frame(carol, testNode, protocol.TypeZoneJoin,
+		fmt.Sprintf(`{"zone_id":"research-hub","agent_id":"x","timestamp":%q}`, ts(at(2*time.Second+4*time.Minute+50*time.Second)))))
+	h.mustReply(ahead, at(2*time.Second), protocol.TypeZoneConfirm, protocol.StatusOK)
+	leave := signed(t, k, frame(carol, testNode, protocol.TypeZoneLeave,
+		fmt.Sprintf(`{"zone_id":"research-hub","timestamp":%q}`, ts(at(10*time.Second)))))
+	h.mustReply(leave, at(10*time.Second), protocol.TypeAck, protocol.StatusOK)
+}

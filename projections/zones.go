@@ -312,10 +312,18 @@ func (r *Registry) zoneLeave(e *Event, p *protocol.ZoneLeave) {
 	// replay of the one that ended the last membership ended the next:
 	// then any zone member could join in the keyed agent's name and take
 	// its session (helper-70).
+	// The join's own stamp is a zone member's word (any member can make
+	// the HMAC) and may run up to the window ahead: bounded by when the
+	// join arrived, so that a join stamped ahead cannot block the owner's
+	// own leave (helper-71).
 	if m := z.members[e.From]; m != nil && r.last.v.Auth == AuthValid {
-		if ts, ok := signedTimestamp(e); ok && ts.Before(m.JoinStamp) {
-			r.refuse(e, protocol.StatusConflict, fmt.Sprintf("this zone.leave is stamped %s, before the join of the membership it would end (%s): a replay of an earlier leave",
-				rfc3339(ts), rfc3339(m.JoinStamp)))
+		began := m.JoinStamp
+		if m.JoinedAt.Before(began) {
+			began = m.JoinedAt
+		}
+		if ts, ok := signedTimestamp(e); ok && ts.Before(began) {
+			r.refuse(e, protocol.StatusConflict, fmt.Sprintf("this zone.leave is stamped %s, before the membership it would end began (%s): a replay of an earlier leave",
+				rfc3339(ts), rfc3339(began)))
 			return
 		}
 	}
