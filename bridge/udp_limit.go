@@ -25,6 +25,12 @@ const (
 	// hosts together: at most about 0.7 MB of log a second from UDP.
 	UDPPerSecondMax = 1000 // datagrams per second
 	UDPBurst        = 2000 // datagrams
+	// UDPPerNetPerSecondMax and UDPPerNetBurst bound the datagrams taken
+	// from one network (an IPv4 /24, an IPv6 /48): one site's addresses,
+	// each within its own bound, took the whole global budget, a /56 of
+	// 256 /64s alone 1,280 a second (helper-71).
+	UDPPerNetPerSecondMax = 100 // datagrams per second
+	UDPPerNetBurst        = 200 // datagrams
 	// udpHostsMax bounds the hosts whose budget is remembered. When it is
 	// full the oldest budgets are forgotten; a host forgotten starts with
 	// a full burst, which the global bound still caps.
@@ -54,10 +60,21 @@ func newUDPLimiter() *udpLimiter {
 // (helper-71). A quiet agent then waits a fifth of a second for its first
 // datagram.
 func (l *udpLimiter) allow(addr net.Addr, now time.Time) bool {
-	host := udpHostOf(addr)
+	host, network := udpHostOf(addr), udpNetOf(addr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h := l.hosts[host]
+	n := l.budget(network, UDPPerNetPerSecondMax, UDPPerNetBurst, now)
+	h := l.budget(host, UDPPerHostPerSecondMax, UDPPerHostBurst, now)
+	if l.all.TokensAt(now) < 1 || n.TokensAt(now) < 1 {
+		return false
+	}
+	return h.AllowN(now, 1) && n.AllowN(now, 1) && l.all.AllowN(now, 1)
+}
+
+// budget is the remembered budget of key, made (with rate r and burst b)
+// if there is none. The caller holds mu.
+func (l *udpLimiter) budget(key string, r rate.Limit, b int, now time.Time) *rate.Limiter {
+	h := l.hosts[key]
 	if h == nil {
 		if len(l.order) >= udpHostsMax {
 			drop := l.order[:udpHostsMax/4]
@@ -66,17 +83,27 @@ func (l *udpLimiter) allow(addr net.Addr, now time.Time) bool {
 			}
 			l.order = append(l.order[:0], l.order[udpHostsMax/4:]...)
 		}
-		h = rate.NewLimiter(UDPPerHostPerSecondMax, UDPPerHostBurst)
+		h = rate.NewLimiter(r, b)
 		if len(l.order) > udpHostsMax/2 {
-			h.AllowN(now, UDPPerHostBurst)
+			h.AllowN(now, b)
 		}
-		l.hosts[host] = h
-		l.order = append(l.order, host)
+		l.hosts[key] = h
+		l.order = append(l.order, key)
 	}
-	if l.all.TokensAt(now) < 1 {
-		return false
+	return h
+}
+
+// udpNetOf names the network of a datagram's source for
+// UDPPerNetPerSecondMax: its IPv4 /24 or IPv6 /48.
+func udpNetOf(a net.Addr) string {
+	ua, ok := a.(*net.UDPAddr)
+	if !ok {
+		return "net " + hostOf(a)
 	}
-	return h.AllowN(now, 1) && l.all.AllowN(now, 1)
+	if ip4 := ua.IP.To4(); ip4 != nil {
+		return "net " + ip4.Mask(net.CIDRMask(24, 32)).String() + "/24"
+	}
+	return "net " + ua.IP.Mask(net.CIDRMask(48, 128)).String() + "/48"
 }
 
 // udpHostOf is hostOf for a datagram's source.

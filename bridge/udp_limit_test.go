@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -52,15 +53,38 @@ func TestUDPLimiter(t *testing.T) {
 				t.Fatalf("100 addresses of one /64: %d taken, want %d", got, UDPPerHostBurst)
 			}
 		}},
-		{"all hosts together: the global burst", func(t *testing.T, l *udpLimiter) {
+		{"all hosts together: at most the global burst", func(t *testing.T, l *udpLimiter) {
 			got := taken(l, func(i int) net.Addr {
-				return &net.UDPAddr{IP: net.IPv4(10, byte(i>>16), byte(i>>8), byte(i)), Port: 4000}
+				return &net.UDPAddr{IP: net.IPv4(10, byte(i>>8), byte(i), 1), Port: 4000} // each in its own /24
 			}, 3*UDPBurst, at)
-			if got != UDPBurst {
-				t.Fatalf("%d hosts at once: %d taken, want the global burst %d", 3*UDPBurst, got, UDPBurst)
+			if got == 0 || got > UDPBurst {
+				t.Fatalf("%d hosts at once: %d taken, want some and at most the global burst %d", 3*UDPBurst, got, UDPBurst)
 			}
 			if len(l.hosts) > udpHostsMax {
-				t.Fatalf("%d host budgets remembered, want at most %d", len(l.hosts), udpHostsMax)
+				t.Fatalf("%d budgets remembered, want at most %d", len(l.hosts), udpHostsMax)
+			}
+		}},
+		{"one network: its own bound", func(t *testing.T, l *udpLimiter) {
+			got := taken(l, func(i int) net.Addr {
+				return &net.UDPAddr{IP: net.IPv4(10, 0, 0, byte(i)), Port: 4000}
+			}, 256*UDPPerHostBurst, at)
+			if got != UDPPerNetBurst {
+				t.Fatalf("256 hosts of one /24, each its whole burst: %d taken, want the network's burst %d", got, UDPPerNetBurst)
+			}
+		}},
+		// One site's /64s, each within its own bound, took the whole
+		// global budget, and a quiet agent elsewhere got nothing
+		// (helper-71).
+		{"one IPv6 site does not starve a quiet agent", func(t *testing.T, l *udpLimiter) {
+			agent := &net.UDPAddr{IP: net.ParseIP("192.0.2.7"), Port: 4000}
+			for sec := range 10 {
+				now := at.Add(time.Duration(sec) * time.Second)
+				taken(l, func(i int) net.Addr {
+					return &net.UDPAddr{IP: net.ParseIP(fmt.Sprintf("2001:db8:0:%02x00::1", i%256)), Port: 4000}
+				}, 256*UDPPerHostBurst, now)
+				if !l.allow(agent, now) {
+					t.Fatalf("second %d: a quiet agent's one announce was dropped while one /56 flooded", sec)
+				}
 			}
 		}},
 	}
