@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/protocol"
 )
 
@@ -240,5 +241,70 @@ func TestFederationNeedsABoundKey(t *testing.T) {
 				t.Fatalf("the peer merged %v", ids)
 			}
 		})
+	}
+}
+
+// TestFederationTakesAnAckInAnyCase: addresses are case-insensitive, so a
+// peer that writes its own name in another case in its registry.ack has
+// taken the push; counted as failed, every push carried the same entries
+// again, for ever (helper-71).
+func TestFederationTakesAnAckInAnyCase(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	bodies := make(chan string, 100)
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				c := bridge.NewClient(nc)
+				defer c.Close()
+				for {
+					f, err := c.ReadReply() // reads any frame
+					if err != nil {
+						return
+					}
+					bodies <- string(f.Body)
+					c.WriteFrame(&protocol.Frame{Transport: protocol.TransportTCP, Headers: []protocol.Header{
+						{Name: protocol.HeaderFrom, Value: "registry://Backup.LOCAL"},
+						{Name: protocol.HeaderTo, Value: f.From()},
+						{Name: protocol.HeaderType, Value: protocol.TypeRegistryAck},
+						{Name: protocol.HeaderStatus, Value: "200 OK"},
+					}, Body: []byte(`{"merged":1}`)})
+					c.Flush()
+				}
+			}()
+		}
+	}()
+	a := startNodeWith(t, t.TempDir(), func(c *Config) {
+		c.Name = "registry://main.local"
+		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + ln.Addr().String()}, 100*time.Millisecond
+	})
+	next := func() string {
+		t.Helper()
+		select {
+		case b := <-bodies:
+			return b
+		case <-time.After(20 * time.Second):
+			t.Fatal("no registry.sync reached the peer")
+			return ""
+		}
+	}
+	register(t, a, "agent://first.local")
+	if b := next(); !strings.Contains(b, "agent://first.local") {
+		t.Fatalf("the first push: %s", b)
+	}
+	register(t, a, "agent://second.local")
+	b := next()
+	for !strings.Contains(b, "agent://second.local") {
+		b = next() // pushes sent again before the second agent came
+	}
+	if strings.Contains(b, "agent://first.local") {
+		t.Fatalf("the push after an ack from registry://Backup.LOCAL carried the first agent again (failures %d): %s", a.federations[0].Failures(), b)
 	}
 }
