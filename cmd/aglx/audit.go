@@ -45,8 +45,12 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	// A node that is starting answers 503 until it serves: waited for,
 	// as the replay is below (it failed the audit at once: helper-69).
+	// One --wait for the whole audit: the node's start, its replay and
+	// its digest each waited the whole of it (helper-71).
+	deadline := time.Now().Add(*wait)
+	left := func() time.Duration { return max(time.Until(deadline), 0) }
 	var node bridge.NodeInfo
-	if err := getJSONUntil(*api, "/v1/node", &node, httpTimeout, *wait); err != nil {
+	if err := getJSONUntil(*api, "/v1/node", &node, httpTimeout, left()); err != nil {
 		return fmt.Errorf("asking the node its name and key: %w", err)
 	}
 	// The fold needs the node's public key only, to check what the node
@@ -73,13 +77,13 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("reading where the log ends: %w", err)
 	}
-	if err := waitApplied(ctx, *api, end, *wait, stdout); err != nil {
+	if err := waitApplied(ctx, *api, end, left(), stdout); err != nil {
 		return err
 	}
 	// ?seq= makes the node answer at end or later even if it restarted
 	// meanwhile; a later position is audited whole too, since the fold
 	// below reads the log up to the digest's position.
-	live, err := digestAt(*api, end, *wait)
+	live, err := digestAt(*api, end, left())
 	if err != nil {
 		return fmt.Errorf("asking the node its ledger digest at seq %d: %w", end, err)
 	}
