@@ -77,7 +77,7 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("reading where the log ends: %w", err)
 	}
-	if err := waitApplied(ctx, *api, end, left(), stdout); err != nil {
+	if err := waitApplied(ctx, *api, end, *wait, deadline, stdout); err != nil {
 		return err
 	}
 	// ?seq= makes the node answer at end or later even if it restarted
@@ -118,12 +118,12 @@ const (
 )
 
 // waitApplied waits until the node's projections have applied the event
-// at seq, asking /healthz (applied_seq), for at most wait. It says once
+// at seq, asking /healthz (applied_seq), until deadline (what is left of
+// --wait, which the messages name). It says once
 // that it waits, and how far the node is every appliedProgress. A node
 // that is starting (503 "starting") or whose log does not answer for a
 // moment is waited for too; the error at the end says what it last said.
-func waitApplied(ctx context.Context, api string, seq uint64, wait time.Duration, stdout io.Writer) error {
-	deadline := time.Now().Add(wait)
+func waitApplied(ctx context.Context, api string, seq uint64, wait time.Duration, deadline time.Time, stdout io.Writer) error {
 	var said time.Time
 	for {
 		h, err := health(ctx, api)
