@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -141,18 +142,33 @@ func (s *Server) startConn(nc net.Conn, transport string) {
 // address, or the /64 network of its IPv6 address, since one IPv6 host
 // usually holds a whole /64 and could take every slot one address at a
 // time (helper-55).
-func hostOf(a net.Addr) string {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		if ip4 := ta.IP.To4(); ip4 != nil {
+func hostOf(a net.Addr) string { return prefixOf(a, 32, 64) }
+
+// prefixOf names the network of a peer's address: its IPv4 address masked
+// to v4 bits, or its IPv6 address to v6 bits, with the length written
+// unless the address is whole. A TCP or UDP address; any other is named
+// by its host.
+func prefixOf(a net.Addr, v4, v6 int) string {
+	var ip net.IP
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		ip = a.IP
+	case *net.UDPAddr:
+		ip = a.IP
+	default:
+		host, _, err := net.SplitHostPort(a.String())
+		if err != nil {
+			return a.String()
+		}
+		return host
+	}
+	if ip4 := ip.To4(); ip4 != nil {
+		if v4 == 32 {
 			return ip4.String()
 		}
-		return ta.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
+		return ip4.Mask(net.CIDRMask(v4, 32)).String() + "/" + strconv.Itoa(v4)
 	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return host
+	return ip.Mask(net.CIDRMask(v6, 128)).String() + "/" + strconv.Itoa(v6)
 }
 
 // refuseConn tells a connection over the limit why it is closed, off the

@@ -56,11 +56,6 @@ type API struct {
 	// Certs, when the node serves TLS, gives NodeInfo.TLSPin: the
 	// certificate may be renewed while the node runs.
 	Certs *Certs
-	// Store, if set, says why the store under the log is down, or nil: the
-	// embedded JetStream shuts itself down, or a stream of it fails a
-	// write on a full disk, and the log's own health, which a commit's
-	// timeout does not mark for good, would go on saying ok.
-	Store func() error
 	// StoreFree, if set, is the free space under the store, for
 	// aglx_store_free_bytes; an error leaves the gauge out.
 	StoreFree func() (uint64, error)
@@ -275,14 +270,6 @@ func (api API) ready(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, body)
 }
 
-// storeErr is Store's answer, nil where there is no Store.
-func (api API) storeErr() error {
-	if api.Store == nil {
-		return nil
-	}
-	return api.Store()
-}
-
 // caughtUp reports whether the projections have caught up with the log as
 // it stood at start.
 func (api API) caughtUp() bool {
@@ -299,7 +286,7 @@ func (api API) healthOf(rctx context.Context) (int, map[string]any) {
 	ctx, cancel := context.WithTimeout(rctx, healthTimeout)
 	defer cancel()
 	var last uint64
-	err := api.storeErr() // first: a store that is down does not answer the next question either
+	err := api.Log.StoreDown() // first: a store that is down does not answer the next question either
 	if err == nil {
 		last, err = api.Log.LastSeq(ctx)
 	}

@@ -33,7 +33,7 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 	// The state of the node, for alerts that should not wait for a
 	// commit to fail: /healthz's verdict, without its call to the stream.
 	healthy := 1
-	if api.storeErr() != nil || api.Log.Healthy() != nil {
+	if api.Log.Healthy() != nil { // the store's state included
 		healthy = 0
 	}
 	put("aglx_healthy", "gauge", "1 while the log takes appends (as /healthz judges, without asking the stream), else 0.", healthy)

@@ -60,7 +60,7 @@ func newUDPLimiter() *udpLimiter {
 // (helper-71). A quiet agent then waits a fifth of a second for its first
 // datagram.
 func (l *udpLimiter) allow(addr net.Addr, now time.Time) bool {
-	host, network := udpHostOf(addr), udpNetOf(addr)
+	host, network := hostOf(addr), "net "+prefixOf(addr, 24, 48)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := l.budget(network, UDPPerNetPerSecondMax, UDPPerNetBurst, now)
@@ -91,28 +91,4 @@ func (l *udpLimiter) budget(key string, r rate.Limit, b int, now time.Time) *rat
 		l.order = append(l.order, key)
 	}
 	return h
-}
-
-// udpNetOf names the network of a datagram's source for
-// UDPPerNetPerSecondMax: its IPv4 /24 or IPv6 /48.
-func udpNetOf(a net.Addr) string {
-	ua, ok := a.(*net.UDPAddr)
-	if !ok {
-		return "net " + hostOf(a)
-	}
-	if ip4 := ua.IP.To4(); ip4 != nil {
-		return "net " + ip4.Mask(net.CIDRMask(24, 32)).String() + "/24"
-	}
-	return "net " + ua.IP.Mask(net.CIDRMask(48, 128)).String() + "/48"
-}
-
-// udpHostOf is hostOf for a datagram's source.
-func udpHostOf(a net.Addr) string {
-	if ua, ok := a.(*net.UDPAddr); ok {
-		if ip4 := ua.IP.To4(); ip4 != nil {
-			return ip4.String()
-		}
-		return ua.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
-	}
-	return hostOf(a)
 }

@@ -103,7 +103,7 @@ type dupOf struct {
 }
 
 func (l *Log) commit(pend []*Pending, buf []byte) []byte {
-	if err := l.storeDown(); err != nil {
+	if err := l.StoreDown(); err != nil {
 		for _, p := range pend {
 			p.fail(err)
 		}

@@ -3,10 +3,7 @@ package events
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
 )
 
 // RestartFreeMin is the free space a start of the node needs on its store
@@ -15,7 +12,12 @@ import (
 // the free disk. A node that runs with less keeps running, but does not
 // come back after a stop or a crash until space is freed, which an
 // operator should learn before, not during, an incident (helper-61).
-const RestartFreeMin = WALBytesMaxDefault * 4 / 3 // bytes
+const RestartFreeMin = WALBytesMaxDefault * 4 / 3 // bytes: freeForReservation(WALBytesMaxDefault)
+
+// freeForReservation is the free disk JetStream wants before it grants a
+// stream's reservation of n bytes: it grants one only within three
+// quarters of what is free.
+func freeForReservation(n int64) int64 { return n * 4 / 3 }
 
 // Free-space watch.
 const (
@@ -25,13 +27,6 @@ const (
 	// it stays low.
 	freeWarnInterval = 10 * time.Minute
 )
-
-// StreamDir is where the embedded server keeps stream name on disk, for
-// the instructions an operator follows by hand (a damaged stream is moved
-// aside): the node's streams are in the server's global account.
-func (s *Server) StreamDir(name string) string {
-	return filepath.Join(s.storeDir, "jetstream", server.DEFAULT_GLOBAL_ACCOUNT, "streams", name)
-}
 
 // StoreFree is the free space on the file system of the embedded server's
 // store, or an error where it cannot be read (a platform without statfs).

@@ -305,7 +305,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 			// when it loads the streams, and the refusal named only this
 			// stream (helper-61).
 			return nil, fmt.Errorf("events: open stream %s: JetStream finds too little free disk for the streams' reservations (a start needs about %d MiB free besides what the streams hold; OPERATIONS.md, \"The disk\"): %w",
-				cfg.Stream, cfg.WALBytesMax*4/3>>20, err)
+				cfg.Stream, freeForReservation(cfg.WALBytesMax)>>20, err)
 		}
 		return nil, fmt.Errorf("events: create stream %s: %w", cfg.Stream, err)
 	}
@@ -316,7 +316,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	wal, err := js.CreateOrUpdateStream(ctx, wc)
 	if err != nil {
 		return nil, fmt.Errorf("events: create stream %s: it reserves %d MiB of the JetStream store, and JetStream grants a reservation only within three quarters of the free disk (about %d MiB free is needed besides what the streams hold): %w",
-			cfg.walStream(), cfg.WALBytesMax>>20, cfg.WALBytesMax*4/3>>20, err)
+			cfg.walStream(), cfg.WALBytesMax>>20, freeForReservation(cfg.WALBytesMax)>>20, err)
 	}
 	walMsgMax, err := walMessageMax(nc, cfg)
 	if err != nil {
@@ -523,7 +523,7 @@ func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
 		p.fail(errors.New("events: the log is open read-only"))
 		return p
 	}
-	if err := l.storeDown(); err != nil {
+	if err := l.StoreDown(); err != nil {
 		p.fail(err)
 		return p
 	}
@@ -599,7 +599,7 @@ func unavailable(err error) error {
 // Healthy reports why the log refuses appends or why its last commit
 // failed, or nil.
 func (l *Log) Healthy() error {
-	if err := l.storeDown(); err != nil {
+	if err := l.StoreDown(); err != nil {
 		return err
 	}
 	if err := l.unhealthy.get(); err != nil {
@@ -611,8 +611,10 @@ func (l *Log) Healthy() error {
 	return l.lastCommitErr.get()
 }
 
-// storeDown is Config.StoreDown's answer, nil without one.
-func (l *Log) storeDown() error {
+// StoreDown is Config.StoreDown's answer, nil without one: why the store
+// takes nothing, known without asking it (a health check asks it only
+// when this says nothing).
+func (l *Log) StoreDown() error {
 	if l.cfg.StoreDown == nil {
 		return nil
 	}

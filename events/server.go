@@ -196,6 +196,13 @@ func (s *Server) JetStreamDown() error {
 	return errors.New("events: the embedded JetStream is shut down (the server's log says why): free space if the disk is full, and restart the node; nothing acknowledged is lost")
 }
 
+// StreamDir is where the embedded server keeps stream name on disk, for
+// the instructions an operator follows by hand (a damaged stream is moved
+// aside): the node's streams are in the server's global account.
+func (s *Server) StreamDir(name string) string {
+	return filepath.Join(s.storeDir, "jetstream", server.DEFAULT_GLOBAL_ACCOUNT, "streams", name)
+}
+
 // streamWriteError is how the server's log reports that a stream failed a
 // write and will store nothing more (nats-server's stream.go,
 // setWriteErrLocked): "JetStream stream 'ACCOUNT > NAME' critical write

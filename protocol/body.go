@@ -141,19 +141,29 @@ const startLinePrefix = "AGLX/"
 // answers false when nothing but white space has arrived yet.
 func (d *Decoder) bodyBuffered() bool {
 	b, _ := d.r.Peek(d.r.Buffered())
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case 0xC2:
-			if i+1 < len(b) && b[i+1] == 0xA0 {
-				i++
-				continue
-			}
+	for len(b) > 0 {
+		w := bodyLeadBlank(b)
+		if w == 0 {
+			return b[0] == '{'
 		}
-		return b[i] == '{'
+		b = b[w:]
 	}
 	return false
+}
+
+// bodyLeadBlank is the width of the white space b starts with, as it may
+// come between the separator and the body (space, tab, CR, LF, U+00A0),
+// or 0. A lone 0xC2 at b's end is not known to be white space yet.
+func bodyLeadBlank(b []byte) int {
+	switch b[0] {
+	case ' ', '\t', '\r', '\n':
+		return 1
+	case 0xC2:
+		if len(b) > 1 && b[1] == 0xA0 {
+			return 2
+		}
+	}
+	return 0
 }
 
 // skipBodyLead skips the white space between the separator line and the
@@ -165,17 +175,16 @@ func (d *Decoder) skipBodyLead() error {
 		if err != nil {
 			return err
 		}
-		switch b[0] {
-		case ' ', '\t', '\r', '\n':
-			d.r.Discard(1)
-			continue
-		case 0xC2:
-			if b2, err := d.r.Peek(2); err == nil && b2[1] == 0xA0 {
-				d.r.Discard(2)
-				continue
+		if b[0] == 0xC2 {
+			if b2, err := d.r.Peek(2); err == nil {
+				b = b2
 			}
 		}
-		return nil
+		w := bodyLeadBlank(b)
+		if w == 0 {
+			return nil
+		}
+		d.r.Discard(w)
 	}
 	return fatalf(StatusTooLarge, "more than %d bytes of white space before the body", LeadingBlankSizeMax)
 }

@@ -10,34 +10,7 @@ import (
 // slice. It writes the headers in order, drops any CONTENT-LENGTH it was given
 // and writes a correct one, so that what the node sends is never
 // self-contradictory. Lines end in LF; the separator line is empty.
-func AppendFrame(dst []byte, f *Frame) []byte {
-	transport := f.Transport
-	if transport == "" {
-		transport = TransportTCP
-	}
-	dst = append(dst, Version...)
-	dst = append(dst, ' ')
-	dst = append(dst, transport...)
-	dst = append(dst, '\n')
-	for _, h := range f.Headers {
-		if equalFoldASCII(h.Name, HeaderContentLength) {
-			continue
-		}
-		dst = appendLine(dst, h.Name)
-		dst = append(dst, ": "...)
-		dst = appendLine(dst, h.Value)
-		dst = append(dst, '\n')
-	}
-	dst = append(dst, HeaderContentLength...)
-	dst = append(dst, ": "...)
-	dst = strconv.AppendInt(dst, int64(len(f.Body)), 10)
-	dst = append(dst, "\n\n"...)
-	dst = append(dst, f.Body...)
-	if len(f.Body) > 0 {
-		dst = append(dst, '\n')
-	}
-	return dst
-}
+func AppendFrame(dst []byte, f *Frame) []byte { return appendFrame(dst, f, true) }
 
 // AppendFrameAsGiven appends f to dst with its headers as they stand: in
 // order, repeats and spelling kept, CONTENT-LENGTH written as given or
@@ -49,7 +22,12 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 // written as spaces, as AppendFrame does, so that no header can forge a
 // line; the decoder refuses them, so a frame the node stored is written
 // byte for byte. The body ends with a newline, as AppendFrame's does.
-func AppendFrameAsGiven(dst []byte, f *Frame) []byte {
+func AppendFrameAsGiven(dst []byte, f *Frame) []byte { return appendFrame(dst, f, false) }
+
+// appendFrame writes f for AppendFrame (ownLength: the sender's
+// CONTENT-LENGTH dropped and a correct one written last) and
+// AppendFrameAsGiven (the headers exactly as they stand).
+func appendFrame(dst []byte, f *Frame, ownLength bool) []byte {
 	transport := f.Transport
 	if transport == "" {
 		transport = TransportTCP
@@ -59,9 +37,18 @@ func AppendFrameAsGiven(dst []byte, f *Frame) []byte {
 	dst = append(dst, transport...)
 	dst = append(dst, '\n')
 	for _, h := range f.Headers {
+		if ownLength && equalFoldASCII(h.Name, HeaderContentLength) {
+			continue
+		}
 		dst = appendLine(dst, h.Name)
 		dst = append(dst, ": "...)
 		dst = appendLine(dst, h.Value)
+		dst = append(dst, '\n')
+	}
+	if ownLength {
+		dst = append(dst, HeaderContentLength...)
+		dst = append(dst, ": "...)
+		dst = strconv.AppendInt(dst, int64(len(f.Body)), 10)
 		dst = append(dst, '\n')
 	}
 	dst = append(dst, '\n')

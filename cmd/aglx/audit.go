@@ -167,12 +167,10 @@ type healthz struct {
 // unavailable says why; any other status is an error.
 func health(ctx context.Context, api string) (healthz, error) {
 	var h healthz
-	if !strings.Contains(api, "://") {
-		api = "http://" + api
-	}
+	api = strings.TrimRight(apiURL(api, ""), "/")
 	ctx, cancel := context.WithTimeout(ctx, httpTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(api, "/")+"/healthz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/healthz", nil)
 	if err != nil {
 		return h, err
 	}
@@ -217,7 +215,8 @@ func getJSONUntil(api, path string, v any, timeout, wait time.Duration) error {
 	until := time.Now().Add(wait)
 	for {
 		err := getJSONWithin(api, path, v, timeout)
-		if err == nil || !strings.HasPrefix(err.Error(), "503 ") || time.Now().After(until) {
+		var se *statusError
+		if !errors.As(err, &se) || se.code != http.StatusServiceUnavailable || time.Now().After(until) {
 			return err
 		}
 		time.Sleep(time.Second)

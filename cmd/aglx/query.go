@@ -25,14 +25,29 @@ func getJSON(base, path string, v any) error {
 	return getJSONWithin(base, path, v, httpTimeout)
 }
 
+// statusError is an answer of the node's HTTP API other than 200, with
+// the reason it gave.
+type statusError struct {
+	code        int
+	status, msg string
+}
+
+func (e *statusError) Error() string { return e.status + ": " + e.msg }
+
+// apiURL is path on the node's HTTP API at base, which may leave out the
+// scheme (--http 127.0.0.1:2595 means the same).
+func apiURL(base, path string) string {
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	return strings.TrimRight(base, "/") + path
+}
+
 // getJSONWithin is getJSON with its own bound, for answers that take
 // long: the ledger digest hashes the whole ledger, seconds on a large one.
 func getJSONWithin(base, path string, v any, timeout time.Duration) error {
 	c := http.Client{Timeout: timeout}
-	if !strings.Contains(base, "://") {
-		base = "http://" + base // --http 127.0.0.1:2595 means the same
-	}
-	resp, err := c.Get(strings.TrimRight(base, "/") + path)
+	resp, err := c.Get(apiURL(base, path))
 	if err != nil {
 		// Nothing there, most likely: say which flag names the node.
 		return fmt.Errorf("%w (is a node serving its HTTP API at %s? --http names it)", err, base)
@@ -48,7 +63,7 @@ func getJSONWithin(base, path string, v any, timeout time.Duration) error {
 		if e.Error == "" {
 			e.Error = strings.TrimSpace(string(b))
 		}
-		return fmt.Errorf("%s: %s", resp.Status, e.Error)
+		return &statusError{code: resp.StatusCode, status: resp.Status, msg: e.Error}
 	}
 	// Numbers decoded into an any stay their text: as float64 a seq of
 	// 1,234,567 would print as 1.234567e+06.

@@ -234,7 +234,7 @@ func (m *Main) Run(ctx context.Context) error {
 			Certs: m.tlsCerts,
 		}
 		if m.ns != nil {
-			api.Store, api.StoreFree = m.ns.JetStreamDown, m.ns.StoreFree
+			api.StoreFree = m.ns.StoreFree
 		}
 		h := bridge.HTTPHandler(api)
 		m.httpAPI.Store(&h)
