@@ -83,7 +83,7 @@ type item struct {
 	validated chan struct{}
 	env       *events.Envelope // the event to append, if the frame is valid
 	accepted  protocol.Status  // 200 or 202, for a valid frame
-	keyed     bool             // its sender has a key, and the policy wants it signed
+	keyed     bool             // the fold judges its signature against a key (Verifier.NeedsCheck)
 	refusal   error            // why the frame was refused, if it was
 
 	pending *events.Pending // set by the sequencer when appended

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
-	"weak"
 
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/ledger"
@@ -174,7 +172,7 @@ func (r *Registry) verifiedAtIngest(e *Event) (Verdict, bool) {
 	if !haveKey {
 		return Verdict{}, false
 	}
-	if kid, ok, found := c.Get(e.Envelope); !found || !ok || kid != keyID {
+	if err, found := c.Get(e.Envelope, keyID); !found || err != nil {
 		return Verdict{}, false
 	}
 	if reason := r.staleness(e); reason != "" {
@@ -214,17 +212,38 @@ func (r *Registry) keyFor(uri string, seq uint64) (crypto.PublicKey, string, boo
 	return k.pub, k.KeyID, true
 }
 
-// verifyCached verifies e's signature, or takes the ingest's verdict when
-// it was reached with the same key. Only a positive verdict is taken: a
-// failure is verified again for its reason, which costs nothing in the
-// common case.
+// verifyCached verifies e's signature under pub, or takes the ingest's
+// outcome when it was reached with the same key: success, or the failure
+// with its reason, which is what VerifyEnvelope would return again.
 func (r *Registry) verifyCached(pub crypto.PublicKey, keyID string, e *Event) error {
 	if c := r.cfg.Verdicts; c != nil {
-		if kid, ok, found := c.Get(e.Envelope); found && ok && kid == keyID {
-			return nil
+		if err, found := c.Get(e.Envelope, keyID); found {
+			return err
 		}
 	}
 	return VerifyEnvelope(pub, e.Envelope)
+}
+
+// carriedKey is protocol.ParsePublicKey of the key an auth.request
+// carries, or the ingest's parse of it when there was one.
+func (r *Registry) carriedKey(e *Event, text string) (crypto.PublicKey, string, error) {
+	if c := r.cfg.Verdicts; c != nil {
+		if k, found := c.Carried(e.Envelope); found {
+			return k.Pub, k.KeyID, k.Err
+		}
+	}
+	k := ParseCarriedKey(text)
+	return k.Pub, k.KeyID, k.Err
+}
+
+// ParseCarriedKey reads the public key an auth.request carries, the one
+// way both the fold and the ingest workers read it.
+func ParseCarriedKey(text string) *CarriedKey {
+	pub, err := protocol.ParsePublicKey(text)
+	if err != nil {
+		return &CarriedKey{Err: err}
+	}
+	return &CarriedKey{Pub: pub, KeyID: protocol.KeyID(pub)}
 }
 
 // VerifyEnvelope checks the signature e carries against pub, over FROM, TO,
@@ -314,92 +333,4 @@ func sigReason(err error) string {
 		return pe.Reason
 	}
 	return err.Error()
-}
-
-// VerdictCacheMax bounds the verdicts a VerdictCache holds; the oldest go
-// first. A verdict is needed only between ingest and fold, which is
-// moments, so 65,536 covers any backlog the pipeline bounds allow.
-const VerdictCacheMax = 1 << 16 // verdicts
-
-// VerdictCache memoises signature checks between the bridge and the fold.
-// The bridge verifies each signed frame at ingest, in parallel workers,
-// against the sender's key as it is then (CurrentKey, under Runner.View),
-// and Puts the result for that envelope with that key's id. The fold takes
-// a cached result only for the very envelope that was checked (the one
-// the log hands on from memory) and only when it names the key the fold
-// itself would use, so the cache changes how fast a verdict is reached,
-// never what it is: a verdict is a pure function of the message and the
-// key. Until 2026-11-30 it was looked up by event id alone, and a second
-// message with the same id (only a client writing into the event stream
-// beside the node can make one) took the first one's verdict live but not
-// on replay. It is safe for concurrent use; its zero value is ready to
-// use.
-type VerdictCache struct {
-	mu    sync.Mutex
-	m     map[string]cachedVerdict
-	order []string // event ids in order of first Put
-}
-
-type cachedVerdict struct {
-	// env is the envelope checked. Weak: the cache must not keep up to
-	// VerdictCacheMax events alive, and a pointer made from another
-	// envelope, even one allocated where this one was, never equals it.
-	env   weak.Pointer[events.Envelope]
-	keyID string
-	ok    bool
-}
-
-// NewVerdictCache returns an empty cache.
-func NewVerdictCache() *VerdictCache { return &VerdictCache{} }
-
-// Put records that the signature env carries did (ok) or did not verify
-// against the key keyID (protocol.KeyID of it).
-func (c *VerdictCache) Put(env *events.Envelope, keyID string, ok bool) {
-	c.PutAll([]VerdictEntry{{env, keyID, ok}})
-}
-
-// VerdictEntry is one verdict for PutAll.
-type VerdictEntry struct {
-	Env   *events.Envelope
-	KeyID string
-	OK    bool
-}
-
-// PutAll is Put for each of vs, under one hold of the cache's lock: the
-// validation workers record a batch's verdicts at once.
-func (c *VerdictCache) PutAll(vs []VerdictEntry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = make(map[string]cachedVerdict)
-	}
-	for _, v := range vs {
-		if _, dup := c.m[v.Env.ID]; !dup {
-			c.order = append(c.order, v.Env.ID)
-		}
-		c.m[v.Env.ID] = cachedVerdict{weak.Make(v.Env), v.KeyID, v.OK}
-		for len(c.m) > VerdictCacheMax {
-			delete(c.m, c.order[0])
-			c.order = c.order[1:]
-		}
-	}
-}
-
-// Get returns the verdict recorded for env itself, if any: not one
-// recorded for another envelope with the same event id.
-func (c *VerdictCache) Get(env *events.Envelope) (keyID string, ok, found bool) {
-	c.mu.Lock()
-	v, found := c.m[env.ID]
-	c.mu.Unlock()
-	if !found || v.env != weak.Make(env) {
-		return "", false, false
-	}
-	return v.keyID, v.ok, true
-}
-
-// Len is the number of verdicts held.
-func (c *VerdictCache) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.m)
 }

@@ -3,6 +3,7 @@ package projections
 import (
 	"bytes"
 	"crypto"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -152,6 +153,9 @@ func TestNeedsSignature(t *testing.T) {
 	}
 }
 
+// errForged stands for a failed check's error in the cache's own tests.
+var errForged = errors.New("forged")
+
 func TestVerdictCacheBoundAndRace(t *testing.T) {
 	var c VerdictCache // the zero value is ready
 	var wg sync.WaitGroup
@@ -162,9 +166,17 @@ func TestVerdictCacheBoundAndRace(t *testing.T) {
 			defer wg.Done()
 			for i := range each {
 				env := &events.Envelope{ID: fmt.Sprintf("ev-%d-%d", w, i)}
-				c.Put(env, "k", i%2 == 0)
-				if kid, ok, found := c.Get(env); found && (kid != "k" || ok != (i%2 == 0)) {
-					t.Errorf("Get(%s) = %q, %v", env.ID, kid, ok)
+				var verdict error
+				if i%2 == 1 {
+					verdict = errForged
+				}
+				c.Put(env, "k", verdict)
+				if err, found := c.Get(env, "k"); found && err != verdict {
+					t.Errorf("Get(%s) = %v, want %v", env.ID, err, verdict)
+					return
+				}
+				if _, found := c.Get(env, "other"); found {
+					t.Errorf("Get(%s) under another key found a verdict", env.ID)
 					return
 				}
 			}
@@ -175,13 +187,13 @@ func TestVerdictCacheBoundAndRace(t *testing.T) {
 		t.Errorf("Len = %d, want %d (bounded)", n, VerdictCacheMax)
 	}
 	newest := &events.Envelope{ID: "newest"}
-	c.Put(newest, "k", true)
-	if _, _, found := c.Get(newest); !found {
+	c.Put(newest, "k", nil)
+	if _, found := c.Get(newest, "k"); !found {
 		t.Error("the newest verdict was evicted")
 	}
 	// Another envelope with the same event id is not the one checked: it
 	// gets no verdict from the cache (it used to get this one's).
-	if _, _, found := c.Get(&events.Envelope{ID: "newest"}); found {
+	if _, found := c.Get(&events.Envelope{ID: "newest"}, "k"); found {
 		t.Error("a verdict was taken for another envelope with the same event id")
 	}
 }
@@ -232,7 +244,7 @@ func TestVerdictCacheInTheFold(t *testing.T) {
 			for e := range jobs {
 				pub, kid, ok := h.r.CurrentKey(e.From)
 				if ok {
-					cache.Put(e.Envelope, kid, VerifyEnvelope(pub, e.Envelope) == nil)
+					cache.Put(e.Envelope, kid, VerifyEnvelope(pub, e.Envelope))
 				}
 			}
 		}()
@@ -262,7 +274,7 @@ func TestVerdictCacheInTheFold(t *testing.T) {
 	// A positive verdict cached for another key does not make a forgery valid.
 	forged := h.event(signed(t, newEd25519(t), frame(bob, testNode, protocol.TypeRegistryUpdate,
 		fmt.Sprintf(`{"agent_name":"Bob","timestamp":%q}`, ts(at(300))))), at(300))
-	cache.Put(forged.Envelope, protocol.KeyID(k1.Public()), true)
+	cache.Put(forged.Envelope, protocol.KeyID(k1.Public()), nil)
 	if v := h.r.Authenticate(forged); v.Auth != AuthInvalid || !strings.Contains(v.Reason, "does not match") {
 		t.Errorf("Authenticate(forgery with a stale cached verdict) = %+v, want invalid", v)
 	}

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"crypto"
 	"runtime"
 	"sync"
 
@@ -19,57 +20,84 @@ type IngestVerifier struct {
 	batcher  protocol.SigBatcher
 }
 
-// NeedsCheck reports whether VerifyBatch would check env's signature: the
-// policy covers the message and its sender has a key.
+// NeedsCheck reports whether the fold will judge env's signature against a
+// key, which VerifyBatch then checks ahead of it: a message the policy
+// wants signed, or one that carries a signature, from a sender with a key;
+// and an auth.request that carries one, against the key it carries.
 func (v *IngestVerifier) NeedsCheck(env *events.Envelope, msg *protocol.Message) bool {
-	if v == nil || !MessageNeedsSignature(msg) {
+	if v == nil || msg.Info.Name == protocol.TypeZoneJoin {
+		return false
+	}
+	if msg.Info.Name == protocol.TypeAuthRequest && msg.HasSignatureMember() {
+		return true
+	}
+	if !MessageNeedsSignature(msg) && !msg.HasSignatureMember() {
 		return false
 	}
 	_, _, ok := v.Registry.CurrentKey(env.From)
 	return ok
 }
 
-// VerifyBatch checks the signature of every envelope of envs (each with
-// its Msg set) against its sender's current key, where the policy covers
-// the message and the sender has a key, and records the verdicts. The
+// VerifyBatch checks, for every envelope of envs (each with its Msg set)
+// whose signature the fold will check, that signature against its
+// sender's current key and, for an auth.request, against the key it
+// carries, and records the outcomes (and the carried key as parsed), so
+// that the fold, which runs on one goroutine, finds them made. A message
+// without a signature is not checked: the fold refuses it, where its
+// sender has a key and the policy wants it signed, without a check. The
 // Ed25519 signatures are checked together (protocol.SigBatcher), about
-// half the cost of one by one, to the same verdicts. It is safe to call
+// half the cost of one by one, to the same outcomes. It is safe to call
 // from many goroutines.
 func (v *IngestVerifier) VerifyBatch(envs []*events.Envelope) {
 	if v == nil {
 		return
 	}
 	var (
-		checks   [ingestBatchMax]protocol.SigCheck
-		verdicts [ingestBatchMax]VerdictEntry
-		errs     [ingestBatchMax]error
-		n        int
+		checks  [ingestBatchMax]protocol.SigCheck
+		entries [ingestBatchMax]VerdictEntry
+		errs    [ingestBatchMax]error
+		n       int
 	)
 	flush := func() {
 		v.batcher.VerifyBatch(checks[:n], errs[:n])
 		for j := range n {
-			verdicts[j].OK = errs[j] == nil
+			entries[j].Err = errs[j]
 		}
-		v.Cache.PutAll(verdicts[:n])
+		v.Cache.PutAll(entries[:n])
 		clear(checks[:n])
-		clear(verdicts[:n])
+		clear(entries[:n])
+		clear(errs[:n])
 		n = 0
 	}
+	check := func(env *events.Envelope, pub crypto.PublicKey, keyID string) {
+		checks[n] = envelopeCheck(pub, env)
+		entries[n] = VerdictEntry{Env: env, KeyID: keyID}
+		if n++; n == ingestBatchMax {
+			flush()
+		}
+	}
 	for _, env := range envs {
-		if env.Msg == nil || !MessageNeedsSignature(env.Msg) {
+		m := env.Msg
+		if m == nil || !m.HasSignatureMember() || m.Info.Name == protocol.TypeZoneJoin {
 			continue
 		}
 		// The key lookup takes only the registry's key lock, never the
 		// runner's: the fold holds that while it applies a stretch of
 		// events, and the validation workers must not wait for it.
 		pub, kid, ok := v.Registry.CurrentKey(env.From)
-		if !ok {
-			continue
+		if p, isReq := m.Payload.(*protocol.AuthRequest); isReq {
+			// The proof of possession: the fold checks the request
+			// against the key it carries, which it would otherwise parse
+			// (a scalar multiplication for Ed25519) and check on its one
+			// goroutine, for any sender, keyed or not.
+			ck := ParseCarriedKey(p.PublicKey)
+			v.Cache.PutAll([]VerdictEntry{{Env: env, Carried: ck}})
+			if ck.Err == nil && (!ok || ck.KeyID != kid) {
+				check(env, ck.Pub, ck.KeyID)
+			}
 		}
-		checks[n] = envelopeCheck(pub, env)
-		verdicts[n] = VerdictEntry{Env: env, KeyID: kid}
-		if n++; n == ingestBatchMax {
-			flush()
+		if ok {
+			check(env, pub, kid)
 		}
 	}
 	flush()

@@ -214,16 +214,16 @@ func (r *Registry) authRequest(e *Event, p *protocol.AuthRequest) {
 		r.authReject(e, protocol.StatusUnauthorized, sigReason(err))
 		return
 	}
-	pub, err := protocol.ParsePublicKey(p.PublicKey)
+	pub, keyID, err := r.carriedKey(e, p.PublicKey)
 	if err != nil {
 		r.authReject(e, protocol.StatusBadRequest, sigReason(err))
 		return
 	}
-	if err := VerifyEnvelope(pub, e.Envelope); err != nil {
+	if err := r.verifyCached(pub, keyID, e); err != nil {
 		r.authReject(e, protocol.StatusUnauthorized, "the request does not prove possession of the key: "+sigReason(err))
 		return
 	}
-	rep := r.bindFirstKey(e, p, pub)
+	rep := r.bindFirstKey(e, p, pub, keyID)
 	r.put(e, rep)
 	if rep.Status == protocol.StatusOK {
 		r.remember(r.seen, key, e, rep)
@@ -231,11 +231,10 @@ func (r *Registry) authRequest(e *Event, p *protocol.AuthRequest) {
 }
 
 // bindFirstKey decides an authentic auth.request and returns its answer.
-func (r *Registry) bindFirstKey(e *Event, p *protocol.AuthRequest, pub crypto.PublicKey) Reply {
+func (r *Registry) bindFirstKey(e *Event, p *protocol.AuthRequest, pub crypto.PublicKey, keyID string) Reply {
 	if reason := r.outsideWindow(p.Timestamp.Time, e.ReceivedAt); reason != "" {
 		return r.authRejection(protocol.StatusUnauthorized, reason)
 	}
-	keyID := protocol.KeyID(pub)
 	kr := r.keys[e.From]
 	cur := kr.current()
 	if cur != nil && cur.KeyID != keyID {
