@@ -26,6 +26,14 @@ const (
 	seqWaitMax    = 10 * time.Second // how long ?seq=N waits for the projections
 )
 
+// ResponseWriteMax is how long the HTTP API gives itself to write a
+// response: the server's WriteTimeout, counted from the request, and
+// counted again once a read of the state has its answer. The server's own
+// deadline runs from the request's arrival, so a ledger digest that took
+// longer than it (about 2.4 million postings here) was made and then cut,
+// and the audit never got it.
+const ResponseWriteMax = time.Minute
+
 // replayWaitMax is how long a read without ?seq= waits for the replay after
 // a start; a variable only so that a test need not wait it out.
 var replayWaitMax = seqWaitMax
@@ -360,6 +368,9 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 		var body any
 		var at uint64
 		api.Runner.View(func(applied uint64) { at = applied; status, body = fn(r, applied) })
+		// Not supported by every ResponseWriter (a test's recorder); the
+		// server's deadline then stands.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(ResponseWriteMax))
 		w.Header().Set("Aglx-Applied-Seq", strconv.FormatUint(at, 10))
 		writeJSON(w, status, body)
 	}

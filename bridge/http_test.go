@@ -339,3 +339,31 @@ func TestReadsWaitingForAPositionAreBounded(t *testing.T) {
 		<-done
 	}
 }
+
+// TestSlowReadIsStillAnswered: a read of the state that takes longer than
+// the HTTP server's WriteTimeout (a ledger digest of millions of postings)
+// is still answered: the deadline is given again once the answer is made.
+// The server's deadline runs from the request's arrival, and the digest
+// was made and then cut, so that an audit of a large ledger never got it.
+func TestSlowReadIsStillAnswered(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	runner := projections.NewRunner(l, quiet) // never run: nothing to apply, seq 0 is there
+	api := API{Log: l, Runner: runner}
+	const writeTimeout = 200 * time.Millisecond
+	srv := httptest.NewUnstartedServer(api.viewAt(func(*http.Request, uint64) (int, any) {
+		time.Sleep(3 * writeTimeout) // the slow digest
+		return http.StatusOK, map[string]string{"digest": "made"}
+	}))
+	srv.Config.WriteTimeout = writeTimeout
+	srv.Start()
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/?seq=0")
+	if err != nil {
+		t.Fatalf("a read slower than the server's WriteTimeout: %v; want its answer", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "made") {
+		t.Fatalf("a read slower than the server's WriteTimeout: %d %q %v; want 200 with its answer", resp.StatusCode, b, err)
+	}
+}
