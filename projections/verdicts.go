@@ -43,7 +43,7 @@ const verdictKeysMax = 2 // keys
 // use.
 type VerdictCache struct {
 	mu    sync.Mutex
-	m     map[string]*cachedVerdict
+	m     map[string]cachedVerdict
 	order []string // event ids in order of first Put
 }
 
@@ -99,7 +99,7 @@ func (c *VerdictCache) PutAll(vs []VerdictEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = make(map[string]*cachedVerdict)
+		c.m = make(map[string]cachedVerdict)
 	}
 	for _, v := range vs {
 		w := weak.Make(v.Env)
@@ -108,8 +108,7 @@ func (c *VerdictCache) PutAll(vs []VerdictEntry) {
 			c.order = append(c.order, v.Env.ID)
 		}
 		if !dup || cv.env != w {
-			cv = &cachedVerdict{env: w}
-			c.m[v.Env.ID] = cv
+			cv = cachedVerdict{env: w}
 		}
 		if v.Carried != nil {
 			cv.carried = v.Carried
@@ -117,6 +116,7 @@ func (c *VerdictCache) PutAll(vs []VerdictEntry) {
 		if v.KeyID != "" {
 			cv.put(keyVerdict{v.KeyID, v.Err})
 		}
+		c.m[v.Env.ID] = cv
 		for len(c.m) > VerdictCacheMax {
 			delete(c.m, c.order[0])
 			c.order = c.order[1:]
@@ -141,12 +141,12 @@ func (cv *cachedVerdict) put(kv keyVerdict) {
 
 // lookupLocked returns what is recorded for env itself: not for another
 // envelope with the same event id. c.mu must be held.
-func (c *VerdictCache) lookupLocked(env *events.Envelope) *cachedVerdict {
+func (c *VerdictCache) lookupLocked(env *events.Envelope) (cachedVerdict, bool) {
 	cv, found := c.m[env.ID]
 	if !found || cv.env != weak.Make(env) {
-		return nil
+		return cachedVerdict{}, false
 	}
-	return cv
+	return cv, true
 }
 
 // Get returns the outcome of checking env's signature under the key
@@ -154,7 +154,7 @@ func (c *VerdictCache) lookupLocked(env *events.Envelope) *cachedVerdict {
 func (c *VerdictCache) Get(env *events.Envelope, keyID string) (err error, found bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cv := c.lookupLocked(env); cv != nil {
+	if cv, found := c.lookupLocked(env); found {
 		for _, kv := range cv.under[:cv.n] {
 			if kv.keyID == keyID {
 				return kv.err, true
@@ -169,7 +169,7 @@ func (c *VerdictCache) Get(env *events.Envelope, keyID string) (err error, found
 func (c *VerdictCache) Carried(env *events.Envelope) (*CarriedKey, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cv := c.lookupLocked(env); cv != nil && cv.carried != nil {
+	if cv, found := c.lookupLocked(env); found && cv.carried != nil {
 		return cv.carried, true
 	}
 	return nil, false
