@@ -31,7 +31,24 @@ const (
 	syncBodyMax         = 512 << 10 // bytes
 	// syncDialTimeout bounds one push attempt's connection and replies.
 	syncDialTimeout = 10 * time.Second
+	// SyncRetryMax bounds the wait between pushes to a peer that keeps
+	// failing: after each failure the wait doubles, from the interval up
+	// to this; the first push that succeeds goes back to the interval. A
+	// peer records every registry.sync it refuses (its log keeps what it
+	// was sent), so a node pushing every 10 s to a peer that had not bound
+	// its key yet put some 8,600 refused events a day in the peer's log
+	// for good (helper-73); this is at most 300.
+	SyncRetryMax = 5 * time.Minute
 )
+
+// syncWait is the wait before the next push, after one that waited last
+// and failed or not.
+func syncWait(interval, last time.Duration, failed bool) time.Duration {
+	if !failed {
+		return interval
+	}
+	return min(max(2*last, interval), max(SyncRetryMax, interval))
+}
 
 // Peer is a registry this node pushes its registry to: its URI (the TO of
 // the registry.sync frames) and its AGLX TCP address.
@@ -87,16 +104,21 @@ func (f *Federation) Run(ctx context.Context) {
 		interval = SyncIntervalDefault
 	}
 	var pushed uint64 // the applied sequence the peer has everything up to
-	t := time.NewTicker(interval)
+	wait := interval
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		at, err := f.push(ctx, pushed)
 		if err != nil {
 			f.failures.Add(1)
-			f.Log.Warn("registry sync: the push failed; will retry", "peer", f.Peer.URI, "addr", f.Peer.Addr, "err", err)
 		} else {
 			pushed = at
 		}
+		wait = syncWait(interval, wait, err != nil)
+		if err != nil {
+			f.Log.Warn("registry sync: the push failed; will retry", "peer", f.Peer.URI, "addr", f.Peer.Addr, "in", wait, "err", err)
+		}
+		t.Reset(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
