@@ -235,16 +235,46 @@ func HTTPHandler(api API) http.Handler {
 	return readOnly(mux)
 }
 
+// endpoints names the API's paths, for the answer to a path that is none.
+const endpoints = "/healthz, /readyz, /metrics, /v1/node, /v1/stats, /v1/accounts/SCHEME/NAME, /v1/accounts/SCHEME/NAME/entries, " +
+	"/v1/ledger/mismatches, /v1/ledger/digest, /v1/agents, /v1/agents/SCHEME/NAME, /v1/zones/ZONE, /v1/mentors"
+
+// addressHint is how an AGLX address goes into a path.
+const addressHint = "an address such as agent://bob.local is written agent/bob.local"
+
 // notFound answers a path that is no endpoint.
 func notFound(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusNotFound, errBody(fmt.Sprintf("no such endpoint: %s %s (the API is under /v1, docs/OPERATIONS.md)", r.Method, r.URL.Path)))
+	writeJSON(w, http.StatusNotFound, errBody(fmt.Sprintf("no such endpoint: %s %s; the endpoints are %s, and in them %s (docs/OPERATIONS.md)",
+		r.Method, r.URL.Path, endpoints, addressHint)))
+}
+
+// uncleanPath reports whether p has an empty, "." or ".." segment, which
+// the mux would answer with a redirect in HTML to another path.
+func uncleanPath(p string) bool {
+	if strings.Contains(p, "//") {
+		return true
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // readOnly answers every method but GET and HEAD itself, in JSON: 405 on a
 // path the API serves, 404 on one it does not (the mux said 405, in plain
-// text, for both).
+// text, for both). A path with an empty, "." or ".." segment gets 400 in
+// JSON too: the mux redirected it, in HTML, to a cleaned path, and
+// /v1/accounts/agent://bob.local became /v1/accounts/agent:/bob.local and
+// then "no account for agent:://bob.local", as if the account did not
+// exist (helper-73).
 func readOnly(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if uncleanPath(r.URL.EscapedPath()) {
+			writeJSON(w, http.StatusBadRequest, errBody(fmt.Sprintf("the path %s has an empty, \".\" or \"..\" part; %s", r.URL.Path, addressHint)))
+			return
+		}
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			mux.ServeHTTP(w, r)
 			return
@@ -324,6 +354,8 @@ func (api API) view(fn func(r *http.Request) (int, any)) http.HandlerFunc {
 // (They must not ask the runner for it: View holds its read lock.)
 func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		// Every answer says where the state stood, a refusal to wait too.
+		w.Header().Set("Aglx-Applied-Seq", strconv.FormatUint(api.Runner.Applied(), 10))
 		if s := r.URL.Query().Get("seq"); s != "" {
 			seq, err := strconv.ParseUint(s, 10, 64)
 			if err != nil {

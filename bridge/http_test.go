@@ -3,6 +3,7 @@ package bridge
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -365,5 +366,56 @@ func TestSlowReadIsStillAnswered(t *testing.T) {
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "made") {
 		t.Fatalf("a read slower than the server's WriteTimeout: %d %q %v; want 200 with its answer", resp.StatusCode, b, err)
+	}
+}
+
+// TestPathsAnswerInJSON: a path with an AGLX address written as it is
+// (agent://bob.local), or with any empty, "." or ".." part, gets a 400 in
+// JSON that says how to write an address; the mux answered it with a
+// redirect in HTML to a cleaned path, where the account was "not found"
+// (helper-73). A path that is no endpoint gets a 404 that lists the
+// endpoints.
+func TestPathsAnswerInJSON(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	stats := projections.NewStats()
+	runner := projections.NewRunner(l, quiet, stats)
+	h := HTTPHandler(API{Log: l, Runner: runner, Stats: stats, Edge: New(l, Config{}, quiet)})
+	tests := []struct {
+		path string
+		code int
+		says string
+	}{
+		{"/v1/accounts/agent://bob.local", http.StatusBadRequest, "agent/bob.local"},
+		{"/v1//agents", http.StatusBadRequest, "agent/bob.local"},
+		{"/v1/agents/./x", http.StatusBadRequest, `"."`},
+		{"/v1/agents/../stats", http.StatusBadRequest, `".."`},
+		{"/v1/", http.StatusNotFound, "/v1/accounts/SCHEME/NAME"},
+		{"/v1/accounts/agent%3A%2F%2Fbob.local", http.StatusNotFound, "agent/bob.local"},
+	}
+	for _, tt := range tests {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
+		var body struct{ Error string }
+		err := json.Unmarshal(rec.Body.Bytes(), &body)
+		if rec.Code != tt.code || err != nil || !strings.Contains(body.Error, tt.says) {
+			t.Errorf("GET %s: %d %s; want %d in JSON saying %s", tt.path, rec.Code, rec.Body.String(), tt.code, tt.says)
+		}
+	}
+}
+
+// TestRefusedReadsSayWhereTheStateIs: a read refused because the state
+// has not reached the position asked still says where it is, as every
+// answer of the API does (Aglx-Applied-Seq).
+func TestRefusedReadsSayWhereTheStateIs(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	stats := projections.NewStats()
+	runner := projections.NewRunner(l, quiet, stats) // never run: nothing is applied
+	h := HTTPHandler(API{Log: l, Runner: runner, Stats: stats, Edge: New(l, Config{}, quiet)})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the wait for seq 5 ends at once
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/stats?seq=5", nil).WithContext(ctx))
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Aglx-Applied-Seq") != "0" {
+		t.Fatalf("a read at a position not reached: %d, Aglx-Applied-Seq %q; want 503 and 0", rec.Code, rec.Header().Get("Aglx-Applied-Seq"))
 	}
 }
