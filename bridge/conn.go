@@ -497,7 +497,9 @@ func (s *Server) validate(it *item) (verify bool) {
 	}
 	it.env = env
 	it.keyed = s.cfg.Verifier != nil && s.cfg.Verifier.NeedsCheck(env, msg)
-	return it.keyed
+	// A message without a signature has nothing to check: the fold
+	// refuses it where its sender's key requires one.
+	return it.keyed && msg.HasSignatureMember()
 }
 
 // notTaken says why the node refuses to record msg at all, or nil.

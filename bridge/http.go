@@ -26,6 +26,14 @@ const (
 	seqWaitMax    = 10 * time.Second // how long ?seq=N waits for the projections
 )
 
+// requestBodyWait is how long the HTTP API lets a request's body take to
+// arrive, which it never reads.
+const requestBodyWait = time.Second
+
+// RequestReadMax bounds the reading of a whole request, headers and
+// body, on every connection (http.Server.ReadTimeout).
+const RequestReadMax = 10 * time.Second
+
 // ResponseWriteMax is how long the HTTP API gives itself to write a
 // response: the server's WriteTimeout, counted from the request, and
 // counted again once a read of the state has its answer. The server's own
@@ -271,6 +279,16 @@ func uncleanPath(p string) bool {
 // exist (helper-73).
 func readOnly(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+			// The API reads no body, but the server drains one it was
+			// sent before it answers, for as long as the sender takes:
+			// a few connections trickling bodies held every slot, and
+			// /healthz went unanswered (helper-72). One second to send
+			// it, then the connection closes.
+			rc := http.NewResponseController(w)
+			_ = rc.SetReadDeadline(time.Now().Add(requestBodyWait))
+			w.Header().Set("Connection", "close")
+		}
 		if uncleanPath(r.URL.EscapedPath()) {
 			writeJSON(w, http.StatusBadRequest, errBody(fmt.Sprintf("the path %s has an empty, \".\" or \"..\" part; %s", r.URL.Path, addressHint)))
 			return

@@ -419,3 +419,55 @@ func TestRefusedReadsSayWhereTheStateIs(t *testing.T) {
 		t.Fatalf("a read at a position not reached: %d, Aglx-Applied-Seq %q; want 503 and 0", rec.Code, rec.Header().Get("Aglx-Applied-Seq"))
 	}
 }
+
+// TestTrickledBodiesDoNotHoldTheSlots: the API reads no request body, but
+// the server drains one before it answers, for as long as the sender
+// takes; connections trickling bodies held every slot, and a new client
+// (a health check) was never answered (helper-72). A body now has a second
+// to arrive, then its connection closes and makes room.
+func TestTrickledBodiesDoNotHoldTheSlots(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := LimitListener(inner, 2)
+	// As the node's server, but without its ReadTimeout, which would end
+	// the trickles too, later: this holds the API's own answer to them.
+	srv := &http.Server{Handler: HTTPHandler(API{}), ReadHeaderTimeout: 10 * time.Second,
+		WriteTimeout: ResponseWriteMax, IdleTimeout: 2 * time.Minute, ConnState: ln.ConnState}
+	go srv.Serve(ln)
+	defer srv.Close()
+	for _, req := range []string{
+		"POST /v1/agents HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n",
+		"GET /v1/node HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+	} {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, req)
+		go func() { // a byte every 100 ms, until the node closes the connection
+			for {
+				time.Sleep(100 * time.Millisecond)
+				if _, err := c.Write([]byte("1")); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	client := &http.Client{Timeout: 2 * time.Second}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := client.Get("http://" + inner.Addr().String() + "/healthz-not-here")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Fatalf("a new client beside the trickles: %d, want the API's 404", resp.StatusCode)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a new client was never answered beside two connections trickling bodies: %v", err)
+		}
+	}
+}

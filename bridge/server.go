@@ -79,8 +79,11 @@ type Config struct {
 
 // Verifier checks messages' signatures ahead of the fold.
 type Verifier interface {
-	// NeedsCheck reports, cheaply, whether VerifyBatch would check a
-	// signature: frames that need none skip the validation workers.
+	// NeedsCheck reports, cheaply, whether the fold will judge the
+	// message's signature against a key. Such a frame is answered only
+	// once the fold has (a 202 before it could be followed by a refusal),
+	// and, if it carries a signature, goes to the validation workers,
+	// whose VerifyBatch checks it ahead of the fold.
 	NeedsCheck(env *events.Envelope, msg *protocol.Message) bool
 	// VerifyBatch checks the signatures of envs, each with its Msg set,
 	// together where that is cheaper than one by one.

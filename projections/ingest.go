@@ -23,12 +23,14 @@ type IngestVerifier struct {
 // NeedsCheck reports whether the fold will judge env's signature against a
 // key, which VerifyBatch then checks ahead of it: a message the policy
 // wants signed, or one that carries a signature, from a sender with a key;
-// and an auth.request that carries one, against the key it carries.
+// and an auth.request to the node that carries one, against the key it
+// carries (one to anyone else binds nothing, and the fold does not check
+// it for that).
 func (v *IngestVerifier) NeedsCheck(env *events.Envelope, msg *protocol.Message) bool {
 	if v == nil || msg.Info.Name == protocol.TypeZoneJoin {
 		return false
 	}
-	if msg.Info.Name == protocol.TypeAuthRequest && msg.HasSignatureMember() {
+	if msg.Info.Name == protocol.TypeAuthRequest && msg.HasSignatureMember() && env.To == v.Registry.node {
 		return true
 	}
 	if !MessageNeedsSignature(msg) && !msg.HasSignatureMember() {
@@ -85,7 +87,7 @@ func (v *IngestVerifier) VerifyBatch(envs []*events.Envelope) {
 		// runner's: the fold holds that while it applies a stretch of
 		// events, and the validation workers must not wait for it.
 		pub, kid, ok := v.Registry.CurrentKey(env.From)
-		if p, isReq := m.Payload.(*protocol.AuthRequest); isReq {
+		if p, isReq := m.Payload.(*protocol.AuthRequest); isReq && env.To == v.Registry.node {
 			// The proof of possession: the fold checks the request
 			// against the key it carries, which it would otherwise parse
 			// (a scalar multiplication for Ed25519) and check on its one

@@ -212,6 +212,11 @@ func (r *Registry) Now() time.Time { return r.now }
 // key.rotate is checked with the key it replaces and Authenticate gives the
 // other projections the same answer.
 func (r *Registry) Apply(e *Event) {
+	if c := r.cfg.Verdicts; c != nil {
+		// The registry is the cache's one reader (the other folds take
+		// the verdict from r.last), and it is done with e after this.
+		defer c.Forget(e.Envelope)
+	}
 	r.last.id, r.last.v = e.ID, r.authenticate(e)
 	r.answered = false
 	if e.Msg == nil {

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"crypto"
+	"slices"
 	"sync"
 	"weak"
 
@@ -121,6 +122,24 @@ func (c *VerdictCache) PutAll(vs []VerdictEntry) {
 			delete(c.m, c.order[0])
 			c.order = c.order[1:]
 		}
+	}
+	if len(c.order) > 2*VerdictCacheMax {
+		// Forget leaves its ids here: drop them, in one pass per
+		// VerdictCacheMax records at least.
+		c.order = slices.DeleteFunc(c.order, func(id string) bool { _, ok := c.m[id]; return !ok })
+	}
+}
+
+// Forget drops what is recorded for env, once the fold has applied it:
+// nothing reads it again. Kept until pushed out by newer records, the
+// outcomes of 65,536 auth.requests, each with its reasons and the key it
+// carried (an RSA key of up to 4,096 bits), held some 70 MB that anyone
+// could keep filled (helper-72).
+func (c *VerdictCache) Forget(env *events.Envelope) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, found := c.lookupLocked(env); found {
+		delete(c.m, env.ID)
 	}
 }
 

@@ -108,9 +108,16 @@ func runMint(args []string, stdout io.Writer) error {
 	// The ack's figures are the sender's: the node's issuance account,
 	// which goes negative by what it has issued. Say what happened.
 	var ack struct {
-		Balance string `json:"balance"`
+		Balance  string `json:"balance"`
+		Replayed bool   `json:"replayed"`
 	}
 	json.Unmarshal(reply.Body, &ack)
+	if ack.Replayed {
+		// A run again with --tx-id after a lost reply: nothing new.
+		fmt.Fprintf(stdout, "\nalready credited: transaction %s was booked before, and nothing was booked now; the node's issuance account %s stands at %s\n",
+			id, node.Name, ack.Balance)
+		return nil
+	}
 	fmt.Fprintf(stdout, "\ncredited %s with %s; the node's issuance account %s stands at %s (it goes negative by all it has issued)\n",
 		*to, *amount, node.Name, ack.Balance)
 	return nil

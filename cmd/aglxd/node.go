@@ -283,7 +283,7 @@ func (m *Main) serveHTTPEarly() error {
 	// response, a kept-alive connection between requests, and how many
 	// connections are open at once.
 	m.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*m.httpAPI.Load()).ServeHTTP(w, r) }),
-		ReadHeaderTimeout: 10 * time.Second, WriteTimeout: bridge.ResponseWriteMax, IdleTimeout: 2 * time.Minute}
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: bridge.RequestReadMax, WriteTimeout: bridge.ResponseWriteMax, IdleTimeout: 2 * time.Minute}
 	httpLn := bridge.LimitListener(m.httpLn, bridge.HTTPConnectionsMax)
 	m.http.ConnState = httpLn.ConnState
 	m.serve("http", func() error { return m.http.Serve(httpLn) })
