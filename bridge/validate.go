@@ -21,8 +21,8 @@ var alreadyValidated = func() chan struct{} {
 // verifyBatchMax bounds the frames one validation worker takes at once.
 // The worker takes whatever is waiting, up to this, and checks their
 // signatures as one batch (protocol.SigBatcher): about half the cost of
-// one by one at 32. A lone frame is checked alone, at once.
-const verifyBatchMax = 32 // frames
+// one by one at 32, less at 128. A lone frame is checked alone, at once.
+const verifyBatchMax = 128 // frames
 
 // validateAsync validates it on the calling goroutine (the connection's
 // reader) and hands it to the validation workers only if its signature is

@@ -107,7 +107,7 @@ func (v *IngestVerifier) VerifyBatch(envs []*events.Envelope) {
 
 // ingestBatchMax is how many signatures VerifyBatch hands protocol at
 // once, and the largest part of a stretch Prefetch gives one core.
-const ingestBatchMax = 64 // signatures
+const ingestBatchMax = 128 // signatures
 
 // prefetchPartMin is the smallest part of a stretch Prefetch gives one
 // core when there are more cores than parts of ingestBatchMax.

@@ -36,11 +36,11 @@ func TestIngestVerifierBatchVerdicts(t *testing.T) {
 	}
 	var envs []*events.Envelope
 	var wants []want
-	for i := range 3*ingestBatchMax + 5 {
+	for i := range 4*ingestBatchMax + 5 {
 		a := i % (len(keys) + 1) // the last is an agent without a key
 		var f *protocol.Frame
 		switch {
-		case i < ingestBatchMax: // a first stretch of honest Ed25519 signatures: batches that pass
+		case i < 2*ingestBatchMax: // a first stretch of honest Ed25519 signatures: batches that pass
 			a = i % 2
 			f = signed(t, keys[a], update(a, i))
 		case a == len(keys):

@@ -76,7 +76,7 @@ func TestVerifyBatchMatchesVerify(t *testing.T) {
 // BenchmarkVerifyBatch is the cost per signed transfer of VerifyBatch at
 // several batch sizes, 64 keys, against Verify one by one.
 func BenchmarkVerifyBatch(b *testing.B) {
-	checks := make([]SigCheck, 256)
+	checks := make([]SigCheck, 4*ed25519BatchMax)
 	for i := range checks {
 		var seed [ed25519.SeedSize]byte
 		seed[0] = byte(i % 64)
@@ -99,7 +99,7 @@ func BenchmarkVerifyBatch(b *testing.B) {
 			}
 		}
 	})
-	for _, n := range []int{4, 8, 32} {
+	for _, n := range []int{4, 8, 32, ed25519BatchMax} {
 		b.Run(fmt.Sprintf("batch of %d", n), func(b *testing.B) {
 			errs := make([]error, n)
 			for i := 0; b.Loop(); i++ {
@@ -113,7 +113,7 @@ func BenchmarkVerifyBatch(b *testing.B) {
 	// fail, and every signature in it is then checked alone. A fresh
 	// batcher each time shows that price; one batcher throughout shows it
 	// with the pause after each failure (ed25519BatchPause).
-	for _, n := range []int{4, 8, 32} {
+	for _, n := range []int{4, 8, 32, ed25519BatchMax} {
 		for _, kept := range []bool{false, true} {
 			name := fmt.Sprintf("batch of %d with one bad", n)
 			if kept {

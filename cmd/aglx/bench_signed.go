@@ -43,7 +43,7 @@ type verifyTimes struct {
 
 // verifyBatchBench is the batch size timed for reference: the validation
 // workers' largest.
-const verifyBatchBench = 32 // signatures
+const verifyBatchBench = 128 // signatures
 
 // verifyCeiling measures the signature check on one core and returns what
 // all cores could check per second one at a time: the ceiling the signed
