@@ -164,13 +164,17 @@ func HTTPHandler(api API) http.Handler {
 		}
 		return http.StatusOK, map[string]any{"mismatches": ms}
 	}))
-	// The digest hashes a snapshot of the whole ledger, under the fold's
-	// read lock, which holds up the fold, and with it every reply, for as
-	// long: seconds on a ledger of hundreds of thousands of postings
-	// (helper-69). So a digest already made at or past the position asked
+	// The digest takes the whole ledger's state under the fold's read
+	// lock, which holds up the fold, and with it every reply, for as long
+	// (a quarter of a second at 210,000 postings), and then writes it out
+	// and hashes it after the View, off the lock (three times as long):
+	// until 2026-12-01 all of it was under the lock, seconds on a ledger of
+	// hundreds of thousands of postings (helper-69). It still costs a core
+	// for as long, so a digest already made at or past the position asked
 	// for is answered again, and a new one is made only when the last
 	// one's making took at most a tenth of the time since: otherwise 503,
-	// with when to ask again. Callers asking at once wait for one making.
+	// with when to ask again. Callers asking at once wait for one making,
+	// outside the View.
 	var digest struct {
 		sync.Mutex
 		at   uint64
@@ -179,26 +183,32 @@ func HTTPHandler(api API) http.Handler {
 		done time.Time
 		cost time.Duration
 	}
-	mux.HandleFunc("GET /v1/ledger/digest", api.viewAt(func(r *http.Request, applied uint64) (int, any) {
-		digest.Lock()
-		defer digest.Unlock()
+	digestAt := api.viewAt(func(r *http.Request, applied uint64) (int, any) {
 		want, _ := strconv.ParseUint(r.URL.Query().Get("seq"), 10, 64) // checked by viewAt
 		if digest.have && (digest.at == applied || (want > 0 && digest.at >= want)) {
 			return http.StatusOK, digest.d
 		}
 		if wait := digestDutyMax*digest.cost - time.Since(digest.done); digest.have && wait > 0 {
-			return http.StatusServiceUnavailable, errBody(fmt.Sprintf("the last digest (at seq %d) took %s of the fold's time; a new one may be made in %s: ask again then, or with ?seq= at most %d for that one",
+			return http.StatusServiceUnavailable, errBody(fmt.Sprintf("the last digest (at seq %d) took %s to make; a new one may be made in %s: ask again then, or with ?seq= at most %d for that one",
 				digest.at, digest.cost.Round(time.Millisecond), wait.Round(time.Millisecond), digest.at))
 		}
 		start := time.Now()
-		d, err := projections.DigestOf(api.Credits, applied)
-		if err != nil {
-			return http.StatusInternalServerError, errBody(err.Error())
-		}
-		digest.at, digest.have, digest.d = applied, true, d
-		digest.done, digest.cost = time.Now(), time.Since(start)
-		return http.StatusOK, d
-	}))
+		digestOf := projections.DigestLater(api.Credits, applied)
+		return 0, afterView(func() (int, any) {
+			d, err := digestOf()
+			if err != nil {
+				return http.StatusInternalServerError, errBody(err.Error())
+			}
+			digest.at, digest.have, digest.d = applied, true, d
+			digest.done, digest.cost = time.Now(), time.Since(start)
+			return http.StatusOK, d
+		})
+	})
+	mux.HandleFunc("GET /v1/ledger/digest", func(w http.ResponseWriter, r *http.Request) {
+		digest.Lock() // taken before the View: one waiting for it must not hold the fold
+		defer digest.Unlock()
+		digestAt(w, r)
+	})
 	mux.HandleFunc("GET /v1/agents", api.view(func(r *http.Request) (int, any) {
 		q := r.URL.Query()
 		limit, err := limitOf(q.Get("limit"))
@@ -368,8 +378,13 @@ func (api API) view(fn func(r *http.Request) (int, any)) http.HandlerFunc {
 	return api.viewAt(func(r *http.Request, _ uint64) (int, any) { return fn(r) })
 }
 
+// afterView is an answer a read finishes after its View, off the fold's
+// lock, from what it took under it.
+type afterView func() (int, any)
+
 // viewAt is view for handlers that report the log position themselves.
-// (They must not ask the runner for it: View holds its read lock.)
+// (They must not ask the runner for it: View holds its read lock.) An
+// answer of type afterView is finished after the View.
 func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		// Every answer says where the state stood, a refusal to wait too.
@@ -418,6 +433,9 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 		var body any
 		var at uint64
 		api.Runner.View(func(applied uint64) { at = applied; status, body = fn(r, applied) })
+		if finish, ok := body.(afterView); ok {
+			status, body = finish()
+		}
 		// Not supported by every ResponseWriter (a test's recorder); the
 		// server's deadline then stands.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(ResponseWriteMax))

@@ -16,7 +16,31 @@ import (
 // The sequence of the last event is deliberately left out: an event that is
 // refused changes nothing, and the snapshot shows exactly that.
 func (l *Ledger) Snapshot() ([]byte, error) {
-	return json.Marshal(l.snapshot())
+	return l.Freeze().Snapshot()
+}
+
+// Frozen is the ledger's state as it stood when Freeze took it, to be
+// written out later without the ledger.
+type Frozen struct{ doc snapshotDoc }
+
+// Freeze takes the ledger's state for a Snapshot made later: call it where
+// the ledger may be read (under the fold's lock), and call the Frozen's
+// Snapshot anywhere, at any time after. Writing the state out as JSON is
+// about three quarters of a snapshot's cost (at 210,000 postings, 1.9 s
+// of 2.7 s here), and a node's digest held the fold's lock, and every
+// reply, for all of it. The Frozen shares nothing the ledger changes: its
+// strings are in the ledger's append-only arena, and the records the
+// ledger changes in place are copied.
+func (l *Ledger) Freeze() *Frozen {
+	d := l.snapshot()
+	d.Mismatches = slices.Clone(d.Mismatches)
+	d.Requests = slices.Clone(d.Requests)
+	return &Frozen{d}
+}
+
+// Snapshot is Ledger.Snapshot of the state as it was frozen.
+func (f *Frozen) Snapshot() ([]byte, error) {
+	return json.Marshal(f.doc)
 }
 
 // snapshotDoc is the document Snapshot writes. Its fields, and those of

@@ -123,3 +123,33 @@ func TestApplyOutOfOrderPanics(t *testing.T) {
 	}()
 	l.Apply(Event{Seq: 5, EventID: "e5b", Payload: &protocol.Ack{}})
 }
+
+// TestFrozenIsTheStateWhenFrozen: a Frozen writes the state as it stood
+// when it was taken, whatever the ledger applies after: the node takes it
+// under the fold's lock and writes it out after, while the fold goes on.
+// The events after change what the ledger changes in place (a request
+// resolved, a hold ended, an account's figures) and add to every table.
+func TestFrozenIsTheStateWhenFrozen(t *testing.T) {
+	h := newHarness(t)
+	h.apply(mint(alice, "100", "m-1"))
+	h.apply(mint(bob, "50", "m-2"))
+	h.apply(Event{From: bob, To: alice, Auth: AuthValid, Payload: &protocol.CreditRequest{RequestedAmount: amt("20"), TaskID: "task-7"}})
+	h.apply(Event{From: carol, To: bob, Auth: AuthValid, Payload: &protocol.CreditRequest{RequestedAmount: amt("5")}})
+	h.apply(approve(alice, bob, "10", "ap-1", t0.Add(time.Hour)))
+	h.apply(Event{From: bob, To: bob, Auth: AuthValid, Payload: &protocol.CreditBalance{Balance: amt("99"), SpentTotal: amt("2.50"), EarnedTotal: amt("3")}})
+	want := h.snapshot()
+	frozen := h.l.Freeze()
+	h.apply(Event{From: bob, To: carol, Auth: AuthValid, Payload: &protocol.CreditDeny{RequestedAmount: amt("5"), Reason: "busy"}})
+	h.apply(Event{From: alice, To: bob, Auth: AuthValid, Payload: &protocol.CreditApprove{ApprovedAmount: amt("20"), TransactionID: "ap-2", Expires: protocol.Timestamp{Time: t0.Add(2 * time.Hour)}}})
+	h.apply(transfer(alice, bob, "10", "ap-1", AuthValid))
+	h.apply(transfer(bob, carol, "7.5", "t-9", AuthValid))
+	h.apply(Event{From: carol, To: carol, Auth: AuthValid, Payload: &protocol.CreditBalance{Balance: amt("1")}})
+	if after := h.snapshot(); bytes.Equal(after, want) {
+		t.Fatal("the events after the freeze changed nothing; the test shows nothing")
+	}
+	got, err := frozen.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameSnapshot(t, "the frozen state, written after more events", got, want)
+}

@@ -25,12 +25,23 @@ type Digest struct {
 
 // DigestOf is the digest of a ledger projection's state.
 func DigestOf(c *Credits, applied uint64) (Digest, error) {
-	snap, err := c.L.Snapshot()
-	if err != nil {
-		return Digest{}, err
+	return DigestLater(c, applied)()
+}
+
+// DigestLater takes the ledger's state for a digest, under Runner.View
+// (or in a fold), and returns what makes the digest of it, which may run
+// after the View, off the fold's lock: most of a digest's cost is writing
+// the state out and hashing it (ledger.Freeze).
+func DigestLater(c *Credits, applied uint64) func() (Digest, error) {
+	frozen, seq := c.L.Freeze(), c.L.Seq()
+	return func() (Digest, error) {
+		snap, err := frozen.Snapshot()
+		if err != nil {
+			return Digest{}, err
+		}
+		sum := sha256.Sum256(snap)
+		return Digest{AppliedSeq: applied, LedgerSeq: seq, SHA256: hex.EncodeToString(sum[:])}, nil
 	}
-	sum := sha256.Sum256(snap)
-	return Digest{AppliedSeq: applied, LedgerSeq: c.L.Seq(), SHA256: hex.EncodeToString(sum[:])}, nil
 }
 
 // AuditReport is what Audit found.
