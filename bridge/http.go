@@ -173,8 +173,8 @@ func HTTPHandler(api API) http.Handler {
 	// for as long, so a digest already made at or past the position asked
 	// for is answered again, and a new one is made only when the last
 	// one's making took at most a tenth of the time since: otherwise 503,
-	// with when to ask again. Callers asking at once wait for one making,
-	// outside the View.
+	// with when to ask again. A caller asking while one is being made is
+	// answered 503 at once.
 	var digest struct {
 		sync.Mutex
 		at   uint64
@@ -205,7 +205,14 @@ func HTTPHandler(api API) http.Handler {
 		})
 	})
 	mux.HandleFunc("GET /v1/ledger/digest", func(w http.ResponseWriter, r *http.Request) {
-		digest.Lock() // taken before the View: one waiting for it must not hold the fold
+		// Taken before the View, so that a caller never holds the fold
+		// while it waits; and not waited for: callers queued on it held
+		// HTTP slots without bound, past waitersMax (helper-75).
+		if !digest.TryLock() {
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusServiceUnavailable, errBody("a ledger digest is being made; ask again in a moment (aglx audit does, within --wait)"))
+			return
+		}
 		defer digest.Unlock()
 		digestAt(w, r)
 	})

@@ -315,7 +315,7 @@ func (r *Registry) outsideWindow(ts, arrival time.Time) string {
 	return ""
 }
 
-// rawMember returns the value of a top-level member of a JSON object. The
+// bodyMember returns the value of a top-level member of a JSON object. The
 // body has passed protocol.Parse, which refuses duplicate members, so the
 // member is unambiguous.
 func bodyMember(body []byte, name string) (json.RawMessage, bool) {

@@ -19,8 +19,13 @@ import (
 //
 //	registry.go           configuration, the Registry type, Apply's dispatch, replies
 //	registry_entries.go   agent entries, TTL, fetch, sync, hints, sightings
+//	registry_changes.go   the log of changed entries, for fetch and federation
+//	contact.go            where an agent is reached, for the relay
+//	uriset.go             the ordered set of URIs behind the paged lists
 //	keys.go               key binding, rotation, key history, replayed requests
-//	auth.go               Authenticate, the signature policy, VerdictCache
+//	auth.go               Authenticate and the signature policy
+//	verdicts.go           VerdictCache: the validation workers' checks, for the fold
+//	ingest.go             IngestVerifier: those checks, made ahead of the fold
 //	zones.go              zone configuration, join and leave, session tokens
 //	mentors.go            the mentor directory
 //	registry_snapshot.go  the read side: Agents, Agent, Snapshot

@@ -6,8 +6,10 @@ import (
 )
 
 // Stats counts the log: events per TYPE, per sender and per transport, and
-// the span of receive times. It is the first projection because it shows
-// the shape every other one follows, and operators want the figures.
+// the span of receive times: the simplest projection, and the shape every
+// other one follows. The runner applies it last. Unlike the other folds it
+// counts events whose message does not decode (by their envelope), so that
+// the figures cover the whole log.
 type Stats struct {
 	Events uint64            `json:"events"`
 	ByType map[string]uint64 `json:"by_type"`

@@ -50,7 +50,7 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	deadline := time.Now().Add(*wait)
 	left := func() time.Duration { return max(time.Until(deadline), 0) }
 	var node bridge.NodeInfo
-	if err := getJSONUntil(*api, "/v1/node", &node, httpTimeout, left()); err != nil {
+	if err := getJSONUntil(ctx, *api, "/v1/node", &node, httpTimeout, left()); err != nil {
 		return fmt.Errorf("asking the node its name and key: %w", err)
 	}
 	// The fold needs the node's public key only, to check what the node
@@ -83,7 +83,7 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	// ?seq= makes the node answer at end or later even if it restarted
 	// meanwhile; a later position is audited whole too, since the fold
 	// below reads the log up to the digest's position.
-	live, err := digestAt(*api, end, left())
+	live, err := digestAt(ctx, *api, end, left())
 	if err != nil {
 		return fmt.Errorf("asking the node its ledger digest at seq %d: %w", end, err)
 	}
@@ -203,22 +203,29 @@ const digestTimeout = 5 * time.Minute
 // digestAt asks the node its ledger digest at seq or later. The node makes
 // a new digest only so often, since making one holds up its fold, and
 // answers 503 meanwhile: the audit asks again, once a second, within wait.
-func digestAt(api string, seq uint64, wait time.Duration) (projections.Digest, error) {
+func digestAt(ctx context.Context, api string, seq uint64, wait time.Duration) (projections.Digest, error) {
 	var d projections.Digest
-	err := getJSONUntil(api, fmt.Sprintf("/v1/ledger/digest?seq=%d", seq), &d, digestTimeout, wait)
+	err := getJSONUntil(ctx, api, fmt.Sprintf("/v1/ledger/digest?seq=%d", seq), &d, digestTimeout, wait)
 	return d, err
 }
 
 // getJSONUntil is getJSONWithin, asked again once a second while the node
-// answers 503 (starting, or not yet willing), until wait has passed.
-func getJSONUntil(api, path string, v any, timeout, wait time.Duration) error {
+// answers 503 (starting, or not yet willing), until wait has passed or ctx
+// ends (Ctrl-C: it waited out --wait, up to 5 minutes, helper-75).
+func getJSONUntil(ctx context.Context, api, path string, v any, timeout, wait time.Duration) error {
 	until := time.Now().Add(wait)
 	for {
-		err := getJSONWithin(api, path, v, timeout)
+		err := getJSONWithin(ctx, api, path, v, timeout)
 		var se *statusError
 		if !errors.As(err, &se) || se.code != http.StatusServiceUnavailable || time.Now().After(until) {
 			return err
 		}
-		time.Sleep(time.Second)
+		t := time.NewTimer(time.Second)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (the node was answering: %v)", ctx.Err(), err)
+		}
 	}
 }

@@ -247,3 +247,38 @@ func TestMintAgainWithItsTxIDMintsOnce(t *testing.T) {
 		t.Fatalf("dave's balance after a mint and its retry: %q, %v; want 5", acct.Balance, err)
 	}
 }
+
+// TestAuditWaitStopsOnCtrlC: while the node answers 503 (starting, or
+// making a digest), the audit asks again within --wait; a Ctrl-C (its
+// context ended) stops it at once. It used to sleep and ask again until
+// --wait had passed, up to 5 minutes, with Ctrl-C caught and ignored
+// (helper-75).
+func TestAuditWaitStopsOnCtrlC(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var asked sync.Once
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Do(cancel) // Ctrl-C once the node has been asked
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":"starting"}`)
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	done := make(chan error, 1)
+	go func() {
+		var node bridge.NodeInfo
+		done <- getJSONUntil(ctx, "http://"+ln.Addr().String(), "/v1/node", &node, httpTimeout, 5*time.Minute)
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the wait ended with %v; want it stopped by the cancel", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the wait went on after Ctrl-C")
+	}
+}

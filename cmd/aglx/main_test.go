@@ -287,10 +287,14 @@ func TestKeygenSignVerify(t *testing.T) {
 }
 
 // TestMintBodyIsValidJSON: whatever the reason holds, the mint's body is a
-// valid credit.transfer body that can be signed.
+// valid credit.transfer body that can be signed, with its amount written
+// as a JSON string, as every money value the project writes.
 func TestMintBodyIsValidJSON(t *testing.T) {
 	for _, reason := range []string{"issuance", "a\x01b", "a\x7fb", "bad \xff utf-8", `quote " and \ backslash`, "ünïcode"} {
-		body := mintBody("100", reason, "2026-11-30T12:00:00Z", "mint-1")
+		body := mintBody("100.50", reason, "2026-11-30T12:00:00Z", "mint-1")
+		if !strings.Contains(string(body), `"amount": "100.50"`) {
+			t.Errorf("mint body: the amount is not a JSON string: %s", body)
+		}
 		f := &protocol.Frame{Transport: protocol.TransportTCP, Body: body, Headers: []protocol.Header{
 			{Name: protocol.HeaderFrom, Value: "registry://localhost"},
 			{Name: protocol.HeaderTo, Value: "agent://a.local"},

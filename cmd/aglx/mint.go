@@ -130,5 +130,5 @@ func runMint(args []string, stdout io.Writer) error {
 func mintBody(amount, reason, timestamp, txID string) []byte {
 	quote := func(s string) []byte { b, _ := json.Marshal(s); return b }
 	return fmt.Appendf(nil, `{"amount": %s, "currency": "AGLX", "reason": %s, "timestamp": %s, "transaction_id": %s}`,
-		amount, quote(reason), quote(timestamp), quote(txID))
+		quote(amount), quote(reason), quote(timestamp), quote(txID))
 }

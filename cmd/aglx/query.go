@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,7 +24,7 @@ const httpTimeout = 10 * time.Second
 
 // getJSON asks the node's HTTP API and decodes the answer into v.
 func getJSON(base, path string, v any) error {
-	return getJSONWithin(base, path, v, httpTimeout)
+	return getJSONWithin(context.Background(), base, path, v, httpTimeout)
 }
 
 // statusError is an answer of the node's HTTP API other than 200, with
@@ -45,10 +47,18 @@ func apiURL(base, path string) string {
 
 // getJSONWithin is getJSON with its own bound, for answers that take
 // long: the ledger digest hashes the whole ledger, seconds on a large one.
-func getJSONWithin(base, path string, v any, timeout time.Duration) error {
-	c := http.Client{Timeout: timeout}
-	resp, err := c.Get(apiURL(base, path))
+func getJSONWithin(ctx context.Context, base, path string, v any, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, apiURL(base, path), nil)
 	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return err // stopped (Ctrl-C): no hint about the address
+		}
 		// Nothing there, most likely: say which flag names the node.
 		return fmt.Errorf("%w (is a node serving its HTTP API at %s? --http names it)", err, base)
 	}
