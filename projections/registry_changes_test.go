@@ -1,8 +1,10 @@
 package projections
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +71,14 @@ func TestFetchFromChangesMatchesTheWalk(t *testing.T) {
 		for uri := range h.r.agents {
 			if !live[uri] {
 				rt.Fatalf("%s has no live entry in the change log", uri)
+			}
+		}
+		// What a federation pusher sends after any position: the same as
+		// the walk over every agent that Changed was until 2026-12-01.
+		for range 5 {
+			sinceSeq := uint64(rapid.IntRange(0, int(h.seq)+1).Draw(rt, "since seq"))
+			if got, want := h.r.Changed(sinceSeq), changedByWalk(h.r, sinceSeq); !reflect.DeepEqual(got, want) {
+				rt.Fatalf("Changed(%d) from the change log:\n%+v\nfrom the walk:\n%+v", sinceSeq, got, want)
 			}
 		}
 		for range 5 {
@@ -141,4 +151,27 @@ func TestUpdateFetchReadsOnlyTheChanges(t *testing.T) {
 	if n := strings.Count(string(rep.Body), `"agent_uri"`); n != 3 {
 		t.Errorf("the update fetch lists %d entries; want 3: %s", n, rep.Body)
 	}
+}
+
+// changedByWalk is Registry.Changed as it was until 2026-12-01: every agent
+// walked, those changed after sinceSeq sorted by the sequence of their
+// change and then by URI. The change log must give the same.
+func changedByWalk(r *Registry, sinceSeq uint64) []SyncEntry {
+	var uris []string
+	for uri, a := range r.agents {
+		if a.ChangedSeq > sinceSeq {
+			uris = append(uris, uri)
+		}
+	}
+	slices.SortFunc(uris, func(x, y string) int {
+		if c := cmp.Compare(r.agents[x].ChangedSeq, r.agents[y].ChangedSeq); c != 0 {
+			return c
+		}
+		return strings.Compare(x, y)
+	})
+	var out []SyncEntry
+	for _, uri := range uris {
+		out = append(out, r.syncEntry(uri))
+	}
+	return out
 }

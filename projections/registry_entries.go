@@ -1,13 +1,13 @@
 package projections
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -413,30 +413,40 @@ type SyncEntry = protocol.RegistryEntry
 // registry.sync messages that fit the peer's body limit. Call it under
 // Runner.View.
 func (r *Registry) Changed(sinceSeq uint64) []SyncEntry {
-	var uris []string
-	for uri, a := range r.agents {
-		if a.ChangedSeq > sinceSeq {
-			uris = append(uris, uri)
+	// Read from the change log, which is in the order of the events
+	// that made the changes, not by walking every agent: a push walked
+	// and sorted the whole registry under the fold's lock, every
+	// interval and for every peer (helper-75).
+	es := r.changes.entries
+	i := sort.Search(len(es), func(i int) bool { return es[i].seq > sinceSeq })
+	var out []SyncEntry
+	var run []string // the URIs one event changed, in URI order
+	for i < len(es) {
+		seq := es[i].seq
+		run = run[:0]
+		for ; i < len(es) && es[i].seq == seq; i++ {
+			if a := r.agents[es[i].uri]; a != nil && a.ChangedSeq == seq { // live: not changed again since
+				run = append(run, es[i].uri)
+			}
 		}
-	}
-	slices.SortFunc(uris, func(x, y string) int {
-		if c := cmp.Compare(r.agents[x].ChangedSeq, r.agents[y].ChangedSeq); c != 0 {
-			return c
+		slices.Sort(run)
+		run = slices.Compact(run) // a sync may name one agent twice
+		for _, uri := range run {
+			out = append(out, r.syncEntry(uri))
 		}
-		return strings.Compare(x, y)
-	})
-	out := make([]SyncEntry, 0, len(uris))
-	for _, uri := range uris {
-		a := r.agents[uri]
-		u, err := protocol.ParseURI(uri)
-		if err != nil {
-			panic(fmt.Sprintf("registry: stored URI %q does not parse: %v", uri, err)) // stored URIs were parsed on the way in
-		}
-		ttl := a.TTL
-		out = append(out, SyncEntry{AgentID: a.AgentID, AgentURI: u, Status: a.Status,
-			LastSeen: protocol.Timestamp{Time: a.LastSeen}, TTL: &ttl})
 	}
 	return out
+}
+
+// syncEntry is the agent at uri as a pusher sends it.
+func (r *Registry) syncEntry(uri string) SyncEntry {
+	a := r.agents[uri]
+	u, err := protocol.ParseURI(uri)
+	if err != nil {
+		panic(fmt.Sprintf("registry: stored URI %q does not parse: %v", uri, err)) // stored URIs were parsed on the way in
+	}
+	ttl := a.TTL
+	return SyncEntry{AgentID: a.AgentID, AgentURI: u, Status: a.Status, LastSeen: protocol.Timestamp{Time: a.LastSeen}, TTL: &ttl}
 }
 
 // Hint is what an agent said of another in a registry.exchange. Hints are
