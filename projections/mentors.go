@@ -56,6 +56,7 @@ func (r *Registry) mentorRegister(e *Event, p *protocol.MentorRegister) {
 		}
 		m = &mentor{RegisteredAt: r.now}
 		r.mentors[e.From] = m
+		r.mentorsListed.insert(e.From)
 	}
 	m.Name, m.Expertise, m.Available, m.UpdatedAt = p.AgentName, slices.Clone(p.Expertise), true, r.now
 	if p.Available != nil {
@@ -116,15 +117,15 @@ func (r *Registry) MentorsPage(after string, limit int) []MentorView {
 		limit = MentorsPageMax
 	}
 	out := []MentorView{}
-	for _, uri := range sortedKeys(r.mentors) {
-		if uri <= after {
-			continue
-		}
+	// In order from the list kept as mentors register: every page
+	// sorted the whole directory on the fold's lock (helper-75).
+	r.mentorsListed.after(after, func(uri string) bool {
 		if len(out) == limit {
-			break
+			return false
 		}
 		out = append(out, r.mentorView(uri, r.mentors[uri]))
-	}
+		return true
+	})
 	return out
 }
 

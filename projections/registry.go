@@ -160,14 +160,16 @@ type Registry struct {
 	// (CurrentKey) without the runner's lock, which the fold holds while
 	// it applies a stretch of events. The fold, the only writer, takes it
 	// to change the map or a keyring's slice; its own reads need no lock.
-	keysMu    sync.RWMutex
-	zones     map[string]*zoneState
-	zoneIDs   []string // sorted
-	mentors   map[string]*mentor
-	hints     *recentMap[Hint]
-	sightings *recentMap[Sighting]
-	seen      *recentMap[seenOutcome]
-	synced    int // agents known only from peers (Source == SourceSync)
+	keysMu  sync.RWMutex
+	zones   map[string]*zoneState
+	zoneIDs []string // sorted
+	mentors map[string]*mentor
+	// mentorsListed holds the mentors' URIs in order, for MentorsPage.
+	mentorsListed uriSet
+	hints         *recentMap[Hint]
+	sightings     *recentMap[Sighting]
+	seen          *recentMap[seenOutcome]
+	synced        int // agents known only from peers (Source == SourceSync)
 	// joins remembers answered zone.joins apart from seen: anyone with a
 	// key can fill seen with answered auth.requests, and a join pushed out
 	// of it within its window could be replayed for a fresh session token.

@@ -44,6 +44,19 @@ func (s *uriSet) insert(k string) {
 	s.chunks = slices.Insert(s.chunks, ci+1, slices.Clone(c[half:]))
 }
 
+// has reports whether k is in the set.
+func (s *uriSet) has(k string) bool {
+	ci := sort.Search(len(s.chunks), func(i int) bool {
+		c := s.chunks[i]
+		return c[len(c)-1] >= k
+	})
+	if ci == len(s.chunks) {
+		return false
+	}
+	_, found := slices.BinarySearch(s.chunks[ci], k)
+	return found
+}
+
 // len returns the number of keys. Nothing on a hot path asks, so it is
 // counted rather than kept.
 func (s *uriSet) len() int {

@@ -27,6 +27,12 @@ func TestURISet(t *testing.T) {
 		if s.len() != len(want) {
 			t.Fatalf("len %d, want %d", s.len(), len(want))
 		}
+		for range 20 {
+			k := fmt.Sprintf("agent://a%05d.local", rapid.IntRange(0, 20001).Draw(t, "asked"))
+			if _, in := slices.BinarySearch(want, k); s.has(k) != in {
+				t.Fatalf("has(%s) = %v, want %v", k, !in, in)
+			}
+		}
 		from := fmt.Sprintf("agent://a%05d.local", rapid.IntRange(0, 20001).Draw(t, "after"))
 		if rapid.Bool().Draw(t, "from the start") {
 			from = ""

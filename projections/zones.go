@@ -146,6 +146,12 @@ func checkZones(zones []Zone) error {
 type zoneState struct {
 	cfg     Zone
 	members map[string]*zoneMember
+	// listed holds every agent that has been a member, in order, for
+	// ZonePage: a page sorted all members on the fold's lock, up to 2^20
+	// of them, to return a thousand (helper-75). A member who left stays
+	// listed and is skipped; it is a registered agent, so the list is
+	// bounded by the registry.
+	listed uriSet
 }
 
 // zoneMember is one agent in a zone. JoinEvent is kept because the
@@ -290,6 +296,9 @@ func (r *Registry) admit(e *Event, p *protocol.ZoneJoin, z *zoneState) protocol.
 	m := &zoneMember{Role: z.cfg.Role, JoinedAt: r.now, JoinSeq: e.Seq, JoinEvent: e.ID,
 		Expires: r.now.Add(ZoneSessionDuration), Capabilities: slices.Clone(p.Capabilities), JoinStamp: p.Timestamp.Time.UTC()}
 	z.members[e.From] = m
+	if !z.listed.has(e.From) {
+		z.listed.insert(e.From)
+	}
 	confirm := replyOf(protocol.TypeZoneConfirm, protocol.StatusOK, zoneConfirmBody{
 		ZoneID: p.ZoneID, SessionToken: r.sessionToken(p.ZoneID, e.From, e.ID), Role: m.Role, Expires: rfc3339(m.Expires)})
 	confirm.FirstOnly = true // the token is the first copy's sender's alone
@@ -370,17 +379,18 @@ func (r *Registry) ZonePage(id, after string, limit int) (ZoneView, bool) {
 		limit = ZoneMembersPageMax
 	}
 	v := ZoneView{ID: id, Role: z.cfg.Role, MinReputation: z.cfg.MinReputation, Members: []ZoneMemberView{}}
-	for _, uri := range sortedKeys(z.members) {
-		if uri <= after {
-			continue
+	z.listed.after(after, func(uri string) bool {
+		m := z.members[uri]
+		if m == nil { // left
+			return true
 		}
 		if len(v.Members) == limit {
-			break
+			return false
 		}
-		m := z.members[uri]
 		v.Members = append(v.Members, ZoneMemberView{AgentURI: uri, Role: m.Role, JoinedAt: m.JoinedAt, Expires: m.Expires,
 			Active: r.now.Before(m.Expires), Capabilities: slices.Clone(m.Capabilities)})
-	}
+		return true
+	})
 	return v, true
 }
 
@@ -398,11 +408,3 @@ func (r *Registry) zonesOf(uri string) []string {
 	return out
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}

@@ -176,19 +176,31 @@ func TestZoneJoinReplayOutlivesAFullAnswerMemory(t *testing.T) {
 }
 
 // TestZonePages: a zone's members come a page at a time, in URI order;
-// paging by any size shows each member once. One answer held them all,
-// however many a zone had.
+// paging by any size shows each member once, and no one who left. One
+// answer held them all, however many a zone had; then every page sorted
+// all members on the fold's lock.
 func TestZonePages(t *testing.T) {
 	h := newHarness(t)
 	at := func(d time.Duration) time.Time { return regT0.Add(d) }
+	join := func(i int, when time.Duration) {
+		f := hmacSigned(t, testZoneSecretA, frame(fmt.Sprintf("agent://m%d.local", i), testNode, protocol.TypeZoneJoin,
+			fmt.Sprintf(`{"zone_id":"research-hub","agent_id":"m%d","timestamp":%q}`, i, ts(at(when)))))
+		h.mustReply(f, at(when), protocol.TypeZoneConfirm, protocol.StatusOK)
+	}
+	leave := func(i int, when time.Duration) {
+		h.mustReply(frame(fmt.Sprintf("agent://m%d.local", i), testNode, protocol.TypeZoneLeave,
+			fmt.Sprintf(`{"zone_id":"research-hub","timestamp":%q}`, ts(at(when)))), at(when), protocol.TypeAck, protocol.StatusOK)
+	}
 	var members []string
-	for i := range 5 {
-		uri := fmt.Sprintf("agent://m%d.local", i)
-		members = append(members, uri)
-		h.register(uri, 3600, at(time.Duration(i)*time.Second))
-		f := hmacSigned(t, testZoneSecretA, frame(uri, testNode, protocol.TypeZoneJoin,
-			fmt.Sprintf(`{"zone_id":"research-hub","agent_id":"m%d","timestamp":%q}`, i, ts(at(time.Minute)))))
-		h.mustReply(f, at(time.Minute), protocol.TypeZoneConfirm, protocol.StatusOK)
+	for _, i := range []int{3, 0, 4, 1, 2, 5} { // joining out of order
+		h.register(fmt.Sprintf("agent://m%d.local", i), 3600, at(time.Duration(i)*time.Second))
+		join(i, time.Minute)
+	}
+	leave(2, 2*time.Minute) // gone
+	leave(4, 2*time.Minute) // gone, and back
+	join(4, 3*time.Minute)
+	for _, i := range []int{0, 1, 3, 4, 5} {
+		members = append(members, fmt.Sprintf("agent://m%d.local", i))
 	}
 	for _, limit := range []int{1, 2, 3, 5, 0} {
 		var got []string
