@@ -407,4 +407,3 @@ func (r *Registry) zonesOf(uri string) []string {
 	}
 	return out
 }
-
