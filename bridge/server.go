@@ -77,6 +77,16 @@ type Config struct {
 	Verifier Verifier
 }
 
+// The node's default addresses: all on loopback, so that a node started
+// without flags serves no one but its own machine. aglxd listens on them
+// and the aglx commands look for the node there.
+const (
+	DefaultTCPAddr  = "127.0.0.1:2594" // AGLX over TCP, and UDP on the same port
+	DefaultTLSAddr  = "127.0.0.1:2596" // AGLX over TLS
+	DefaultHTTPAddr = "127.0.0.1:2595" // the HTTP API
+	DefaultNATSAddr = "127.0.0.1:4222" // the embedded NATS server's client port
+)
+
 // Verifier checks messages' signatures ahead of the fold.
 type Verifier interface {
 	// NeedsCheck reports, cheaply, whether the fold will judge the

@@ -36,8 +36,8 @@ import (
 // not get there in time fails the audit, with nothing said OK.
 func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("aglx audit", flag.ContinueOnError)
-	natsURL := fs.String("nats", "nats://127.0.0.1:4222", "the node's NATS address")
-	api := fs.String("http", "http://127.0.0.1:2595", "the node's HTTP API")
+	natsURL := fs.String("nats", "nats://"+bridge.DefaultNATSAddr, "the node's NATS address")
+	api := fs.String("http", "http://"+bridge.DefaultHTTPAddr, "the node's HTTP API")
 	pin := fs.String("key-id", "", "the node's key id as you recorded it (sha256:...); the audit stops if the node names another key")
 	wait := fs.Duration("wait", 5*time.Minute, "how long to wait for a node still replaying its log to reach the log's end as it stood when the audit started; then the audit fails (0: fail at once)")
 	if stop, err := parseFlags(fs, args); stop {

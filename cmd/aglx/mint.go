@@ -25,8 +25,8 @@ func runMint(args []string, stdout io.Writer) error {
 	amount := fs.String("amount", "", "how many credits, as an exact decimal (e.g. 100 or 0.5)")
 	reason := fs.String("reason", "issuance", "the reason recorded with the transfer")
 	keyPath := fs.String("key", "aglx-data/keys/node.key", "the node's key file")
-	addr := fs.String("addr", "127.0.0.1:2594", "the node's AGLX TCP address")
-	api := fs.String("http", "http://127.0.0.1:2595", "the node's HTTP API")
+	addr := fs.String("addr", bridge.DefaultTCPAddr, "the node's AGLX TCP address")
+	api := fs.String("http", "http://"+bridge.DefaultHTTPAddr, "the node's HTTP API")
 	txID := fs.String("tx-id", "", "the mint's transaction_id (default: a new one, printed); run again with the same one after a lost reply, and the ledger books it once")
 	if stop, err := parseFlags(fs, args); stop {
 		return err

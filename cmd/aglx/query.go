@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/ledger"
 	"github.com/aglx/ledger/projections"
 	"github.com/aglx/ledger/protocol"
@@ -105,7 +106,7 @@ func queryFlags(name, arg string) (*flag.FlagSet, *string, *bool) {
 // queryFlagsNoJSON is queryFlags for a query that prints JSON always.
 func queryFlagsNoJSON(name, arg string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	api := fs.String("http", "http://127.0.0.1:2595", "the node's HTTP API")
+	api := fs.String("http", "http://"+bridge.DefaultHTTPAddr, "the node's HTTP API")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: %s [flags] %s\n", name, arg)
 		fs.PrintDefaults()

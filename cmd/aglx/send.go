@@ -24,7 +24,7 @@ import (
 // error. With --udp each input (file, or stdin) is sent as one datagram.
 func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("aglx send", flag.ContinueOnError)
-	addr := fs.String("addr", "", "node address, host:port (default 127.0.0.1:2594, with --tls 127.0.0.1:2596)")
+	addr := fs.String("addr", "", "node address, host:port (default "+bridge.DefaultTCPAddr+", with --tls "+bridge.DefaultTLSAddr+")")
 	udp := fs.Bool("udp", false, "send each input as one UDP datagram (no replies are awaited)")
 	useTLS := fs.Bool("tls", false, "connect with TLS (the node's --tls-listen port, 2596 by default); security messages need it")
 	ca := fs.String("ca", "", "with --tls: trust the certificate(s) in this PEM file (for a self-signed node: DATA/tls/cert.pem)")
@@ -42,9 +42,9 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 		return errors.New("--ca and --pin say whom to trust over TLS; add --tls (without it the frames would go in the clear)")
 	}
 	if *addr == "" {
-		*addr = "127.0.0.1:2594"
+		*addr = bridge.DefaultTCPAddr
 		if *useTLS {
-			*addr = "127.0.0.1:2596"
+			*addr = bridge.DefaultTLSAddr
 		}
 	}
 	inputs, err := readInputs(fs.Args(), stdin)

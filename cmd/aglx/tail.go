@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats.go"
@@ -24,7 +25,7 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("aglx tail", flag.ContinueOnError)
-	url := fs.String("nats", "nats://127.0.0.1:4222", "the node's NATS address (aglxd --nats-listen)")
+	url := fs.String("nats", "nats://"+bridge.DefaultNATSAddr, "the node's NATS address (aglxd --nats-listen)")
 	stream := fs.String("stream", events.StreamNameDefault, "event log stream name")
 	seq := fs.Uint64("seq", 0, "start at this stream sequence")
 	since := fs.String("since", "", "start at this time: RFC 3339 (2025-10-29T18:00:00Z) or a duration ago (10m)")

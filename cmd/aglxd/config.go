@@ -71,11 +71,11 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Name:           "registry://localhost",
-		Listen:         "127.0.0.1:2594",
-		TLSListen:      "127.0.0.1:2596",
-		UDP:            "127.0.0.1:2594",
-		HTTP:           "127.0.0.1:2595",
-		NATSListen:     "127.0.0.1:4222",
+		Listen:         bridge.DefaultTCPAddr,
+		TLSListen:      bridge.DefaultTLSAddr,
+		UDP:            bridge.DefaultTCPAddr,
+		HTTP:           bridge.DefaultHTTPAddr,
+		NATSListen:     bridge.DefaultNATSAddr,
 		DataDir:        "./aglx-data",
 		Fsync:          "always",
 		BodySizeMax:    protocol.BodySizeMaxDefault,
