@@ -137,6 +137,9 @@ func kindOf(t reflect.Type) fieldKind {
 // holding null is treated as absent, and members no field asks for are
 // ignored.
 func decodeFields(members []member, rv reflect.Value, sf *structFields, obj objectPath) *Error {
+	if name, field, ok := sf.caseVariant(members); ok {
+		return caseVariantError(fieldPath{obj, name}.String(), field)
+	}
 	for i := range sf.fields {
 		d := &sf.fields[i]
 		v := memberValue(members, d.name)
@@ -148,6 +151,50 @@ func decodeFields(members []member, rv reflect.Value, sf *structFields, obj obje
 		}
 	}
 	return nil
+}
+
+// caseVariant returns the first member, in document order, whose name is
+// a field's in other letters, as encoding/json matches names (bytes.
+// EqualFold: "AMOUNT", or "amount" with a Kelvin sign for its k if it had
+// one), and that field's name. The node reads a field by its exact name
+// and Go's encoding/json by the last member that folds to it, so that
+// {"amount": 1, "AMOUNT": 1000} was booked as 1 and read as 1000 by an
+// agent in Go, and {"task_id": "t", "STATUS": "failed"} had no status for
+// the node and "failed" for that agent (helper-74). A message that means
+// two things is refused, as a member named twice is.
+func (sf *structFields) caseVariant(members []member) (name, field string, found bool) {
+next:
+	for _, m := range members {
+		for i := range sf.fields {
+			if string(m.name) == sf.fields[i].name {
+				continue next
+			}
+		}
+		for i := range sf.fields {
+			// The field names are ASCII, so an ASCII name folds to one
+			// only if it is as long; other names go through EqualFold.
+			f := sf.fields[i].name
+			if (len(m.name) == len(f) || !isASCII(m.name)) && bytes.EqualFold(m.name, []byte(f)) {
+				return string(m.name), f, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// caseVariantError is the refusal of a member named as a field in other
+// letters.
+func caseVariantError(path, field string) *Error {
+	return Errorf(StatusBadRequest, "member %s is the field %q in other letters; member names are case-sensitive, and a reader that matches them regardless of case would take it for %q", quoteValue(path), field, field)
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // memberValue returns the value of the member called name, or nil. The

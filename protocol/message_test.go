@@ -266,7 +266,11 @@ func TestParseRejects(t *testing.T) {
 		// Missing required fields.
 		{"transfer without amount", testFrame(TypeCreditTransfer, `{`+okTransfer+`}`), `field "amount" is required`},
 		{"transfer with null amount", testFrame(TypeCreditTransfer, `{"amount": null, `+okTransfer+`}`), `field "amount" is required`},
-		{"member names are case-sensitive", testFrame(TypeCreditTransfer, `{"AMOUNT": 3, `+okTransfer+`}`), `field "amount" is required`},
+		{"member names are case-sensitive", testFrame(TypeCreditTransfer, `{"AMOUNT": 3, `+okTransfer+`}`), `member "AMOUNT" is the field "amount" in other letters`},
+		{"a field in other letters beside it", testFrame(TypeCreditTransfer, `{"amount": 1, "AMOUNT": 1000, `+okTransfer+`}`), `member "AMOUNT" is the field "amount" in other letters`},
+		{"an optional field in other letters", testFrame(TypeTaskResult, `{"task_id": "t1", "STATUS": "failed"}`), `member "STATUS" is the field "status"`},
+		{"a field with a Kelvin sign for its k", testFrame(TypeTaskResult, "{\"tas\u212a_id\": \"t1\"}"), `is the field "task_id" in other letters`},
+		{"a field in other letters in a list", testFrame(TypeRegistrySync, `{"entries": [{"agent_id": "a", "agent_uri": "agent://a.local", "TTL": 5}]}`), `member "entries[0].TTL" is the field "ttl"`},
 		{"transfer without currency", testFrame(TypeCreditTransfer, `{"amount": 3, "timestamp": "2025-10-29T19:02:40Z", "transaction_id": "tx-1"}`), `field "currency" is required`},
 		{"transfer without timestamp", testFrame(TypeCreditTransfer, `{"amount": 3, "currency": "AGLX", "transaction_id": "tx-1"}`), `field "timestamp" is required`},
 		{"task.assign without task", testFrame(TypeTaskAssign, `{"priority": 3}`), `field "task" is required`},

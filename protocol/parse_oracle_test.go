@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,6 +134,30 @@ func oracleDecodeObject(raw []byte, rv reflect.Value, path string) *Error {
 		return Errorf(StatusBadRequest, "field %q must be an object", path)
 	}
 	t := rv.Type()
+	var fields []string
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" && t.Field(i).IsExported() {
+			fields = append(fields, name)
+		}
+	}
+	// A member named as a field in other letters, the first in document
+	// order, is refused before anything is read.
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.Token() // {
+	for dec.More() {
+		tok, _ := dec.Token()
+		key, _ := tok.(string)
+		var skip json.RawMessage
+		dec.Decode(&skip)
+		if slices.Contains(fields, key) {
+			continue
+		}
+		for _, f := range fields {
+			if strings.EqualFold(key, f) {
+				return caseVariantError(joinPath(path, key), f)
+			}
+		}
+	}
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
 		if name == "" || name == "-" || !t.Field(i).IsExported() {
@@ -186,7 +211,7 @@ func oracleDecodeMember(raw []byte, fv reflect.Value, path string) *Error {
 var oracleSeeds = []string{
 	``, `{}`, ` {} `, `{} {}`, `{}x`, `[]`, `null`, `"s"`, `1`, `1x`, `01`, `-`, `{"a":01}`, `{"a":1.}`,
 	`{"a":1,}`, `{"a" 1}`, `{"a":1 "b":2}`, `{,}`, `[1,]`, `[1 2]`, `{"a":tru}`, `{"a":truex}`, `{"a":nul}`,
-	`{"amount": 1, "\u0061mount": 2}`, `{"a\ud800": 1, "a\udc00": 2}`, "{\"\xff\": 1, \"\xfe\": 2}",
+	`{"amount": 1, "\u0061mount": 2}`, `{"AMOUNT": 1}`, `{"amount": 1, "Amount": 2}`, `{"tas\u212a_id": "t"}`, `{"entries": [{"AGENT_ID": "a"}]}`, `{"a\ud800": 1, "a\udc00": 2}`, "{\"\xff\": 1, \"\xfe\": 2}",
 	`{"x": {"k": 1, "k": 2}}`, `[{"a": 1}, {"b": 1, "b": 2}]`, `{"a": "\x"}`, `{"a": "\u12"}`, "{\"a\": \"\x01\"}",
 	`{"task_id": "t\u00e9\ud83d\ude00\ud800x", "reason": "\"\\\/\b\f\n\r\t"}`, "{\"task_id\": \"t\xff\xfe\"}",
 	`{"entries": [{"agent_id": "a", "agent_uri": "agent://A.local", "ttl": 5}, {"agent_id": "b", "agent_uri": "registry://b"}]}`,
