@@ -228,9 +228,14 @@ type Log struct {
 	js     jetstream.JetStream
 	walJS  jetstream.JetStream // the write-ahead commits' (Config.CommitConn)
 	stream jetstream.Stream
-	wal    jetstream.Stream // nil for a read-only (attached) log
-	cfg    Config
-	lg     *slog.Logger
+	// info is the event stream asked through the commits' connection,
+	// for LastSeq: the health check's question waited on the shared one
+	// behind the events a replay was reading, and /healthz failed with a
+	// timeout while a node caught up after a start (helper-74).
+	info jetstream.Stream
+	wal  jetstream.Stream // nil for a read-only (attached) log
+	cfg  Config
+	lg   *slog.Logger
 
 	queue     chan *Pending // appends waiting for the committer
 	toPublish chan *batch   // committed batches waiting for the publisher
@@ -328,8 +333,14 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 			return nil, fmt.Errorf("events: jetstream: %w", err)
 		}
 	}
+	info := st
+	if cfg.CommitConn != nil {
+		if info, err = walJS.Stream(ctx, st.CachedInfo().Config.Name); err != nil {
+			return nil, fmt.Errorf("events: stream info: %w", err)
+		}
+	}
 	l := &Log{
-		nc: nc, js: js, walJS: walJS, stream: st, wal: wal, cfg: cfg, lg: lg,
+		nc: nc, js: js, walJS: walJS, stream: st, info: info, wal: wal, cfg: cfg, lg: lg,
 		walMsgMax: walMsgMax, batchBytesMax: min(BatchBytesMax, walMsgMax),
 		queue:     make(chan *Pending, InFlightMax),
 		toPublish: make(chan *batch, InFlightMax/BatchEventsMax+1),
@@ -453,7 +464,7 @@ func Attach(ctx context.Context, nc *nats.Conn, stream string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: stream %s: %w", stream, err)
 	}
-	return &Log{nc: nc, js: js, stream: st, cfg: Config{Stream: stream}.withDefaults()}, nil
+	return &Log{nc: nc, js: js, stream: st, info: st, cfg: Config{Stream: stream}.withDefaults()}, nil
 }
 
 // Close stops taking appends, commits what it holds, publishes what the
@@ -672,7 +683,7 @@ func (l *Log) WaitPublished(ctx context.Context, seq uint64) error {
 // empty log. Events acknowledged a moment ago may not be there yet; use
 // Published to wait for them.
 func (l *Log) LastSeq(ctx context.Context) (uint64, error) {
-	info, err := l.stream.Info(ctx)
+	info, err := l.info.Info(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("events: stream info: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -55,6 +56,13 @@ func (l *Log) orderedRead(ctx context.Context, st jetstream.Stream, cfg jetstrea
 	return cons, it, stop, nil
 }
 
+// readBufferBytes bounds the events a Read has pulled and not yet handed
+// on, in bytes: four of the largest. The client's default is 500
+// messages, whatever their size: after a burst of 1 MiB events, a replay
+// held some 500 MiB in it, and the replies of every other request on the
+// connection (a health check's stream info) waited behind them (helper-74).
+const readBufferBytes = 4 * (protocol.BodySizeMaxLimit + envelopeOverhead)
+
 // ErrStop, returned by a Read callback, ends the read without error.
 var ErrStop = errors.New("events: stop reading")
 
@@ -88,7 +96,7 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn func(*Envelope) err
 	default:
 		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
 	}
-	cons, it, stop, err := l.orderedRead(ctx, l.stream, cfg)
+	cons, it, stop, err := l.orderedRead(ctx, l.stream, cfg, jetstream.PullMaxBytes(readBufferBytes))
 	if err != nil {
 		return fmt.Errorf("events: read: %w", err)
 	}

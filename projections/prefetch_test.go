@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,5 +106,73 @@ func TestReplayWithPrefetcherEqualsWithout(t *testing.T) {
 		}
 		lo := max(i-300, 0)
 		t.Fatalf("replay with the prefetcher differs from replay without, at byte %d:\nwith    ...%.500s\nwithout ...%.500s", i, with[lo:], without[lo:])
+	}
+}
+
+// stretchRecorder is a Prefetcher that records the memory of each stretch
+// it is given.
+type stretchRecorder struct {
+	mu      sync.Mutex
+	largest int64
+	count   int
+}
+
+func (s *stretchRecorder) Prefetch(envs []*events.Envelope) {
+	var b int64
+	for _, e := range envs {
+		b += protocol.MemorySize(e.Headers, e.Body)
+	}
+	s.mu.Lock()
+	s.largest, s.count = max(s.largest, b), s.count+1
+	s.mu.Unlock()
+}
+
+// TestReplayStretchesAreBoundedInBytes: a replay reads the log in
+// stretches of at most prefetchChunkBytes of events, however few events
+// that is, and folds them all. Bounded by count alone, a stretch of 512
+// events of 1 MiB bodies held gigabytes, three stretches at a time, and a
+// restart after such a burst took 3 GB (helper-74).
+func TestReplayStretchesAreBoundedInBytes(t *testing.T) {
+	l, nc := openLogConn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h := newHarness(t)
+	big := strings.Repeat("x", 512<<10)
+	const n = 60
+	var envs []*events.Envelope
+	for i := range n {
+		e := h.event(frame(fmt.Sprintf("agent://a%d.local", i), "agent://b.local", protocol.TypeTaskResult,
+			fmt.Sprintf(`{"task_id":"t%d","status":"done","result":{"log":%q}}`, i, big)), regT0)
+		e.Envelope.Seq = 0
+		envs = append(envs, e.Envelope)
+	}
+	appendAll(t, l, envs)
+	if err := l.WaitPublished(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := events.Attach(ctx, nc, events.StreamNameDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := NewStats()
+	r := NewRunner(ro, nil, stats)
+	rec := &stretchRecorder{}
+	r.Prefetcher = rec
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go r.Run(rctx)
+	select {
+	case <-r.Ready():
+	case <-ctx.Done():
+		t.Fatal("replay never became ready")
+	}
+	if r.Applied() != n {
+		t.Fatalf("applied %d of %d events", r.Applied(), n)
+	}
+	one := protocol.MemorySize(envs[0].Headers, envs[0].Body)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.count < 2 || rec.largest > prefetchChunkBytes+one {
+		t.Fatalf("%d stretches, the largest %d bytes; want several, none past %d bytes and one event", rec.count, rec.largest, prefetchChunkBytes)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
 )
 
 // retryWaitMax bounds the pause between attempts to resume reading the log
@@ -21,6 +22,12 @@ const retryWaitMax = 5 * time.Second
 // gets at a time: enough to keep every core busy, small enough that the
 // folds never wait long.
 const prefetchChunk = 512 // events
+
+// prefetchChunkBytes bounds a stretch by the memory its events hold
+// (protocol.MemorySize), beside prefetchChunk: up to three stretches are
+// in memory at once (one gathering, one being checked, one being folded),
+// and 512 events of 1 MiB bodies each made a replay take 3 GB (helper-74).
+const prefetchChunkBytes = 32 << 20 // bytes
 
 // applyBatchMax bounds the events folded under one hold of the runner's
 // lock. Taking the lock and waking the waiting replies once per stretch
@@ -212,6 +219,7 @@ type stretchPipe struct {
 	r       *Runner
 	readyAt uint64
 	chunk   []*events.Envelope // gathering (add)
+	bytes   int64              // the memory chunk's events hold
 	prev    []*events.Envelope // read and prefetching, not yet folded
 	done    chan struct{}      // closed when prev's prefetch is over
 }
@@ -222,12 +230,13 @@ type stretchPipe struct {
 // or past end.
 func (p *stretchPipe) add(e *events.Envelope, chunkMax int, end uint64) bool {
 	p.chunk = append(p.chunk, e)
+	p.bytes += protocol.MemorySize(e.Headers, e.Body)
 	atEnd := e.Seq >= end
-	if len(p.chunk) < chunkMax && !atEnd {
+	if len(p.chunk) < chunkMax && p.bytes < prefetchChunkBytes && !atEnd {
 		return false
 	}
 	p.push(p.chunk)
-	p.chunk = p.chunk[:0]
+	p.chunk, p.bytes = p.chunk[:0], 0
 	if atEnd {
 		p.flush()
 	}
@@ -238,7 +247,7 @@ func (p *stretchPipe) add(e *events.Envelope, chunkMax int, end uint64) bool {
 func (p *stretchPipe) finish() {
 	if len(p.chunk) > 0 {
 		p.push(p.chunk)
-		p.chunk = p.chunk[:0]
+		p.chunk, p.bytes = p.chunk[:0], 0
 	}
 	p.flush()
 }
