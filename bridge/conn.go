@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aglx/ledger/events"
@@ -330,7 +331,7 @@ func (c *conn) sequenceLoop() {
 }
 
 func (c *conn) writeLoop() {
-	bw := bufio.NewWriterSize(deadlineWriter{c.nc}, writeBufferSize)
+	bw := bufio.NewWriterSize(deadlineWriter{c.nc, &c.s.stopping}, writeBufferSize)
 	var werr error
 	for it := range c.replies {
 		werr = c.writeReply(bw, it, werr)
@@ -404,10 +405,21 @@ func (c *conn) flush(bw *bufio.Writer) error {
 // could then be long past (a connection quiet for longer than
 // WriteTimeout), and the write would fail at once, losing every reply on
 // the connection.
-type deadlineWriter struct{ nc net.Conn }
+//
+// Once the node is stopping (stopping set), each write gets
+// ShutdownWriteTimeout instead: one peer that did not read its replies held
+// a stop for the whole WriteTimeout (helper-74).
+type deadlineWriter struct {
+	nc       net.Conn
+	stopping *atomic.Bool // nil: never
+}
 
 func (w deadlineWriter) Write(b []byte) (int, error) {
-	w.nc.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	timeout := WriteTimeout
+	if w.stopping != nil && w.stopping.Load() {
+		timeout = ShutdownWriteTimeout
+	}
+	w.nc.SetWriteDeadline(time.Now().Add(timeout))
 	return w.nc.Write(b)
 }
 

@@ -3,6 +3,7 @@ package bridge
 import (
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -21,7 +22,7 @@ func TestDeadlineWriterRenewsTheDeadline(t *testing.T) {
 	if _, err := a.Write([]byte("x")); err == nil {
 		t.Fatal("a write past its deadline succeeded; the test shows nothing")
 	}
-	if _, err := (deadlineWriter{a}).Write([]byte("a reply")); err != nil {
+	if _, err := (deadlineWriter{a, nil}).Write([]byte("a reply")); err != nil {
 		t.Fatalf("write through deadlineWriter: %v", err)
 	}
 }
@@ -38,6 +39,37 @@ func TestHostOf(t *testing.T) {
 	} {
 		if got := hostOf(&net.TCPAddr{IP: net.ParseIP(tt.a), Port: 4000}); got != tt.b {
 			t.Errorf("hostOf(%s) = %s, want %s", tt.a, got, tt.b)
+		}
+	}
+}
+
+// deadlineConn records the write deadline it is given.
+type deadlineConn struct {
+	net.Conn
+	deadline time.Time
+}
+
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error { c.deadline = t; return nil }
+func (c *deadlineConn) Write(b []byte) (int, error)        { return len(b), nil }
+
+// TestRepliesGetLessTimeOnceStopping: each reply write gets WriteTimeout
+// while the node runs and ShutdownWriteTimeout once it is stopping, so
+// that a peer that does not read its replies cannot hold a stop for the
+// whole WriteTimeout (helper-74: 28 s of a 30 s stop).
+func TestRepliesGetLessTimeOnceStopping(t *testing.T) {
+	var stopping atomic.Bool
+	for _, tt := range []struct {
+		stopping bool
+		want     time.Duration
+	}{{false, WriteTimeout}, {true, ShutdownWriteTimeout}} {
+		stopping.Store(tt.stopping)
+		c := &deadlineConn{}
+		start := time.Now()
+		if _, err := (deadlineWriter{c, &stopping}).Write([]byte("a reply")); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.deadline.Sub(start); got < tt.want || got > tt.want+time.Second {
+			t.Errorf("stopping %v: a write's deadline %s ahead, want %s", tt.stopping, got.Round(time.Millisecond), tt.want)
 		}
 	}
 }

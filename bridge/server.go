@@ -30,6 +30,10 @@ const (
 	// WriteTimeout bounds how long a reply may wait for a peer that does not
 	// read. The connection is closed after it.
 	WriteTimeout = 30 * time.Second // per reply write
+	// ShutdownWriteTimeout bounds each reply write once the node is
+	// stopping, so that a peer that does not read cannot hold the stop
+	// (aglxd gives the whole stop 30 s).
+	ShutdownWriteTimeout = 5 * time.Second // per reply write
 	// IdleTimeoutDefault bounds the wait for a connection's next frame,
 	// counted while the node owes the peer no reply (a peer waiting for
 	// its answers is not idle), until the frame's last byte. A connection
@@ -182,6 +186,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	closing   bool
+	stopping  atomic.Bool // set with closing, read by every reply write
 	listeners map[net.Listener]struct{}
 	packets   map[net.PacketConn]struct{}
 	conns     map[*conn]struct{}
@@ -321,6 +326,7 @@ func (s *Server) isClosing() bool {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
+	s.stopping.Store(true)
 	for ln := range s.listeners {
 		ln.Close()
 	}
@@ -329,6 +335,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	for c := range s.conns {
 		c.stopReading()
+		// A write blocked now got WriteTimeout when it began.
+		c.nc.SetWriteDeadline(time.Now().Add(ShutdownWriteTimeout))
 	}
 	s.mu.Unlock()
 
