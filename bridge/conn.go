@@ -420,6 +420,10 @@ func (w deadlineWriter) Write(b []byte) (int, error) {
 		timeout = ShutdownWriteTimeout
 	}
 	w.nc.SetWriteDeadline(time.Now().Add(timeout))
+	if timeout == WriteTimeout && w.stopping != nil && w.stopping.Load() {
+		// The stop began in between, and its deadline was just replaced.
+		w.nc.SetWriteDeadline(time.Now().Add(ShutdownWriteTimeout))
+	}
 	return w.nc.Write(b)
 }
 

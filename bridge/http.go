@@ -181,18 +181,29 @@ func HTTPHandler(api API) http.Handler {
 		done time.Time
 		cost time.Duration
 	}
-	digestAt := api.viewAt(func(r *http.Request, applied uint64) (int, any) {
+	mux.HandleFunc("GET /v1/ledger/digest", api.viewAt(func(r *http.Request, applied uint64) (int, any) {
+		// Tried, not waited for, and only once the read has its position:
+		// callers queued on the lock held HTTP slots without bound
+		// (helper-75), and one taken before viewAt's wait for ?seq= kept
+		// every other digest at 503 for that wait (helper-76). TryLock
+		// never blocks, so the View holds up the fold for nothing.
+		if !digest.TryLock() {
+			return http.StatusServiceUnavailable, errBody("a ledger digest is being made; ask again in a moment (aglx audit does, within --wait)")
+		}
 		want, _ := strconv.ParseUint(r.URL.Query().Get("seq"), 10, 64) // checked by viewAt
 		if digest.have && (digest.at == applied || (want > 0 && digest.at >= want)) {
+			defer digest.Unlock()
 			return http.StatusOK, digest.d
 		}
 		if wait := digestDutyMax*digest.cost - time.Since(digest.done); digest.have && wait > 0 {
+			defer digest.Unlock()
 			return http.StatusServiceUnavailable, errBody(fmt.Sprintf("the last digest (at seq %d) took %s to make; a new one may be made in %s: ask again then, or with ?seq= at most %d for that one",
 				digest.at, digest.cost.Round(time.Millisecond), wait.Round(time.Millisecond), digest.at))
 		}
 		start := time.Now()
 		digestOf := projections.DigestLater(api.Credits, applied)
 		return 0, afterView(func() (int, any) {
+			defer digest.Unlock()
 			d, err := digestOf()
 			if err != nil {
 				return http.StatusInternalServerError, errBody(err.Error())
@@ -201,19 +212,7 @@ func HTTPHandler(api API) http.Handler {
 			digest.done, digest.cost = time.Now(), time.Since(start)
 			return http.StatusOK, d
 		})
-	})
-	mux.HandleFunc("GET /v1/ledger/digest", func(w http.ResponseWriter, r *http.Request) {
-		// Taken before the View, so that a caller never holds the fold
-		// while it waits; and not waited for: callers queued on it held
-		// HTTP slots without bound, past waitersMax (helper-75).
-		if !digest.TryLock() {
-			w.Header().Set("Retry-After", "1")
-			writeJSON(w, http.StatusServiceUnavailable, errBody("a ledger digest is being made; ask again in a moment (aglx audit does, within --wait)"))
-			return
-		}
-		defer digest.Unlock()
-		digestAt(w, r)
-	})
+	}))
 	mux.HandleFunc("GET /v1/agents", api.view(func(r *http.Request) (int, any) {
 		q := r.URL.Query()
 		limit, err := limitOf(q.Get("limit"))

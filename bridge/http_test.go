@@ -3,6 +3,8 @@ package bridge
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net"
@@ -469,5 +471,51 @@ func TestTrickledBodiesDoNotHoldTheSlots(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a new client was never answered beside two connections trickling bodies: %v", err)
 		}
+	}
+}
+
+// TestDigestWaitingForAPositionHoldsNoOther: a digest asked at a position
+// the state has not reached waits for it (up to seqWaitMax) without
+// keeping any other digest from being made. The digest's lock was taken
+// before that wait, and every other request was told "a digest is being
+// made" for as long: anyone could keep the endpoint at 503, and the
+// audit failed (helper-76).
+func TestDigestWaitingForAPositionHoldsNoOther(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	_, nodeKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := projections.NewRegistry(projections.RegistryConfig{NodeURI: "registry://localhost", NodeKey: nodeKey})
+	credits := projections.NewCredits("registry://localhost", reg, nil)
+	runner := projections.NewRunner(l, quiet, reg, credits)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go runner.Run(ctx)
+	select {
+	case <-runner.Ready():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the runner never caught up with an empty log")
+	}
+	h := HTTPHandler(API{Log: l, Runner: runner, Credits: credits, Registry: reg})
+	waiting := make(chan int, 1)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/ledger/digest?seq=1000", nil).WithContext(ctx))
+		waiting <- rec.Code
+	}()
+	// Other digests, for a second while the first waits (until it is
+	// cancelled, or seqWaitMax): each is answered at once.
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/ledger/digest", nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("a digest beside one waiting for seq 1000: %d %s; want 200", rec.Code, rec.Body.String())
+		}
+	}
+	select {
+	case code := <-waiting:
+		t.Fatalf("the digest at seq 1000 was answered %d before the state got there", code)
+	default:
 	}
 }

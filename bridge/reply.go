@@ -19,6 +19,12 @@ import (
 func (s *Server) reply(it *item) []byte {
 	if it.pending != nil {
 		a, err := it.pending.Wait(s.abort)
+		if it.keyed && (err != nil || a.Duplicate) {
+			// Never folded: a resend of a signed auth.request, again
+			// and again, kept its records, parsed key and all, until
+			// newer ones pushed them out (helper-76).
+			s.cfg.Verifier.Forget(it.env)
+		}
 		if err != nil {
 			s.n.refused.Add(1)
 			if st := protocol.StatusOf(err); st >= 400 && st < 500 {

@@ -102,6 +102,10 @@ type Verifier interface {
 	// VerifyBatch checks the signatures of envs, each with its Msg set,
 	// together where that is cheaper than one by one.
 	VerifyBatch(envs []*events.Envelope)
+	// Forget drops what VerifyBatch recorded for env, whose event the
+	// fold will never apply: a resend the log answered from the first
+	// copy, or a frame whose append failed.
+	Forget(env *events.Envelope)
 }
 
 // Answerer gives the reply the projections decided for a message.

@@ -57,6 +57,7 @@ func (s *Server) ServeUDP(pc net.PacketConn) error {
 type udpItem struct {
 	peer    string
 	pending *events.Pending
+	checked *events.Envelope // its signature was checked ahead of the fold
 }
 
 func (s *Server) handleDatagram(pc net.PacketConn, addr net.Addr, b []byte, waiting chan<- *udpItem) {
@@ -106,7 +107,11 @@ func (s *Server) handleDatagram(pc net.PacketConn, addr net.Addr, b []byte, wait
 	}
 	// When the waiter is behind this blocks the read loop, and the kernel's
 	// socket buffer absorbs or drops what comes next: UDP's own back-pressure.
-	waiting <- &udpItem{peer: peer, pending: it.pending}
+	u := &udpItem{peer: peer, pending: it.pending}
+	if it.keyed {
+		u.checked = it.env
+	}
+	waiting <- u
 }
 
 func asProtocolError(err error) *protocol.Error {
@@ -123,6 +128,9 @@ func (s *Server) udpWaiter(waiting <-chan *udpItem) {
 	defer s.wg.Done()
 	for it := range waiting {
 		a, err := it.pending.Wait(s.abort)
+		if it.checked != nil && (err != nil || a.Duplicate) {
+			s.cfg.Verifier.Forget(it.checked) // never folded
+		}
 		if err != nil {
 			// Refused at the append (an ID reused with other content) or
 			// not stored: counted, and logged at the edge's rate, since

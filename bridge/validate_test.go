@@ -47,6 +47,8 @@ func signedLookingFrame(i int) []byte {
 		`{"amount": 3, "currency": "AGLX", "reason": "r", "timestamp": "2025-10-29T19:02:40Z", "transaction_id": "tx-%08d", "signature": "ed25519:00"}`+"\n", i%100, i)
 }
 
+func (v *recordingVerifier) Forget(*events.Envelope) {}
+
 func (v *recordingVerifier) count(id string) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -56,12 +56,18 @@ func (l *Log) orderedRead(ctx context.Context, st jetstream.Stream, cfg jetstrea
 	return cons, it, stop, nil
 }
 
-// readBufferBytes bounds the events a Read has pulled and not yet handed
-// on, in bytes: four of the largest. The client's default is 500
-// messages, whatever their size: after a burst of 1 MiB events, a replay
+// readBufferEvents and readBufferBytes bound what a Read pulls ahead of
+// what it has handed on: at most readBufferEvents events, asked for in
+// requests of at most readBufferBytes. The client's default is 500
+// messages whatever their size: after a burst of 1 MiB events a replay
 // held some 500 MiB in it, and the replies of every other request on the
-// connection (a health check's stream info) waited behind them (helper-74).
-const readBufferBytes = 4 * (protocol.BodySizeMaxLimit + envelopeOverhead)
+// connection (a health check's stream info) waited behind them
+// (helper-74). A byte bound alone lifts the count to a million, and a
+// reader of small events then held 135 MB (helper-76).
+const (
+	readBufferEvents = 500                                                // events
+	readBufferBytes  = 4 * (protocol.BodySizeMaxLimit + envelopeOverhead) // bytes
+)
 
 // ErrStop, returned by a Read callback, ends the read without error.
 var ErrStop = errors.New("events: stop reading")
@@ -96,7 +102,7 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn func(*Envelope) err
 	default:
 		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
 	}
-	cons, it, stop, err := l.orderedRead(ctx, l.stream, cfg, jetstream.PullMaxBytes(readBufferBytes))
+	cons, it, stop, err := l.orderedRead(ctx, l.stream, cfg, jetstream.PullMaxMessagesWithBytesLimit(readBufferEvents, readBufferBytes))
 	if err != nil {
 		return fmt.Errorf("events: read: %w", err)
 	}

@@ -105,6 +105,15 @@ func (v *IngestVerifier) VerifyBatch(envs []*events.Envelope) {
 	flush()
 }
 
+// Forget drops what VerifyBatch recorded for env, whose event the fold
+// will not apply (the bridge's resends and failed appends); the fold
+// drops the rest as it applies them.
+func (v *IngestVerifier) Forget(env *events.Envelope) {
+	if v != nil {
+		v.Cache.Forget(env)
+	}
+}
+
 // ingestBatchMax is how many signatures VerifyBatch hands protocol at
 // once, and the largest part of a stretch Prefetch gives one core.
 const ingestBatchMax = 128 // signatures

@@ -45,7 +45,16 @@ const verdictKeysMax = 2 // keys
 type VerdictCache struct {
 	mu    sync.Mutex
 	m     map[string]cachedVerdict
-	order []string // event ids in order of first Put
+	order []orderEntry // records in order of first Put
+	tick  uint64       // counts records made, to tell one from a later one under the same id
+}
+
+// orderEntry names a record for eviction: its event id, and which record
+// under that id it was (a record dropped by Forget and made again under
+// the same id is another one, which the old entry must not evict).
+type orderEntry struct {
+	id   string
+	tick uint64
 }
 
 type cachedVerdict struct {
@@ -53,6 +62,7 @@ type cachedVerdict struct {
 	// VerdictCacheMax events alive, and a pointer made from another
 	// envelope, even one allocated where this one was, never equals it.
 	env     weak.Pointer[events.Envelope]
+	tick    uint64 // the orderEntry that evicts it
 	under   [verdictKeysMax]keyVerdict
 	n       int
 	carried *CarriedKey
@@ -105,11 +115,10 @@ func (c *VerdictCache) PutAll(vs []VerdictEntry) {
 	for _, v := range vs {
 		w := weak.Make(v.Env)
 		cv, dup := c.m[v.Env.ID]
-		if !dup {
-			c.order = append(c.order, v.Env.ID)
-		}
 		if !dup || cv.env != w {
-			cv = cachedVerdict{env: w}
+			c.tick++
+			cv = cachedVerdict{env: w, tick: c.tick}
+			c.order = append(c.order, orderEntry{v.Env.ID, c.tick})
 		}
 		if v.Carried != nil {
 			cv.carried = v.Carried
@@ -119,14 +128,22 @@ func (c *VerdictCache) PutAll(vs []VerdictEntry) {
 		}
 		c.m[v.Env.ID] = cv
 		for len(c.m) > VerdictCacheMax {
-			delete(c.m, c.order[0])
+			c.evict(c.order[0])
 			c.order = c.order[1:]
 		}
 	}
 	if len(c.order) > 2*VerdictCacheMax {
-		// Forget leaves its ids here: drop them, in one pass per
+		// Forget, and records replaced under their id, leave entries
+		// here that name no record: drop them, in one pass per
 		// VerdictCacheMax records at least.
-		c.order = slices.DeleteFunc(c.order, func(id string) bool { _, ok := c.m[id]; return !ok })
+		c.order = slices.DeleteFunc(c.order, func(o orderEntry) bool { cv, ok := c.m[o.id]; return !ok || cv.tick != o.tick })
+	}
+}
+
+// evict drops the record o names, if it is still there.
+func (c *VerdictCache) evict(o orderEntry) {
+	if cv, ok := c.m[o.id]; ok && cv.tick == o.tick {
+		delete(c.m, o.id)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -194,4 +195,33 @@ func TestVerdictCacheForgets(t *testing.T) {
 	if n > 2*VerdictCacheMax+1 {
 		t.Fatalf("the eviction order holds %d ids for 1 record", n)
 	}
+}
+
+// TestVerdictCacheEvictsTheOldest: a record dropped by Forget and made
+// again under the same event id is a new record, and the eviction of the
+// oldest does not take it for the old one: it dropped the newest record
+// in the cache (helper-76).
+func TestVerdictCacheEvictsTheOldest(t *testing.T) {
+	var c VerdictCache
+	first := &events.Envelope{ID: "same"}
+	c.Put(first, "k", nil)
+	c.Forget(first)
+	var oldest *events.Envelope
+	for i := range VerdictCacheMax - 1 {
+		e := &events.Envelope{ID: fmt.Sprintf("ev-%d", i)}
+		if i == 0 {
+			oldest = e
+		}
+		c.Put(e, "k", nil)
+	}
+	again := &events.Envelope{ID: "same"}
+	c.Put(again, "k", nil) // the newest; the cache is full
+	c.Put(&events.Envelope{ID: "one more"}, "k", nil)
+	if _, found := c.Get(again, "k"); !found {
+		t.Fatal("the newest record was evicted in place of the oldest")
+	}
+	if _, found := c.Get(oldest, "k"); found {
+		t.Fatal("the oldest record was kept past the bound")
+	}
+	runtime.KeepAlive(oldest)
 }
