@@ -47,6 +47,11 @@ type conn struct {
 	stopped   chan struct{}
 	fatal     bool // reading ended on a framing error; set by the reader
 
+	// keying counts the auth.requests and key.rotates read on this
+	// connection and not yet answered: a key they bind may judge the
+	// frames read meanwhile (it.afterKeying).
+	keying atomic.Int32
+
 	// idleMu guards unanswered, the frames read and not yet answered, and
 	// every change of the read deadline: the idle clock runs only while
 	// the node owes the peer nothing (armRead, answered).
@@ -85,7 +90,11 @@ type item struct {
 	env       *events.Envelope // the event to append, if the frame is valid
 	accepted  protocol.Status  // 200 or 202, for a valid frame
 	keyed     bool             // the fold judges its signature against a key (Verifier.NeedsCheck)
-	refusal   error            // why the frame was refused, if it was
+	// afterKeying: read while a key request of the same connection was
+	// unanswered, so the fold may judge it by a key the edge did not see.
+	afterKeying bool
+	keys        bool  // an auth.request or key.rotate: counted in conn.keying until answered
+	refusal     error // why the frame was refused, if it was
 
 	pending *events.Pending // set by the sequencer when appended
 }
@@ -312,11 +321,31 @@ func (c *conn) readLoop() {
 		it := c.s.prepare(f, pe, c.transport, c.peer)
 		it.size = size
 		c.s.validateAsync(it)
+		c.noteKeying(it)
 		c.queue <- it
 		if pe != nil && pe.Fatal {
 			c.fatal = true
 			return
 		}
+	}
+}
+
+// noteKeying marks a frame read while an auth.request or key.rotate of
+// this connection is unanswered, whose key the fold may judge it by
+// though the edge, which looked up its sender's key as it stood, found
+// none: its reply then waits for the fold, like a keyed frame's. An agent
+// that bound its first key and sent an unsigned transfer right behind it
+// was told 202 for a transfer the fold then refused (401) and the relay
+// withheld. (Another connection's binding can still race a frame so;
+// only that agent's own key is at stake.)
+func (c *conn) noteKeying(it *item) {
+	if it.env == nil {
+		return
+	}
+	it.afterKeying = c.keying.Load() > 0
+	if it.env.Type == protocol.TypeAuthRequest || it.env.Type == protocol.TypeKeyRotate {
+		it.keys = true
+		c.keying.Add(1)
 	}
 }
 
@@ -335,6 +364,9 @@ func (c *conn) writeLoop() {
 	var werr error
 	for it := range c.replies {
 		werr = c.writeReply(bw, it, werr)
+		if it.keys {
+			c.keying.Add(-1)
+		}
 		c.s.budget.release(c, it.size)
 		c.answered()
 	}

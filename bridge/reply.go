@@ -87,7 +87,7 @@ func (s *Server) answered(it *item, a events.Appended) bool {
 	// such): either may end in a refusal (401) the relay withholds by,
 	// whatever the TYPE, and a 202 would tell the sender otherwise
 	// (helper-58, helper-63). Other messages are answered once stored.
-	return it.keyed || (it.env.Msg != nil && it.env.Msg.HasSignatureMember())
+	return it.keyed || it.afterKeying || (it.env.Msg != nil && it.env.Msg.HasSignatureMember())
 }
 
 // answer waits for the projections' reply to an appended message, for the
