@@ -214,11 +214,25 @@ func lfExpectAccount(t *testing.T, m *Main, uri string, seq uint64, balance, ava
 // lfDigest is the ledger digest's sha256 once seq is applied.
 func lfDigest(t *testing.T, m *Main, seq uint64) string {
 	t.Helper()
-	var d projections.Digest
-	if err := json.Unmarshal(lfGet(t, m, "/v1/ledger/digest", seq), &d); err != nil || d.SHA256 == "" {
-		t.Fatalf("digest: %+v %v", d, err)
+	// The node makes a digest at most a tenth of the time and says 503,
+	// ask again, meanwhile; asked again and again, as aglx audit does.
+	url := fmt.Sprintf("http://%s/v1/ledger/digest?seq=%d", m.HTTPAddr(), seq)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline) {
+			continue
+		}
+		var d projections.Digest
+		if err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal(b, &d) != nil || d.SHA256 == "" {
+			t.Fatalf("GET %s: %d %s %v", url, resp.StatusCode, b, err)
+		}
+		return d.SHA256
 	}
-	return d.SHA256
 }
 
 // lfSession is a TLS connection to a node that remembers the last sequence
