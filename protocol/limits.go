@@ -19,6 +19,9 @@ const (
 	// BodySizeMaxLimit is the largest body bound a node may be configured with;
 	// JetStream's message size must stay above it.
 	BodySizeMaxLimit = 8 << 20 // bytes
+	// BodySizeMaxMin is the smallest body bound a node may be configured
+	// with: below it, ordinary messages of the reference would not fit.
+	BodySizeMaxMin = 1024 // bytes
 	// JSONDepthMax bounds the nesting of objects and arrays in a body, so that
 	// no later recursive walk over it can exhaust the stack.
 	JSONDepthMax = 64 // levels

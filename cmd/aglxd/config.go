@@ -79,8 +79,8 @@ func DefaultConfig() Config {
 		DataDir:        "./aglx-data",
 		Fsync:          "always",
 		BodySizeMax:    protocol.BodySizeMaxDefault,
-		ConnectionsMax: 1024,
-		PipelineMax:    256,
+		ConnectionsMax: bridge.ConnectionsMaxDefault,
+		PipelineMax:    bridge.PipelineMaxDefault,
 		IdleTimeout:    bridge.IdleTimeoutDefault,
 		Relay:          true,
 		RelayNetworks:  "127.0.0.0/8,::1/128",
@@ -92,6 +92,14 @@ func DefaultConfig() Config {
 
 // syncIntervalMin is the shortest --sync-interval.
 const syncIntervalMin = 100 * time.Millisecond
+
+// Bounds of the flags that have no bound of their own elsewhere: past
+// them a value is a typo, not a setting.
+const (
+	connectionsMaxLimit = 1 << 20        // connections, --max-connections
+	pipelineMaxLimit    = 1 << 16        // frames, --max-pipeline
+	durationFlagMax     = 24 * time.Hour // --idle-timeout, --sync-interval
+)
 
 // replicasMax is the most copies JetStream keeps of a stream.
 const replicasMax = 5 // servers
@@ -165,10 +173,10 @@ func (c Config) Validate() error {
 			return fmt.Errorf("--sync-to: %w", err)
 		}
 	}
-	if c.SyncInterval != 0 && (c.SyncInterval < syncIntervalMin || c.SyncInterval > 24*time.Hour) {
+	if c.SyncInterval != 0 && (c.SyncInterval < syncIntervalMin || c.SyncInterval > durationFlagMax) {
 		// Below the bound, a peer that cannot be reached would be dialled
 		// (and a failure logged) in a tight loop.
-		return fmt.Errorf("--sync-interval %v: must be between %v and 24h (0: the default, %v)", c.SyncInterval, syncIntervalMin, bridge.SyncIntervalDefault)
+		return fmt.Errorf("--sync-interval %v: must be between %v and %gh (0: the default, %v)", c.SyncInterval, syncIntervalMin, durationFlagMax.Hours(), bridge.SyncIntervalDefault)
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together")
@@ -176,20 +184,20 @@ func (c Config) Validate() error {
 	if _, err := c.FsyncInterval(); err != nil {
 		return err
 	}
-	if c.BodySizeMax < 1024 || c.BodySizeMax > protocol.BodySizeMaxLimit {
-		return fmt.Errorf("--body-max %d: must be between 1024 and %d bytes", c.BodySizeMax, protocol.BodySizeMaxLimit)
+	if c.BodySizeMax < protocol.BodySizeMaxMin || c.BodySizeMax > protocol.BodySizeMaxLimit {
+		return fmt.Errorf("--body-max %d: must be between %d and %d bytes", c.BodySizeMax, protocol.BodySizeMaxMin, protocol.BodySizeMaxLimit)
 	}
-	if c.ConnectionsMax < 1 || c.ConnectionsMax > 1<<20 {
-		return fmt.Errorf("--max-connections %d: must be between 1 and %d", c.ConnectionsMax, 1<<20)
+	if c.ConnectionsMax < 1 || c.ConnectionsMax > connectionsMaxLimit {
+		return fmt.Errorf("--max-connections %d: must be between 1 and %d", c.ConnectionsMax, connectionsMaxLimit)
 	}
 	if c.ConnectionsPerHostMax < 0 || c.ConnectionsPerHostMax > c.ConnectionsMax {
 		return fmt.Errorf("--max-connections-per-host %d: must be between 0 (a quarter of --max-connections) and --max-connections (%d)", c.ConnectionsPerHostMax, c.ConnectionsMax)
 	}
-	if c.PipelineMax < 1 || c.PipelineMax > 1<<16 {
-		return fmt.Errorf("--max-pipeline %d: must be between 1 and %d", c.PipelineMax, 1<<16)
+	if c.PipelineMax < 1 || c.PipelineMax > pipelineMaxLimit {
+		return fmt.Errorf("--max-pipeline %d: must be between 1 and %d", c.PipelineMax, pipelineMaxLimit)
 	}
-	if c.IdleTimeout < time.Second || c.IdleTimeout > 24*time.Hour {
-		return fmt.Errorf("--idle-timeout %v: must be between 1s and 24h", c.IdleTimeout)
+	if c.IdleTimeout < time.Second || c.IdleTimeout > durationFlagMax {
+		return fmt.Errorf("--idle-timeout %v: must be between 1s and %gh", c.IdleTimeout, durationFlagMax.Hours())
 	}
 	switch {
 	case c.Replicas < 1 || c.Replicas > replicasMax || c.Replicas%2 == 0:
