@@ -174,12 +174,15 @@ func checkID(name, id string) string {
 	return ""
 }
 
+// quotedURIMax bounds a URI quoted in a reason: a canonical URI is at
+// most 253 bytes of name, its scheme and a port.
+const quotedURIMax = 300 // bytes
+
 // quoteURI quotes a URI for a reason, bounded so that a reply never echoes
 // much of what the sender wrote.
 func quoteURI(s string) string {
-	const max = 300 // bytes; a canonical URI is at most 253 + scheme + port
-	if len(s) > max {
-		s = s[:max]
+	if len(s) > quotedURIMax {
+		s = s[:quotedURIMax]
 	}
 	return fmt.Sprintf("%q", s)
 }

@@ -182,7 +182,7 @@ func health(ctx context.Context, api string) (healthz, error) {
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
 		return h, fmt.Errorf("%s/healthz: %s", api, resp.Status)
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&h); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, answerBytesMax)).Decode(&h); err != nil {
 		return h, fmt.Errorf("%s/healthz: %s: %w", api, resp.Status, err)
 	}
 	if resp.StatusCode != http.StatusOK {

@@ -46,6 +46,10 @@ func apiURL(base, path string) string {
 	return strings.TrimRight(base, "/") + path
 }
 
+// answerBytesMax bounds what the CLI reads of an HTTP answer: a page of
+// entries or agents is far smaller; a ledger digest is a few hundred bytes.
+const answerBytesMax = 64 << 20 // bytes
+
 // getJSONWithin is getJSON with its own bound, for answers that take
 // long: the ledger digest hashes the whole ledger, seconds on a large one.
 func getJSONWithin(ctx context.Context, base, path string, v any, timeout time.Duration) error {
@@ -64,7 +68,7 @@ func getJSONWithin(ctx context.Context, base, path string, v any, timeout time.D
 		return fmt.Errorf("%w (is a node serving its HTTP API at %s? --http names it)", err, base)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, answerBytesMax))
 	if err != nil {
 		return err
 	}
