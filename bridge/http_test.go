@@ -258,14 +258,7 @@ func TestReadyzWhileReplaying(t *testing.T) {
 	if h, r := get("/healthz"), get("/readyz"); h != http.StatusOK || r != http.StatusServiceUnavailable {
 		t.Fatalf("before the projections caught up: /healthz %d, /readyz %d; want 200 and 503", h, r)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go runner.Run(ctx)
-	select {
-	case <-runner.Ready():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the runner never caught up with an empty log")
-	}
+	runUntilReady(t, runner)
 	if r := get("/readyz"); r != http.StatusOK {
 		t.Fatalf("/readyz once caught up: %d, want 200", r)
 	}
@@ -489,14 +482,7 @@ func TestDigestWaitingForAPositionHoldsNoOther(t *testing.T) {
 	reg := projections.NewRegistry(projections.RegistryConfig{NodeURI: "registry://localhost", NodeKey: nodeKey})
 	credits := projections.NewCredits("registry://localhost", reg, nil)
 	runner := projections.NewRunner(l, quiet, reg, credits)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go runner.Run(ctx)
-	select {
-	case <-runner.Ready():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the runner never caught up with an empty log")
-	}
+	ctx := runUntilReady(t, runner)
 	h := HTTPHandler(API{Log: l, Runner: runner, Credits: credits, Registry: reg})
 	waiting := make(chan int, 1)
 	go func() {
@@ -518,4 +504,19 @@ func TestDigestWaitingForAPositionHoldsNoOther(t *testing.T) {
 		t.Fatalf("the digest at seq 1000 was answered %d before the state got there", code)
 	default:
 	}
+}
+
+// runUntilReady runs runner until the test ends and waits until it has
+// caught up with its log; the context returned ends with the test.
+func runUntilReady(t *testing.T, runner *projections.Runner) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go runner.Run(ctx)
+	select {
+	case <-runner.Ready():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the runner never caught up with its log")
+	}
+	return ctx
 }
