@@ -358,7 +358,7 @@ func (api API) healthOf(rctx context.Context) (int, map[string]any) {
 	var last uint64
 	err := api.Log.StoreDown() // first: a store that is down does not answer the next question either
 	if err == nil {
-		last, err = api.Log.LastSeq(ctx)
+		last, err = api.Log.ProbeLastSeq(ctx) // healthTimeout bounds it
 	}
 	body := map[string]any{"status": "ok", "log_last_seq": last, "applied_seq": api.Runner.Applied(), "projections": "replaying"}
 	if api.caughtUp() {

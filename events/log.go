@@ -229,9 +229,9 @@ type Log struct {
 	walJS  jetstream.JetStream // the write-ahead commits' (Config.CommitConn)
 	stream jetstream.Stream
 	// info is the event stream asked through the commits' connection,
-	// for LastSeq: the health check's question waited on the shared one
-	// behind the events a replay was reading, and /healthz failed with a
-	// timeout while a node caught up after a start (helper-74).
+	// for ProbeLastSeq: the health check's question waited on the shared
+	// one behind the events a replay was reading, and /healthz failed with
+	// a timeout while a node caught up after a start (helper-74).
 	info jetstream.Stream
 	wal  jetstream.Stream // nil for a read-only (attached) log
 	cfg  Config
@@ -683,7 +683,23 @@ func (l *Log) WaitPublished(ctx context.Context, seq uint64) error {
 // empty log. Events acknowledged a moment ago may not be there yet; use
 // Published to wait for them.
 func (l *Log) LastSeq(ctx context.Context) (uint64, error) {
-	info, err := l.info.Info(ctx)
+	return lastSeq(ctx, l.stream)
+}
+
+// ProbeLastSeq is LastSeq asked through the commits' connection
+// (Config.CommitConn), for a health check that must not wait behind the
+// events a read is pulling on the shared one. The log's own waits do not
+// use it: they end when the shared connection drops (dropWatch), and a
+// question lost with the other connection then waited out the whole ack
+// timeout (a clean-clone CI run of TestNATSServerRestart, whose ack
+// timeout is 10 minutes, hung in the publisher's repair). The caller
+// bounds it with its own deadline.
+func (l *Log) ProbeLastSeq(ctx context.Context) (uint64, error) {
+	return lastSeq(ctx, l.info)
+}
+
+func lastSeq(ctx context.Context, st jetstream.Stream) (uint64, error) {
+	info, err := st.Info(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("events: stream info: %w", err)
 	}
