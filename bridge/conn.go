@@ -101,7 +101,7 @@ type item struct {
 
 func (s *Server) startConn(nc net.Conn, transport string) {
 	s.mu.Lock()
-	if s.closing {
+	if s.closing.Load() {
 		s.mu.Unlock()
 		nc.Close()
 		return
@@ -360,7 +360,7 @@ func (c *conn) sequenceLoop() {
 }
 
 func (c *conn) writeLoop() {
-	bw := bufio.NewWriterSize(deadlineWriter{c.nc, &c.s.stopping}, writeBufferSize)
+	bw := bufio.NewWriterSize(deadlineWriter{c.nc, &c.s.closing}, writeBufferSize)
 	var werr error
 	for it := range c.replies {
 		werr = c.writeReply(bw, it, werr)
@@ -438,7 +438,7 @@ func (c *conn) flush(bw *bufio.Writer) error {
 // WriteTimeout), and the write would fail at once, losing every reply on
 // the connection.
 //
-// Once the node is stopping (stopping set), each write gets
+// Once the node is stopping (Server.closing set), each write gets
 // ShutdownWriteTimeout instead: one peer that did not read its replies held
 // a stop for the whole WriteTimeout (helper-74).
 type deadlineWriter struct {

@@ -19,12 +19,7 @@ import (
 func (s *Server) reply(it *item) []byte {
 	if it.pending != nil {
 		a, err := it.pending.Wait(s.abort)
-		if it.keyed && (err != nil || a.Duplicate) {
-			// Never folded: a resend of a signed auth.request, again
-			// and again, kept its records, parsed key and all, until
-			// newer ones pushed them out (helper-76).
-			s.cfg.Verifier.Forget(it.env)
-		}
+		s.forgetUnfolded(it.env, it.keyed, a, err)
 		if err != nil {
 			s.n.refused.Add(1)
 			if st := protocol.StatusOf(err); st >= 400 && st < 500 {
@@ -54,6 +49,17 @@ func (s *Server) reply(it *item) []byte {
 		return nil
 	}
 	return s.errorFrame(it.to, it.inReplyTo, it.refusal)
+}
+
+// forgetUnfolded drops what the validation workers recorded for env (if
+// keyed, something was) when its event will never be folded: a resend
+// answered from the first copy, or a failed append. A resend of a signed
+// auth.request, again and again, kept its records, parsed key and all,
+// until newer ones pushed them out (helper-76); the fold forgets the rest.
+func (s *Server) forgetUnfolded(env *events.Envelope, keyed bool, a events.Appended, err error) {
+	if keyed && (err != nil || a.Duplicate) {
+		s.cfg.Verifier.Forget(env)
+	}
 }
 
 // mayWait reports whether making the reply to it may wait: for its append, or

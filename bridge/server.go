@@ -188,9 +188,11 @@ type Server struct {
 	lg  *slog.Logger
 	n   counters
 
-	mu        sync.Mutex
-	closing   bool
-	stopping  atomic.Bool // set with closing, read by every reply write
+	mu sync.Mutex
+	// closing is set, under mu, when Shutdown begins; read under mu where
+	// it must order with what mu guards, and without it by every reply
+	// write (deadlineWriter).
+	closing   atomic.Bool
 	listeners map[net.Listener]struct{}
 	packets   map[net.PacketConn]struct{}
 	conns     map[*conn]struct{}
@@ -303,7 +305,7 @@ func (s *Server) backOff(delay time.Duration, msg, addr string, err error) time.
 func (s *Server) track(ln net.Listener, pc net.PacketConn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closing {
+	if s.closing.Load() {
 		return false
 	}
 	if ln != nil {
@@ -318,19 +320,14 @@ func (s *Server) track(ln net.Listener, pc net.PacketConn) bool {
 	return true
 }
 
-func (s *Server) isClosing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closing
-}
+func (s *Server) isClosing() bool { return s.closing.Load() }
 
 // Shutdown stops accepting connections and datagrams, stops reading new
 // frames, and waits until every frame already read has been answered (its
 // append acknowledged or refused) or ctx ends. Then it closes everything.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	s.closing = true
-	s.stopping.Store(true)
+	s.closing.Store(true)
 	for ln := range s.listeners {
 		ln.Close()
 	}

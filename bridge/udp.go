@@ -128,9 +128,7 @@ func (s *Server) udpWaiter(waiting <-chan *udpItem) {
 	defer s.wg.Done()
 	for it := range waiting {
 		a, err := it.pending.Wait(s.abort)
-		if it.checked != nil && (err != nil || a.Duplicate) {
-			s.cfg.Verifier.Forget(it.checked) // never folded
-		}
+		s.forgetUnfolded(it.checked, it.checked != nil, a, err)
 		if err != nil {
 			// Refused at the append (an ID reused with other content) or
 			// not stored: counted, and logged at the edge's rate, since

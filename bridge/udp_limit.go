@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"net"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -37,10 +36,10 @@ const (
 	udpHostsMax = 4096 // hosts
 )
 
-// udpLimiter decides which datagrams the node reads.
+// udpLimiter decides which datagrams the node reads. Each UDP read loop
+// has its own and is its only user, so it takes no lock.
 type udpLimiter struct {
 	all   *rate.Limiter
-	mu    sync.Mutex
 	hosts map[string]*rate.Limiter
 	order []string // insertion order, for forgetting the oldest
 }
@@ -61,8 +60,6 @@ func newUDPLimiter() *udpLimiter {
 // datagram.
 func (l *udpLimiter) allow(addr net.Addr, now time.Time) bool {
 	host, network := hostOf(addr), "net "+prefixOf(addr, 24, 48)
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	n := l.budget(network, UDPPerNetPerSecondMax, UDPPerNetBurst, now)
 	h := l.budget(host, UDPPerHostPerSecondMax, UDPPerHostBurst, now)
 	if l.all.TokensAt(now) < 1 || n.TokensAt(now) < 1 {

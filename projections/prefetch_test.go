@@ -83,14 +83,7 @@ func TestReplayWithPrefetcherEqualsWithout(t *testing.T) {
 		if prefetch {
 			r.Prefetcher = &IngestVerifier{Registry: reg, Cache: cache}
 		}
-		rctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go r.Run(rctx)
-		select {
-		case <-r.Ready():
-		case <-ctx.Done():
-			t.Fatal("replay never became ready")
-		}
+		defer replayUntilReady(ctx, t, r)()
 		var b []byte
 		r.View(func(uint64) { b, err = reg.Snapshot() })
 		if err != nil {
@@ -158,14 +151,7 @@ func TestReplayStretchesAreBoundedInBytes(t *testing.T) {
 	r := NewRunner(ro, nil, stats)
 	rec := &stretchRecorder{}
 	r.Prefetcher = rec
-	rctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go r.Run(rctx)
-	select {
-	case <-r.Ready():
-	case <-ctx.Done():
-		t.Fatal("replay never became ready")
-	}
+	defer replayUntilReady(ctx, t, r)()
 	if r.Applied() != n {
 		t.Fatalf("applied %d of %d events", r.Applied(), n)
 	}
@@ -175,4 +161,19 @@ func TestReplayStretchesAreBoundedInBytes(t *testing.T) {
 	if rec.count < 2 || rec.largest > prefetchChunkBytes+one {
 		t.Fatalf("%d stretches, the largest %d bytes; want several, none past %d bytes and one event", rec.count, rec.largest, prefetchChunkBytes)
 	}
+}
+
+// replayUntilReady runs r until the returned stop is called, and waits
+// until it has caught up with its log (or ctx ends).
+func replayUntilReady(ctx context.Context, t *testing.T, r *Runner) (stop func()) {
+	t.Helper()
+	rctx, stop := context.WithCancel(ctx)
+	go r.Run(rctx)
+	select {
+	case <-r.Ready():
+	case <-ctx.Done():
+		stop()
+		t.Fatal("replay never became ready")
+	}
+	return stop
 }

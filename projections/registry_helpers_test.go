@@ -270,3 +270,20 @@ func mustContain(t *testing.T, what, s, sub string) {
 		t.Errorf("%s = %q, want it to contain %q", what, s, sub)
 	}
 }
+
+// keyedCarolURI is the agent keyedCarol registers.
+const keyedCarolURI = "agent://carol.local"
+
+// keyedCarol is a registry where Carol has bound an Ed25519 key (at regT0)
+// and registered with a signed update (a second later): the start of the
+// zone tests of an agent with a key. at is regT0 moved by d.
+func keyedCarol(t *testing.T) (h *harness, k crypto.Signer, at func(d time.Duration) time.Time) {
+	t.Helper()
+	h = newHarness(t)
+	at = func(d time.Duration) time.Time { return regT0.Add(d) }
+	k = newEd25519(t)
+	h.bindKey(keyedCarolURI, k, at(0))
+	h.mustReply(signed(t, k, frame(keyedCarolURI, testNode, protocol.TypeRegistryUpdate,
+		fmt.Sprintf(`{"agent_name":"Carol","ttl":3600,"timestamp":%q}`, ts(at(time.Second))))), at(time.Second), protocol.TypeRegistryAck, protocol.StatusOK)
+	return h, k, at
+}

@@ -16,13 +16,8 @@ import (
 // zone member could then join FROM the agent and hold its session: what
 // TestZoneJoinCannotTakeAKeyedAgentsSession meant to prevent (helper-70).
 func TestZoneLeaveReplayCannotEndANewSession(t *testing.T) {
-	const carol = "agent://carol.local"
-	h := newHarness(t)
-	at := func(d time.Duration) time.Time { return regT0.Add(d) }
-	k := newEd25519(t)
-	h.bindKey(carol, k, at(0))
-	h.mustReply(signed(t, k, frame(carol, testNode, protocol.TypeRegistryUpdate,
-		fmt.Sprintf(`{"agent_name":"Carol","ttl":3600,"timestamp":%q}`, ts(at(time.Second))))), at(time.Second), protocol.TypeRegistryAck, protocol.StatusOK)
+	const carol = keyedCarolURI
+	h, k, at := keyedCarol(t)
 	join := func(when time.Duration) *protocol.Frame {
 		return hmacSigned(t, testZoneSecretA, frame(carol, testNode, protocol.TypeZoneJoin,
 			fmt.Sprintf(`{"zone_id":"research-hub","agent_id":"x","timestamp":%q}`, ts(at(when)))))
@@ -56,13 +51,8 @@ func TestZoneLeaveReplayCannotEndANewSession(t *testing.T) {
 // of an earlier one (helper-71). The membership began when the join
 // arrived, at the latest.
 func TestZoneJoinStampedAheadDoesNotBlockTheOwnersLeave(t *testing.T) {
-	const carol = "agent://carol.local"
-	h := newHarness(t)
-	at := func(d time.Duration) time.Time { return regT0.Add(d) }
-	k := newEd25519(t)
-	h.bindKey(carol, k, at(0))
-	h.mustReply(signed(t, k, frame(carol, testNode, protocol.TypeRegistryUpdate,
-		fmt.Sprintf(`{"agent_name":"Carol","ttl":3600,"timestamp":%q}`, ts(at(time.Second))))), at(time.Second), protocol.TypeRegistryAck, protocol.StatusOK)
+	const carol = keyedCarolURI
+	h, k, at := keyedCarol(t)
 	ahead := hmacSigned(t, testZoneSecretA, frame(carol, testNode, protocol.TypeZoneJoin,
 		fmt.Sprintf(`{"zone_id":"research-hub","agent_id":"x","timestamp":%q}`, ts(at(2*time.Second+4*time.Minute+50*time.Second)))))
 	h.mustReply(ahead, at(2*time.Second), protocol.TypeZoneConfirm, protocol.StatusOK)

@@ -264,13 +264,8 @@ func TestZoneJoinReplayInAnotherLayout(t *testing.T) {
 // a key, a join does not replace its live session; a signed zone.leave
 // ends it first.
 func TestZoneJoinCannotTakeAKeyedAgentsSession(t *testing.T) {
-	const carol = "agent://carol.local"
-	h := newHarness(t)
-	at := func(d time.Duration) time.Time { return regT0.Add(d) }
-	k := newEd25519(t)
-	h.bindKey(carol, k, at(0))
-	h.mustReply(signed(t, k, frame(carol, testNode, protocol.TypeRegistryUpdate,
-		fmt.Sprintf(`{"agent_name":"Carol","ttl":3600,"timestamp":%q}`, ts(at(time.Second))))), at(time.Second), protocol.TypeRegistryAck, protocol.StatusOK)
+	const carol = keyedCarolURI
+	h, k, at := keyedCarol(t)
 	join := func(when time.Duration) *protocol.Frame {
 		return hmacSigned(t, testZoneSecretA, frame(carol, testNode, protocol.TypeZoneJoin,
 			fmt.Sprintf(`{"zone_id":"research-hub","agent_id":"x","timestamp":%q}`, ts(at(when)))))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/protocol"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestRelayRestartRetriesOnlyWhatItOwes: a restart delivers again only the
@@ -64,14 +65,7 @@ func TestRelayRestartRetriesOnlyWhatItOwes(t *testing.T) {
 
 	// What the cursor names as owed: the one message, with its attempt.
 	m2 := startNodeWith(t, dir, func(c *Config) { c.Relay = false })
-	kv, err := m2.log.JetStream().KeyValue(context.Background(), bridge.RelayCursorBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := kv.Get(context.Background(), "cursor")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, saved := savedRelayCursor(t, m2)
 	var rec struct {
 		Cursor  uint64 `json:"cursor"`
 		Pending []struct {
@@ -83,8 +77,8 @@ func TestRelayRestartRetriesOnlyWhatItOwes(t *testing.T) {
 	}
 	// One attempt at least: on a slow machine the second, due a second
 	// after the first, may have been made too.
-	if err := json.Unmarshal(e.Value(), &rec); err != nil || len(rec.Pending) != 1 || rec.Pending[0].Attempts < 1 || rec.Pending[0].Addr != deadAddr || rec.Pending[0].EventID == "" {
-		t.Fatalf("the saved cursor %s (%v): want one message owed, with its event id, after an attempt at %s", e.Value(), err, deadAddr)
+	if err := json.Unmarshal(saved, &rec); err != nil || len(rec.Pending) != 1 || rec.Pending[0].Attempts < 1 || rec.Pending[0].Addr != deadAddr || rec.Pending[0].EventID == "" {
+		t.Fatalf("the saved cursor %s (%v): want one message owed, with its event id, after an attempt at %s", saved, err, deadAddr)
 	}
 	m2.Close(context.Background())
 
@@ -136,15 +130,8 @@ func TestRelayRestoreChecksWhatItFinds(t *testing.T) {
 	m.Close(context.Background())
 
 	m2 := startNodeWith(t, dir, func(c *Config) { c.Relay = false })
-	kv, err := m2.log.JetStream().KeyValue(context.Background(), bridge.RelayCursorBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := kv.Get(context.Background(), "cursor")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur := string(e.Value())
+	kv, saved := savedRelayCursor(t, m2)
+	cur := string(saved)
 	if strings.HasPrefix(cur, "{") {
 		t.Fatalf("the cursor names messages owed after a clean stop with nothing owed: %s", cur)
 	}
@@ -164,4 +151,19 @@ func TestRelayRestoreChecksWhatItFinds(t *testing.T) {
 	if f := sink.next(t, 20*time.Second); !strings.Contains(string(f.Body), `"marker"`) {
 		t.Fatalf("after the restart the sink got %s first; want only the new message", f.Body)
 	}
+}
+
+// savedRelayCursor is the relay's cursor record as m's store holds it,
+// and the bucket that holds it.
+func savedRelayCursor(t *testing.T, m *Main) (jetstream.KeyValue, []byte) {
+	t.Helper()
+	kv, err := m.log.JetStream().KeyValue(context.Background(), bridge.RelayCursorBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(context.Background(), "cursor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv, e.Value()
 }
