@@ -64,7 +64,9 @@ type API struct {
 	Stats    *projections.Stats
 	Credits  *projections.Credits
 	Registry *projections.Registry
-	Edge     *Server
+	// Handshakes, if set, serves /v1/handshakes.
+	Handshakes *projections.Handshakes
+	Edge       *Server
 	Relay    *Relay // nil when the relay is off
 	Node     NodeInfo
 	// Certs, when the node serves TLS, gives NodeInfo.TLSPin: the
@@ -104,6 +106,8 @@ type NodeInfo struct {
 //	GET /v1/agents/{scheme}/{name}                 entry, key ids, zones, status history
 //	GET /v1/zones/{zone}                           a zone and its members (?after=URI&limit=N, at most 1,000)
 //	GET /v1/mentors                                the mentor directory (?after=URI&limit=N, at most 1,000)
+//	GET /v1/handshakes                             requests between agents and their answers (?agent=URI&state=S&kind=TYPE&after=SEQ&limit=N)
+//	GET /v1/handshakes/{seq}                       the handshake the request at seq opened
 func HTTPHandler(api API) http.Handler {
 	api.waiters = make(chan struct{}, waitersMax)
 	mux := http.NewServeMux()
@@ -252,6 +256,7 @@ func HTTPHandler(api API) http.Handler {
 		}
 		return http.StatusOK, map[string]any{"mentors": api.Registry.MentorsPage(q.Get("after"), limit)}
 	}))
+	api.handshakeRoutes(mux)
 	// Every other path: an answer in JSON, as the rest of the API's.
 	mux.HandleFunc("GET /", notFound)
 	return readOnly(mux)
@@ -259,7 +264,7 @@ func HTTPHandler(api API) http.Handler {
 
 // endpoints names the API's paths, for the answer to a path that is none.
 const endpoints = "/healthz, /readyz, /metrics, /v1/node, /v1/stats, /v1/accounts/SCHEME/NAME, /v1/accounts/SCHEME/NAME/entries, " +
-	"/v1/ledger/mismatches, /v1/ledger/digest, /v1/agents, /v1/agents/SCHEME/NAME, /v1/zones/ZONE, /v1/mentors"
+	"/v1/ledger/mismatches, /v1/ledger/digest, /v1/agents, /v1/agents/SCHEME/NAME, /v1/zones/ZONE, /v1/mentors, /v1/handshakes, /v1/handshakes/SEQ"
 
 // addressHint is how an AGLX address goes into a path.
 const addressHint = "an address such as agent://bob.local is written agent/bob.local"

@@ -28,6 +28,8 @@ type Credits struct {
 	Observe func(e *Event, out ledger.Outcome)
 
 	warm []ledger.Event // Warm's scratch
+	// refusedID is the id of the last event the ledger refused.
+	refusedID string
 }
 
 // NewCredits returns the ledger projection for the node at nodeURI.
@@ -108,10 +110,16 @@ func (c *Credits) Apply(e *Event) {
 		}
 		r, ok = ErrorReply(protocol.StatusUnauthorized, reason), true
 	}
+	if ok && r.Type == protocol.TypeError {
+		c.refusedID = e.ID
+	}
 	if ok && c.outbox != nil {
 		c.outbox.Put(e.Seq, r)
 	}
 }
+
+// RefusedEvent reports whether the ledger refused e while applying it.
+func (c *Credits) RefusedEvent(e *Event) bool { return e.ID != "" && e.ID == c.refusedID }
 
 func (c *Credits) verdict(e *Event) Verdict {
 	if c.auth == nil {

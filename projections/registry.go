@@ -149,6 +149,9 @@ type Registry struct {
 	// answered says whether the registry put a reply for the event being
 	// applied (refuseForgedRest).
 	answered bool
+	// refusedID is the id of the last event the registry refused, for
+	// RefusedEvent.
+	refusedID string
 
 	agents map[string]*agentEntry
 	sorted uriSet // URIs of agents, in order, for stable pages
@@ -305,6 +308,9 @@ func replyOf(typ string, status protocol.Status, body any) Reply {
 
 func (r *Registry) put(e *Event, rep Reply) {
 	r.answered = true
+	if rep.Type == protocol.TypeError {
+		r.refusedID = e.ID
+	}
 	if r.cfg.Outbox != nil {
 		r.cfg.Outbox.Put(e.Seq, rep)
 	}
@@ -315,6 +321,10 @@ type errorBody struct {
 	Status int    `json:"status"`
 	Reason string `json:"reason"`
 }
+
+// RefusedEvent reports whether the registry refused e while applying it:
+// folds applied after it (the handshake tracker) leave refused events out.
+func (r *Registry) RefusedEvent(e *Event) bool { return e.ID != "" && e.ID == r.refusedID }
 
 // refuse answers e with an error frame.
 func (r *Registry) refuse(e *Event, status protocol.Status, reason string) {

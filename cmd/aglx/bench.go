@@ -464,7 +464,7 @@ func startBenchNode(ctx context.Context, dir string, sync time.Duration) (*bench
 	outbox, verdicts := projections.NewOutbox(), projections.NewVerdictCache()
 	registry := projections.NewRegistry(projections.RegistryConfig{NodeURI: name, NodeKey: key, Outbox: outbox, Verdicts: verdicts})
 	credits := projections.NewCredits(name, registry, outbox)
-	runner := projections.NewRunner(l, quiet, registry, credits, projections.NewStats())
+	runner := projections.NewRunner(l, quiet, registry, credits, projections.NewHandshakes(registry, credits), projections.NewStats())
 	runCtx, cancel := context.WithCancel(context.Background())
 	closers = append(closers, cancel)
 	go runner.Run(runCtx)

@@ -245,7 +245,8 @@ func benchReplay(ctx context.Context, node *benchNode) (uint64, time.Duration, e
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cache := projections.NewVerdictCache()
 	registry := projections.NewRegistry(projections.RegistryConfig{NodeURI: node.name, NodeKey: node.key, Verdicts: cache})
-	r := projections.NewRunner(l, quiet, registry, projections.NewCredits(node.name, registry, nil), projections.NewStats())
+	credits := projections.NewCredits(node.name, registry, nil)
+	r := projections.NewRunner(l, quiet, registry, credits, projections.NewHandshakes(registry, credits), projections.NewStats())
 	r.Prefetcher = &projections.IngestVerifier{Registry: registry, Cache: cache}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -42,6 +42,8 @@ type Main struct {
 	verdicts *projections.VerdictCache
 	registry *projections.Registry
 	credits  *projections.Credits
+	// handshakes tracks requests between agents and their answers.
+	handshakes *projections.Handshakes
 
 	federations []*bridge.Federation
 	relay       *bridge.Relay
@@ -163,7 +165,9 @@ func (m *Main) Run(ctx context.Context) error {
 	m.credits = projections.NewCredits(m.cfg.Name, m.registry, m.outbox)
 	m.stats = projections.NewStats()
 	// The registry comes first: the ledger asks it about the same event.
-	m.runner = projections.NewRunner(m.log, m.lg, m.registry, m.credits, m.stats)
+	// The handshake tracker follows both, and leaves out what they refused.
+	m.handshakes = projections.NewHandshakes(m.registry, m.credits)
+	m.runner = projections.NewRunner(m.log, m.lg, m.registry, m.credits, m.handshakes, m.stats)
 	// The edge's workers and the replay check with verifiers of their own,
 	// so that a failed batch on one path does not make the other check one
 	// by one (protocol.SigBatcher); both record into the same cache.
@@ -229,7 +233,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.cfg.HTTP != "" {
 		pub, _ := protocol.MarshalPublicKey(m.key.Public())
 		api := bridge.API{
-			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Edge: m.bridge, Relay: m.relay,
+			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Handshakes: m.handshakes, Edge: m.bridge, Relay: m.relay,
 			Node:  bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr()},
 			Certs: m.tlsCerts,
 		}
