@@ -67,8 +67,8 @@ type API struct {
 	// Handshakes, if set, serves /v1/handshakes.
 	Handshakes *projections.Handshakes
 	Edge       *Server
-	Relay    *Relay // nil when the relay is off
-	Node     NodeInfo
+	Relay      *Relay // nil when the relay is off
+	Node       NodeInfo
 	// Certs, when the node serves TLS, gives NodeInfo.TLSPin: the
 	// certificate may be renewed while the node runs.
 	Certs *Certs
