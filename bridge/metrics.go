@@ -50,6 +50,9 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 		put("aglx_projections_ready", "gauge", "1 once the projections have caught up with the log after a start (/readyz), else 0.", ready)
 		put("aglx_applied_seq", "gauge", "The last event the projections applied.", api.Runner.Applied())
 	}
+	if api.Handshakes != nil {
+		put("aglx_handshakes_pending", "gauge", "Requests between agents waiting for their answer (GET /v1/handshakes?state=pending).", api.Handshakes.Pending())
+	}
 	put("aglx_published_seq", "gauge", "The last event known to be in the event stream.", api.Log.Published())
 	cs := api.Log.CommitStats()
 	put("aglx_wal_commits_total", "counter", "Group commits written to the write-ahead stream.", cs.Commits)

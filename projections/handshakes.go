@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/aglx/ledger/ledger"
@@ -31,6 +32,9 @@ import (
 type Handshakes struct {
 	refusers []EventRefuser
 	book     handshakeBook
+	// pendingNow is book.pending for readers outside the fold's lock
+	// (/metrics).
+	pendingNow atomic.Int64
 }
 
 // EventRefuser is a fold that may refuse the event it applies; the
@@ -145,6 +149,7 @@ func (h *Handshakes) Apply(e *Event) {
 	if e.Foreign != nil || e.Msg == nil {
 		return
 	}
+	defer func() { h.pendingNow.Store(int64(h.book.pending)) }()
 	h.book.advance(e.ReceivedAt)
 	if e.Msg.Info.Group == protocol.GroupRegistry || e.Msg.Info.Group == protocol.GroupSecurity {
 		return // the node answers these itself, at once
@@ -227,6 +232,10 @@ func (h *Handshakes) Handshake(seq uint64) (Handshake, bool) {
 	}
 	return *q, true
 }
+
+// Pending is how many handshakes are pending, as of the last event
+// applied; safe to call without the runner's lock.
+func (h *Handshakes) Pending() int64 { return h.pendingNow.Load() }
 
 // Counts returns the running totals and how many handshakes are pending.
 func (h *Handshakes) Counts() (HandshakeCounts, int) {

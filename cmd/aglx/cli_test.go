@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +153,31 @@ func TestQueryWithoutANodeNamesTheFlag(t *testing.T) {
 	}
 	if err := runTail(context.Background(), []string{"--nats", "nats://" + addr, "--no-follow"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--nats") {
 		t.Fatalf("aglx tail with no node: %v; want --nats named", err)
+	}
+}
+
+// TestHandshakesAsksWhatItIsTold: aglx handshakes passes its filters to
+// /v1/handshakes, prints each handshake with its seq whole, the number
+// pending, and where the next page starts when the node says there is one.
+func TestHandshakesAsksWhatItIsTold(t *testing.T) {
+	var asked string
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked = r.URL.RawQuery
+		io.WriteString(w, `{"pending":3,"counts":{"opened":9},"next":1234568,"handshakes":[{"seq":1234567,"kind":"task.assign","key":"t-1",`+
+			`"requester":"agent://owner.local","responder":"agent://worker.local","state":"pending","opened":"2026-01-01T00:00:00Z","deadline":"2026-01-02T00:00:00Z"}]}`)
+	}))
+	defer api.Close()
+	var out strings.Builder
+	if err := runHandshakes([]string{"--http", api.URL, "--agent", "agent://worker.local", "--state", "pending"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := url.ParseQuery(asked)
+	if q.Get("agent") != "agent://worker.local" || q.Get("state") != "pending" {
+		t.Errorf("asked %q", asked)
+	}
+	for _, want := range []string{"1234567", "t-1", "agent://owner.local", "3 pending", "--after 1234568"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output lacks %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -29,6 +29,7 @@ commands:
   audit            fold the ledger again from the log and check every figure
   agents           the registry
   agent URI        one agent: entry, keys, zones, history
+  handshakes       requests between agents and what became of them (--agent URI --state pending)
 
 Run 'aglx COMMAND -h' for a command's flags.
 `
@@ -61,6 +62,8 @@ func main() {
 		err = runAgents(os.Args[2:], os.Stdout)
 	case "agent":
 		err = runAgent(os.Args[2:], os.Stdout)
+	case "handshakes":
+		err = runHandshakes(os.Args[2:], os.Stdout)
 	case "mint":
 		err = runMint(os.Args[2:], os.Stdout)
 	case "keygen":

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/aglx/ledger/protocol"
@@ -61,6 +63,9 @@ func TestHandshakesOverTheWire(t *testing.T) {
 	if list.Pending != 1 || len(list.Handshakes) != 1 || list.Handshakes[0].Key != "t-2" {
 		t.Fatalf("what the worker owes: %+v", list)
 	}
+	if metrics := string(lfGetMetrics(t, m)); !strings.Contains(metrics, "\naglx_handshakes_pending 1\n") {
+		t.Errorf("/metrics does not say one handshake is pending:\n%s", metrics)
+	}
 	for _, bad := range []string{"/v1/handshakes?state=done", "/v1/handshakes?kind=task.result", "/v1/handshakes?agent=worker", "/v1/handshakes/x"} {
 		resp, err := http.Get("http://" + m.HTTPAddr() + bad)
 		if err != nil {
@@ -78,4 +83,19 @@ func TestHandshakesOverTheWire(t *testing.T) {
 	if after := lfGet(t, m, "/v1/handshakes", last); !bytes.Equal(before, after) {
 		t.Fatalf("after a restart:\n%s\nbefore:\n%s", after, before)
 	}
+}
+
+// lfGetMetrics reads /metrics.
+func lfGetMetrics(t *testing.T, m *Main) []byte {
+	t.Helper()
+	resp, err := http.Get("http://" + m.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
