@@ -25,10 +25,11 @@ import (
 // task.assign the owner cannot fund) are left out, as the relay
 // withholds them: a handshake the responder never saw is not pending.
 //
-// Time is the log's: a handshake expires when the first event received
-// after its deadline is applied, so a replay expires it at the same
-// place. Everything kept is bounded (HandshakesPendingMax,
-// HandshakesPairMax, HandshakesEndedMax); the log keeps the rest.
+// Time is the log's: a handshake expires when an event received after its
+// deadline is applied (at most HandshakesExpiryMax with one event), so a
+// replay expires it at the same place. Everything kept is bounded
+// (HandshakesPendingMax, HandshakesRequesterMax, HandshakesPairMax,
+// HandshakesEndedMax); the log keeps the rest.
 type Handshakes struct {
 	refusers []EventRefuser
 	book     handshakeBook
@@ -53,13 +54,13 @@ const (
 	HandshakeExpired   = "expired"   // no answer before the deadline
 )
 
-// How long, in event time, a request waits for its answer. A task and a
-// credit request wait as long as the ledger holds their credits
-// (ledger.TaskHoldTTL, ledger.ApprovalHoldTTL), so both expire together;
-// a shutdown is a question for now, a plan or a mentor's advice for a day.
+// How long, in event time, a request waits for its answer. A task waits
+// as long as the ledger holds its credits (ledger.TaskHoldTTL), so the
+// hold and the handshake expire together; a shutdown is a question for
+// now, a credit request, a plan or a mentor's advice one for a day.
 const (
 	HandshakeTaskTTL     = ledger.TaskHoldTTL
-	HandshakeCreditTTL   = ledger.ApprovalHoldTTL
+	HandshakeCreditTTL   = 24 * time.Hour
 	HandshakeMentorTTL   = 24 * time.Hour
 	HandshakePlanTTL     = 24 * time.Hour
 	HandshakeShutdownTTL = 10 * time.Minute
@@ -68,9 +69,13 @@ const (
 // Bounds on what the tracker keeps. A request over a bound is not tracked
 // (counted as untracked); it is still stored and relayed.
 const (
-	// HandshakesPendingMax bounds the pending handshakes of all agents
-	// (about 400 bytes each with their index entries).
-	HandshakesPendingMax = 1 << 18 // handshakes
+	// HandshakesPendingMax bounds the pending handshakes of all agents:
+	// with their index entries about 0.8 KB each with short names, 2.5 KB
+	// with the longest URIs and ids, so at most 250 MB.
+	HandshakesPendingMax = 100_000 // handshakes
+	// HandshakesRequesterMax bounds one requester's pending handshakes,
+	// so that one sender cannot take them all under one name.
+	HandshakesRequesterMax = 10_000 // handshakes
 	// HandshakesPairMax bounds the pending handshakes one requester has
 	// with one responder, so one pair cannot take the whole of
 	// HandshakesPendingMax and matching an answer stays cheap.
@@ -78,6 +83,9 @@ const (
 	// HandshakesEndedMax bounds the ended handshakes kept for reading; the
 	// oldest ended go first.
 	HandshakesEndedMax = 1 << 16 // handshakes
+	// HandshakesExpiryMax bounds the handshakes one event expires; the
+	// rest expire with the next events.
+	HandshakesExpiryMax = 256 // handshakes
 	// HandshakeDetailMax bounds the answer's words kept with a handshake
 	// (a reason, a feedback, a task's status).
 	HandshakeDetailMax = 256 // bytes
@@ -117,6 +125,10 @@ type Handshake struct {
 
 	amount    *apd.Decimal // a credit.request's requested_amount, to match answers as the ledger does
 	heapIndex int          // its place in the deadline heap while pending
+	pair      string       // its byPair key, made once
+	// names are its byKey entries, and its byMessage entries marked by a
+	// leading 0x01, made once and dropped when it is let go.
+	names []string
 }
 
 // HandshakeCounts are the tracker's running totals since the log began.
@@ -149,6 +161,10 @@ func (h *Handshakes) Apply(e *Event) {
 	if e.Foreign != nil || e.Msg == nil {
 		return
 	}
+	if e.Seq != 0 && e.Seq <= h.book.lastSeq {
+		return // applied already: a log read twice
+	}
+	h.book.lastSeq = e.Seq
 	defer func() { h.pendingNow.Store(int64(h.book.pending)) }()
 	h.book.advance(e.ReceivedAt)
 	if e.Msg.Info.Group == protocol.GroupRegistry || e.Msg.Info.Group == protocol.GroupSecurity {
@@ -170,7 +186,7 @@ func (h *Handshakes) Apply(e *Event) {
 	case *protocol.TaskRetry:
 		// A retry replaces the task's handshake, whatever became of it,
 		// and may go to another worker.
-		if q := b.find(familyTask, e.From, p.OriginalTaskID); q != nil && q.State == HandshakePending {
+		if q := b.find(familyTask, e.From, "", p.OriginalTaskID); q != nil && q.State == HandshakePending {
 			b.end(q, e, HandshakeCancelled, "a task.retry replaced it")
 		}
 		var attempt int64
@@ -229,6 +245,20 @@ func (h *Handshakes) Handshake(seq uint64) (Handshake, bool) {
 	q, ok := h.book.bySeq[seq]
 	if !ok {
 		return Handshake{}, false
+	}
+	return *q, true
+}
+
+// EndedBy returns the handshake that e, the event being applied, ended as
+// its answer or its requester's withdrawal, if it ended one: the folds
+// after the tracker learn from it what e answered.
+func (h *Handshakes) EndedBy(e *Event) (Handshake, bool) {
+	if e.ID == "" || e.ID != h.book.endedByID {
+		return Handshake{}, false
+	}
+	q, ok := h.book.bySeq[h.book.endedBySeq]
+	if !ok {
+		return Handshake{}, false // let go at once: HandshakesEndedMax of 0
 	}
 	return *q, true
 }

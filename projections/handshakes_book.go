@@ -25,8 +25,8 @@ type handshakeBook struct {
 	// responder, oldest first: the per-pair bound, and what pair answers
 	// match.
 	byPair map[string][]uint64
-	// byMessage finds a pending handshake by its request frame's ID, for
-	// an answer that names it in IN-REPLY-TO.
+	// byMessage finds a kept handshake by its request frame's ID or its
+	// event id, for an answer that names it in IN-REPLY-TO.
 	byMessage map[string]uint64
 	// ended lists the ended handshakes in the order they ended; the oldest
 	// are let go past HandshakesEndedMax. endedHead is the first kept.
@@ -34,30 +34,56 @@ type handshakeBook struct {
 	endedHead int
 	deadlines deadlineHeap
 	pending   int
+	// byRequester counts each requester's pending handshakes.
+	byRequester map[string]int
+	// lastSeq is the highest seq applied: an event at or below it was
+	// applied already (a log read twice) and is skipped.
+	lastSeq uint64
 	// now is the log's clock: the latest receive time applied. It never
 	// goes back, although frames reach the log slightly out of receive
 	// order.
 	now    time.Time
 	counts HandshakeCounts
+	// endedByID is the id of the last event that ended a handshake as its
+	// answer, and endedBySeq that handshake, for EndedBy.
+	endedByID  string
+	endedBySeq uint64
 }
 
 func newHandshakeBook() handshakeBook {
 	return handshakeBook{
 		bySeq: map[uint64]*Handshake{}, byKey: map[string]uint64{}, byPair: map[string][]uint64{}, byMessage: map[string]uint64{},
-		counts: HandshakeCounts{Ended: map[string]uint64{}, Unmatched: map[string]uint64{}},
+		byRequester: map[string]int{},
+		counts:      HandshakeCounts{Ended: map[string]uint64{}, Unmatched: map[string]uint64{}},
 	}
 }
 
 func indexKey(parts ...string) string { return strings.Join(parts, "\x00") }
 
-// advance moves the clock to t and expires every pending handshake whose
-// deadline is before it.
-func (b *handshakeBook) advance(t time.Time) {
-	if !t.After(b.now) {
-		return
+// keyedByPair says whether a family's keys are the requester's per
+// responder: a lead may send the same request_id to every teammate. A
+// task's key is the owner's alone, since a retry may go to another worker.
+func keyedByPair(family string) bool { return family == familyShutdown || family == familyPlan }
+
+// nameKey is the byKey entry for a handshake of family that requester
+// opened with responder under name.
+func nameKey(family, requester, responder, name string) string {
+	if keyedByPair(family) {
+		return indexKey(family, requester, responder, name)
 	}
-	b.now = t.UTC()
-	for len(b.deadlines) > 0 && b.deadlines[0].Deadline.Before(b.now) {
+	return indexKey(family, requester, name)
+}
+
+// advance moves the clock to t and expires the pending handshakes whose
+// deadline is before it, at most HandshakesExpiryMax of them: whoever
+// sends requests chooses when they expire, and expiring a quarter of a
+// million in one event would hold the fold for a second. The rest expire
+// with the events that follow, so a replay expires each at the same place.
+func (b *handshakeBook) advance(t time.Time) {
+	if t.After(b.now) {
+		b.now = t.UTC()
+	}
+	for n := 0; n < HandshakesExpiryMax && len(b.deadlines) > 0 && b.deadlines[0].Deadline.Before(b.now); n++ {
 		b.close(b.deadlines[0], HandshakeExpired, "", "", 0, "")
 	}
 }
@@ -71,14 +97,12 @@ func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Durat
 		b.counts.Untracked++
 		return
 	}
-	if key != "" {
-		if q := b.find(family, requester, key); q != nil && q.State == HandshakePending {
-			b.counts.Repeated++
-			return
-		}
+	if q := b.find(family, requester, responder, key); q != nil && q.State == HandshakePending {
+		b.counts.Repeated++
+		return
 	}
 	pair := indexKey(family, requester, responder)
-	if b.pending >= HandshakesPendingMax || len(b.byPair[pair]) >= HandshakesPairMax {
+	if b.pending >= HandshakesPendingMax || len(b.byPair[pair]) >= HandshakesPairMax || b.byRequester[requester] >= HandshakesRequesterMax {
 		b.counts.Untracked++
 		return
 	}
@@ -87,38 +111,44 @@ func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Durat
 		Attempt: attempt, Deadline: opened.Add(ttl), Key: strings.Clone(key), Kind: e.Type,
 		MessageID: strings.Clone(e.Header(protocol.HeaderID)), Opened: opened,
 		RequestEvent: strings.Clone(e.ID), Requester: strings.Clone(requester), Responder: strings.Clone(responder),
-		Seq: e.Seq, State: HandshakePending,
+		Seq: e.Seq, State: HandshakePending, pair: pair,
 	}
 	if amount != nil {
 		q.amount = new(apd.Decimal).Set(amount)
 		q.Amount = amount.Text('f')
 	}
-	if _, dup := b.bySeq[e.Seq]; dup {
-		return // a log read twice; never for the node's own
-	}
 	b.bySeq[e.Seq] = q
 	b.order = append(b.order, e.Seq)
-	if key != "" {
-		b.byKey[indexKey(family, requester, key)] = e.Seq
+	for _, name := range []string{key, alias} {
+		if name != "" {
+			k := nameKey(family, requester, responder, name)
+			b.byKey[k] = e.Seq
+			q.names = append(q.names, k)
+		}
 	}
-	if alias != "" && alias != key {
-		b.byKey[indexKey(family, requester, alias)] = e.Seq
+	// An answer's IN-REPLY-TO may name the request frame's ID or the
+	// event id the node gave it.
+	for _, id := range []string{q.MessageID, q.RequestEvent} {
+		if id != "" {
+			k := indexKey(family, requester, id)
+			b.byMessage[k] = e.Seq
+			q.names = append(q.names, "\x01"+k)
+		}
 	}
 	b.byPair[pair] = append(b.byPair[pair], e.Seq)
-	if q.MessageID != "" {
-		b.byMessage[indexKey(family, requester, q.MessageID)] = e.Seq
-	}
+	b.byRequester[q.Requester]++
 	heap.Push(&b.deadlines, q)
 	b.pending++
 	b.counts.Opened++
 }
 
-// find returns the kept handshake of family that requester named key.
-func (b *handshakeBook) find(family, requester, key string) *Handshake {
-	if key == "" {
+// find returns the kept handshake of family that requester opened with
+// responder under name.
+func (b *handshakeBook) find(family, requester, responder, name string) *Handshake {
+	if name == "" {
 		return nil
 	}
-	seq, ok := b.byKey[indexKey(family, requester, key)]
+	seq, ok := b.byKey[nameKey(family, requester, responder, name)]
 	if !ok {
 		return nil
 	}
@@ -128,22 +158,24 @@ func (b *handshakeBook) find(family, requester, key string) *Handshake {
 // answerKeyed ends the handshake an answer names by key: the answer goes
 // from the responder (FROM) to the requester (TO).
 func (b *handshakeBook) answerKeyed(e *Event, family, key, state, detail string) {
-	q := b.find(family, e.To, key)
-	b.answer(e, q, state, detail)
+	b.answer(e, b.find(family, e.To, e.From, key), state, detail)
 }
 
-// answerPair ends the handshake an answer names by IN-REPLY-TO, or else
-// the oldest pending one of its pair; for credit, preferably the oldest
-// for the same amount, as the ledger matches its requests.
+// answerPair ends the handshake an answer names by IN-REPLY-TO; without
+// one, the oldest pending one of its pair, and for credit preferably the
+// oldest for the same amount, as the ledger matches its requests. An
+// IN-REPLY-TO that names no request the tracker keeps ends nothing: the
+// sender said which request it answers, and guessing another would end a
+// request it did not answer.
 func (b *handshakeBook) answerPair(e *Event, family, state, detail string, amount *apd.Decimal) {
 	requester, responder := e.To, e.From
 	if id := e.Header(protocol.HeaderInReplyTo); id != "" {
+		var q *Handshake
 		if seq, ok := b.byMessage[indexKey(family, requester, id)]; ok {
-			if q := b.bySeq[seq]; q != nil && q.Responder == responder {
-				b.answer(e, q, state, detail)
-				return
-			}
+			q = b.bySeq[seq]
 		}
+		b.answer(e, q, state, detail)
+		return
 	}
 	open := b.byPair[indexKey(family, requester, responder)]
 	if len(open) == 0 {
@@ -164,7 +196,7 @@ func (b *handshakeBook) answerPair(e *Event, family, state, detail string, amoun
 
 // cancel ends a keyed handshake at its requester's word.
 func (b *handshakeBook) cancel(e *Event, family, key, reason string) {
-	q := b.find(family, e.From, key)
+	q := b.find(family, e.From, e.To, key)
 	if q == nil || q.Responder != e.To {
 		b.counts.Unmatched[e.Type]++
 		return
@@ -192,12 +224,11 @@ func (b *handshakeBook) answer(e *Event, q *Handshake, state, detail string) {
 // end closes q with e as its answer.
 func (b *handshakeBook) end(q *Handshake, e *Event, state, detail string) {
 	b.close(q, state, e.Type, e.ID, e.Seq, detail)
+	b.endedByID, b.endedBySeq = e.ID, q.Seq
 }
 
 func (b *handshakeBook) close(q *Handshake, state, answer, answerEvent string, answerSeq uint64, detail string) {
-	family := familyOf(q.Kind)
-	pair := indexKey(family, q.Requester, q.Responder)
-	open := b.byPair[pair]
+	open := b.byPair[q.pair]
 	for i, seq := range open {
 		if seq == q.Seq {
 			open = append(open[:i], open[i+1:]...)
@@ -205,15 +236,12 @@ func (b *handshakeBook) close(q *Handshake, state, answer, answerEvent string, a
 		}
 	}
 	if len(open) == 0 {
-		delete(b.byPair, pair)
+		delete(b.byPair, q.pair)
 	} else {
-		b.byPair[pair] = open
+		b.byPair[q.pair] = open
 	}
-	if q.MessageID != "" {
-		k := indexKey(family, q.Requester, q.MessageID)
-		if b.byMessage[k] == q.Seq {
-			delete(b.byMessage, k)
-		}
+	if b.byRequester[q.Requester]--; b.byRequester[q.Requester] <= 0 {
+		delete(b.byRequester, q.Requester)
 	}
 	heap.Remove(&b.deadlines, q.heapIndex)
 	q.State, q.Answer, q.AnswerEvent, q.AnswerSeq = state, answer, strings.Clone(answerEvent), answerSeq
@@ -234,11 +262,13 @@ func (b *handshakeBook) close(q *Handshake, state, answer, answerEvent string, a
 // letGo forgets an ended handshake, and its names with it.
 func (b *handshakeBook) letGo(q *Handshake) {
 	delete(b.bySeq, q.Seq)
-	family := familyOf(q.Kind)
-	for _, name := range []string{q.Key, q.RequestEvent} {
-		k := indexKey(family, q.Requester, name)
-		if name != "" && b.byKey[k] == q.Seq {
-			delete(b.byKey, k)
+	for _, k := range q.names {
+		index := b.byKey
+		if strings.HasPrefix(k, "\x01") {
+			index, k = b.byMessage, k[1:]
+		}
+		if index[k] == q.Seq {
+			delete(index, k)
 		}
 	}
 	if len(b.order) > 2*len(b.bySeq)+1024 {

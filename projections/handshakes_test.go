@@ -3,10 +3,12 @@ package projections
 import (
 	"bytes"
 	"fmt"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/aglx/ledger/protocol"
+	"github.com/aglx/ledger/reputation"
 	"pgregory.net/rapid"
 )
 
@@ -20,17 +22,22 @@ const (
 // tracker, in the runner's order.
 type hsHarness struct {
 	*harness
-	c  *Credits
-	hs *Handshakes
-	at time.Time
+	c      *Credits
+	hs     *Handshakes
+	rep    *Reputation
+	scores *reputation.Model
+	at     time.Time
 	// applied counts the events the ledger and the tracker have had.
 	applied int
 }
 
-func newHSHarness(t *testing.T) *hsHarness {
-	h := &hsHarness{harness: newHarness(t), at: regT0}
+func newHSHarness(t *testing.T, edit ...func(*RegistryConfig)) *hsHarness {
+	scores := reputation.New()
+	edit = append(edit, func(c *RegistryConfig) { c.Reputation = scores.Fraction })
+	h := &hsHarness{harness: newHarness(t, edit...), at: regT0, scores: scores}
 	h.c = NewCredits(testNode, h.r, nil)
 	h.hs = NewHandshakes(h.r, h.c)
+	h.rep = NewReputation(scores, h.r, h.hs)
 	return h
 }
 
@@ -52,28 +59,43 @@ func (h *hsHarness) catchUp() {
 		e := h.events[h.applied]
 		h.c.Apply(e)
 		h.hs.Apply(e)
+		h.rep.Apply(e)
 	}
 }
 
-// refold folds every event so far into fresh folds and returns the
-// tracker's snapshot.
+// refold folds every event so far into fresh folds, as a rebuild does,
+// and returns the snapshots of the tracker, the reputation model and the
+// registry, one after the other.
 func (h *hsHarness) refold() []byte {
 	h.t.Helper()
 	cfg := h.cfg
 	cfg.Outbox = NewOutbox()
-	r := NewRegistry(cfg)
-	c := NewCredits(testNode, r, nil)
-	hs := NewHandshakes(r, c)
+	f := NewFolds(cfg)
 	for _, e := range h.events {
-		r.Apply(e)
-		c.Apply(e)
-		hs.Apply(e)
+		for _, p := range f.All() {
+			p.Apply(e)
+		}
 	}
-	b, err := hs.Snapshot()
-	if err != nil {
-		h.t.Fatal(err)
+	return joinSnapshots(h.t, f.Handshakes, f.Reputation, f.Registry)
+}
+
+// live is refold's bytes for the live folds.
+func (h *hsHarness) live() []byte {
+	h.t.Helper()
+	return joinSnapshots(h.t, h.hs, h.rep, h.r)
+}
+
+func joinSnapshots(t *testing.T, ss ...Snapshotter) []byte {
+	t.Helper()
+	var out []byte
+	for _, s := range ss {
+		b, err := s.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(append(out, b...), '\n')
 	}
-	return b
+	return out
 }
 
 func withHeader(f *protocol.Frame, name, value string) *protocol.Frame {
@@ -150,6 +172,22 @@ func TestHandshakeLifecycles(t *testing.T) {
 		{name: "IN-REPLY-TO names the request",
 			steps: []step{{f: creditRequest("5", "r-1")}, {f: creditRequest("5", "r-2")}, {f: withHeader(deny("5"), protocol.HeaderInReplyTo, "r-2")}},
 			want:  map[int]string{0: HandshakePending, 1: HandshakeRejected}},
+		{name: "an IN-REPLY-TO naming an ended request ends no other (helper-77)",
+			steps: []step{{f: creditRequest("5", "r-1")}, {f: creditRequest("5", "r-2")},
+				{f: withHeader(deny("5"), protocol.HeaderInReplyTo, "r-1")}, {f: withHeader(deny("5"), protocol.HeaderInReplyTo, "r-1")}},
+			want: map[int]string{0: HandshakeRejected, 1: HandshakePending}, late: 1},
+		{name: "IN-REPLY-TO may name the request's event id",
+			steps: []step{{f: creditRequest("5", "r-1")}, {f: creditRequest("5", "r-2")},
+				{f: withHeader(deny("5"), protocol.HeaderInReplyTo, "01JTEST0000000000000000002")}},
+			want: map[int]string{0: HandshakePending, 1: HandshakeRejected}},
+		{name: "an IN-REPLY-TO naming nothing known ends nothing",
+			steps:     []step{{f: creditRequest("5", "r-1")}, {f: withHeader(deny("5"), protocol.HeaderInReplyTo, "r-9")}},
+			want:      map[int]string{0: HandshakePending},
+			unmatched: map[string]uint64{protocol.TypeCreditDeny: 1}},
+		{name: "one request_id sent to two teammates opens two handshakes (helper-77)",
+			steps: []step{{f: shutdown}, {f: frame(hsOwner, hsOther, protocol.TypeShutdownRequest, `{"request_id":"s-1"}`)},
+				{f: frame(hsOther, hsOwner, protocol.TypeShutdownResponse, `{"request_id":"s-1","approve":true}`)}},
+			want: map[int]string{0: HandshakePending, 1: HandshakeApproved}},
 		{name: "a denial with nothing pending is counted",
 			steps:     []step{{f: deny("5")}},
 			unmatched: map[string]uint64{protocol.TypeCreditDeny: 1}},
@@ -246,6 +284,59 @@ func TestHandshakePairBound(t *testing.T) {
 	}
 }
 
+// TestHandshakeExpiriesAreSpread: however many handshakes share a
+// deadline, one event expires at most HandshakesExpiryMax of them, and the
+// events after it the rest (helper-77: a quarter of a million expiring in
+// one event held the fold for seconds).
+func TestHandshakeExpiriesAreSpread(t *testing.T) {
+	h := newHSHarness(t)
+	const n = HandshakesExpiryMax*2 + 10
+	for i := range n {
+		teammate := fmt.Sprintf("agent://t%d.local", i/HandshakesPairMax)
+		h.send(frame(hsOwner, teammate, protocol.TypeShutdownRequest, fmt.Sprintf(`{"request_id":"s-%d"}`, i)), 0)
+	}
+	for i, want := range []int{n - HandshakesExpiryMax, n - 2*HandshakesExpiryMax, 0, 0} {
+		step := time.Duration(0)
+		if i == 0 {
+			step = HandshakeShutdownTTL + time.Second
+		}
+		h.send(frame(hsWorker, hsOwner, protocol.TypeTaskResult, `{"task_id":"x","status":"ok"}`), step)
+		if _, pending := h.hs.Counts(); pending != want {
+			t.Fatalf("after event %d past the deadline: %d pending, want %d", i+1, pending, want)
+		}
+	}
+}
+
+// TestHandshakePageAfterTheEnd: a page after the last seq is empty, also
+// for an after= too large for a seq, which pageOf makes the largest one
+// (helper-77: it wrapped around to the first page).
+func TestHandshakePageAfterTheEnd(t *testing.T) {
+	h := newHSHarness(t)
+	e := h.send(frame(hsOwner, hsWorker, protocol.TypeShutdownRequest, `{"request_id":"s-1"}`), time.Second)
+	for _, after := range []uint64{e.Seq, ^uint64(0)} {
+		if p := h.hs.Page(HandshakeFilter{After: after}); len(p.Handshakes) != 0 || p.Next != 0 {
+			t.Errorf("after=%d: %+v, want an empty page", after, p)
+		}
+	}
+	if p := h.hs.Page(HandshakeFilter{After: e.Seq - 1}); len(p.Handshakes) != 1 {
+		t.Errorf("after=%d: %d handshakes, want 1", e.Seq-1, len(p.Handshakes))
+	}
+}
+
+// TestHandshakesSkipAnEventAppliedTwice: the same event applied again
+// (a log read twice) opens nothing a second time, even after its first
+// handshake was let go (helper-77: its seq went into the page order twice).
+func TestHandshakesSkipAnEventAppliedTwice(t *testing.T) {
+	h := newHSHarness(t)
+	e := h.send(frame(hsOwner, hsWorker, protocol.TypeShutdownRequest, `{"request_id":"s-1"}`), time.Second)
+	h.send(frame(hsWorker, hsOwner, protocol.TypeShutdownResponse, `{"request_id":"s-1","approve":true}`), time.Second)
+	delete(h.hs.book.bySeq, e.Seq) // as if let go
+	h.hs.Apply(e)
+	if _, ok := h.hs.Handshake(e.Seq); ok {
+		t.Fatal("an event applied twice opened its handshake again")
+	}
+}
+
 // TestHandshakesEndedAreLetGo: the ended handshakes kept are bounded; the
 // oldest go first, with their names, and a page still walks what is kept.
 func TestHandshakesEndedAreLetGo(t *testing.T) {
@@ -303,7 +394,8 @@ func TestHandshakesProperties(t *testing.T) {
 			id := rapid.IntRange(0, 3).Draw(rt, "id")
 			amount := rapid.SampledFrom([]string{"1", "2"}).Draw(rt, "amount")
 			var f *protocol.Frame
-			switch rapid.IntRange(0, 11).Draw(rt, "kind") {
+			step := time.Duration(rapid.SampledFrom([]int64{-30, 1, 60, 700, 90_000}).Draw(rt, "step seconds")) * time.Second
+			switch rapid.IntRange(0, 14).Draw(rt, "kind") {
 			case 0:
 				f = frame(from, to, protocol.TypeTaskAssign, fmt.Sprintf(`{"task":"a","task_id":"t-%d"}`, id))
 			case 1:
@@ -330,29 +422,45 @@ func TestHandshakesProperties(t *testing.T) {
 				f = frame(from, to, protocol.TypeShutdownRequest, fmt.Sprintf(`{"request_id":"s-%d"}`, id))
 			case 10:
 				f = frame(from, to, protocol.TypeShutdownResponse, fmt.Sprintf(`{"request_id":"s-%d","approve":%v}`, id, rapid.Bool().Draw(rt, "approve")))
-			default:
+			case 11:
 				f = frame(from, to, protocol.TypePlanApprovalResponse, fmt.Sprintf(`{"request_id":"s-%d","approve":true}`, id))
+			case 12:
+				f = frame(from, testNode, protocol.TypeMentorRegister, `{"agent_name":"M","expertise":["x"],"available":true}`)
+			case 13:
+				f = frame(from, to, protocol.TypePlanApproval, fmt.Sprintf(`{"request_id":"s-%d","plan":"p"}`, id))
+			default:
+				f = frame(from, to, protocol.TypeMentorFeedback, fmt.Sprintf(`{"score":0.5,"reputation_delta":%.2f}`,
+					float64(rapid.IntRange(-20, 20).Draw(rt, "delta"))/20))
 			}
 			if from == hsOther && rapid.Bool().Draw(rt, "sign") {
 				signer := k
 				if rapid.Bool().Draw(rt, "forged") {
 					signer = newEd25519(t)
 				}
-				f = signed(t, signer, f)
+				f = signed(t, signer, stamped(f, h.at.Add(step)))
 			}
-			step := time.Duration(rapid.SampledFrom([]int64{-30, 1, 60, 700, 90_000}).Draw(rt, "step seconds")) * time.Second
 			h.send(f, step)
 			checkHandshakeBook(rt, &h.hs.book)
 		}
-		live, err := h.hs.Snapshot()
-		if err != nil {
-			rt.Fatal(err)
-		}
-		if again := h.refold(); !bytes.Equal(live, again) {
-			rt.Fatalf("the rebuilt tracker differs:\n got %s\nwant %s", again, live)
+		if live, again := h.live(), h.refold(); !bytes.Equal(live, again) {
+			rt.Fatalf("the rebuilt tracker, scores or registry differ:\n got %s\nwant %s", again, live)
 		}
 	})
 }
+
+// stamped puts a "timestamp" of at into f's body, as a signed message
+// needs one within minutes of its arrival.
+func stamped(f *protocol.Frame, at time.Time) *protocol.Frame {
+	stamp := fmt.Sprintf(`"timestamp":%q`, ts(at))
+	if old := stampRE.Find(f.Body); old != nil {
+		f.Body = bytes.Replace(f.Body, old, []byte(stamp), 1)
+	} else {
+		f.Body = append([]byte("{"+stamp+","), f.Body[1:]...)
+	}
+	return f
+}
+
+var stampRE = regexp.MustCompile(`"timestamp":"[^"]*"`)
 
 // checkHandshakeBook checks what must hold between the book's parts.
 func checkHandshakeBook(rt *rapid.T, b *handshakeBook) {
@@ -366,6 +474,8 @@ func checkHandshakeBook(rt *rapid.T, b *handshakeBook) {
 			if q.heapIndex < 0 || q.heapIndex >= len(b.deadlines) || b.deadlines[q.heapIndex] != q {
 				rt.Fatalf("pending handshake %d is not in the deadline heap", seq)
 			}
+			// At most HandshakesExpiryMax expire with one event; this
+			// test never has that many due at once.
 			if q.Deadline.Before(b.now) {
 				rt.Fatalf("handshake %d pending past its deadline %s (clock %s)", seq, q.Deadline, b.now)
 			}

@@ -63,18 +63,21 @@ func (h *Handshakes) Page(f HandshakeFilter) HandshakePage {
 		limit = HandshakesPageMax
 	}
 	b := &h.book
-	i, _ := slices.BinarySearch(b.order, f.After+1)
 	page := HandshakePage{Handshakes: []Handshake{}}
+	i, found := slices.BinarySearch(b.order, f.After)
+	if found {
+		i++ // after, not at
+	}
 	for scanned := 0; i < len(b.order); i++ {
 		if scanned == HandshakesScanMax || len(page.Handshakes) == limit {
 			page.Next = b.order[i-1]
 			break
 		}
+		scanned++ // a handshake let go and not yet compacted away counts too
 		q, ok := b.bySeq[b.order[i]]
 		if !ok {
-			continue // let go, not yet compacted
+			continue
 		}
-		scanned++
 		if (f.Agent == "" || q.Requester == f.Agent || q.Responder == f.Agent) &&
 			(f.State == "" || q.State == f.State) && (f.Kind == "" || q.Kind == f.Kind) {
 			page.Handshakes = append(page.Handshakes, *q)

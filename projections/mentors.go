@@ -42,6 +42,9 @@ type MentorReport struct {
 	Seq        uint64    `json:"seq"`
 }
 
+// IsMentor reports whether uri is in the mentor directory.
+func (r *Registry) IsMentor(uri string) bool { return r.mentors[uri] != nil }
+
 // mentorRegister adds or updates the sender in the directory. Availability
 // not stated counts as available: registering says one is.
 func (r *Registry) mentorRegister(e *Event, p *protocol.MentorRegister) {

@@ -48,8 +48,10 @@ const signatureWindowMax = time.Hour
 // configured: a short key would make session tokens guessable.
 const tokenKeySizeMin = 16 // bytes
 
-// ReputationDefault is every agent's reputation until a reputation model
-// exists (issue 5: "until then every agent has 0.5").
+// ReputationDefault is the reputation of an agent nobody has rated
+// (reputation.Default), and every agent's where no reputation model is
+// given: a registry made on its own, as in tests and the audit. Issue 5
+// set it: "until then every agent has 0.5".
 const ReputationDefault = 0.5
 
 // RegistryConfig is what a Registry is built from. Everything in it is part
@@ -320,6 +322,15 @@ func (r *Registry) put(e *Event, rep Reply) {
 type errorBody struct {
 	Status int    `json:"status"`
 	Reason string `json:"reason"`
+}
+
+// reputationOf is uri's reputation, from 0 to 1, as of the event before
+// the one being applied.
+func (r *Registry) reputationOf(uri string) float64 {
+	if r.cfg.Reputation == nil {
+		return ReputationDefault
+	}
+	return r.cfg.Reputation(uri)
 }
 
 // RefusedEvent reports whether the registry refused e while applying it:

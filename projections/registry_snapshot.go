@@ -58,6 +58,9 @@ type AgentDetail struct {
 	Hint       *Hint          `json:"hint,omitempty"`
 	Sighting   *Sighting      `json:"sighting,omitempty"`
 	Mentor     *MentorView    `json:"mentor,omitempty"`
+	// Reputation is the score zones admit by, from 0 to 1
+	// (docs/REPUTATION.md).
+	Reputation float64 `json:"reputation"`
 }
 
 // Agents lists registered agents, expired ones included (they show as
@@ -101,7 +104,7 @@ func (r *Registry) agentView(uri string, a *agentEntry, zones []string) AgentVie
 // first), zones, status history (with an expiry no event has marked yet),
 // and any hint, sighting or mentor entry.
 func (r *Registry) Agent(uri string) (AgentDetail, bool) {
-	d := AgentDetail{AgentView: AgentView{AgentURI: uri}, Keys: r.keyViews(uri)}
+	d := AgentDetail{AgentView: AgentView{AgentURI: uri}, Keys: r.keyViews(uri), Reputation: r.reputationOf(uri)}
 	if a := r.agents[uri]; a != nil {
 		d.Registered = true
 		d.AgentView = r.agentView(uri, a, r.zonesOf(uri))

@@ -275,11 +275,7 @@ func (r *Registry) admit(e *Event, p *protocol.ZoneJoin, z *zoneState) protocol.
 		r.zoneDeny(e, protocol.StatusForbidden, p.ZoneID, "Agent registration expired")
 		return protocol.StatusForbidden
 	}
-	rep := ReputationDefault
-	if r.cfg.Reputation != nil {
-		rep = r.cfg.Reputation(e.From)
-	}
-	if !(rep >= z.cfg.MinReputation) {
+	if rep := r.reputationOf(e.From); !(rep >= z.cfg.MinReputation) {
 		r.zoneDeny(e, protocol.StatusForbidden, p.ZoneID, "Reputation below required threshold ("+strconv.FormatFloat(z.cfg.MinReputation, 'f', -1, 64)+")")
 		return protocol.StatusForbidden
 	}

@@ -462,9 +462,9 @@ func startBenchNode(ctx context.Context, dir string, sync time.Duration) (*bench
 	}
 	const name = "registry://bench.local"
 	outbox, verdicts := projections.NewOutbox(), projections.NewVerdictCache()
-	registry := projections.NewRegistry(projections.RegistryConfig{NodeURI: name, NodeKey: key, Outbox: outbox, Verdicts: verdicts})
-	credits := projections.NewCredits(name, registry, outbox)
-	runner := projections.NewRunner(l, quiet, registry, credits, projections.NewHandshakes(registry, credits), projections.NewStats())
+	folds := projections.NewFolds(projections.RegistryConfig{NodeURI: name, NodeKey: key, Outbox: outbox, Verdicts: verdicts})
+	registry := folds.Registry
+	runner := projections.NewRunner(l, quiet, folds.All()...)
 	runCtx, cancel := context.WithCancel(context.Background())
 	closers = append(closers, cancel)
 	go runner.Run(runCtx)

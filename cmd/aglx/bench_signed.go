@@ -244,9 +244,9 @@ func benchReplay(ctx context.Context, node *benchNode) (uint64, time.Duration, e
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cache := projections.NewVerdictCache()
-	registry := projections.NewRegistry(projections.RegistryConfig{NodeURI: node.name, NodeKey: node.key, Verdicts: cache})
-	credits := projections.NewCredits(node.name, registry, nil)
-	r := projections.NewRunner(l, quiet, registry, credits, projections.NewHandshakes(registry, credits), projections.NewStats())
+	folds := projections.NewFolds(projections.RegistryConfig{NodeURI: node.name, NodeKey: node.key, Verdicts: cache})
+	registry := folds.Registry
+	r := projections.NewRunner(l, quiet, folds.All()...)
 	r.Prefetcher = &projections.IngestVerifier{Registry: registry, Cache: cache}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -158,16 +158,12 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.outbox = projections.NewOutbox()
 	m.verdicts = projections.NewVerdictCache()
-	m.registry = projections.NewRegistry(projections.RegistryConfig{
+	folds := projections.NewFolds(projections.RegistryConfig{
 		NodeURI: m.cfg.Name, NodeKey: key, Zones: zones, TokenKey: tokenKey,
 		Outbox: m.outbox, Verdicts: m.verdicts,
 	})
-	m.credits = projections.NewCredits(m.cfg.Name, m.registry, m.outbox)
-	m.stats = projections.NewStats()
-	// The registry comes first: the ledger asks it about the same event.
-	// The handshake tracker follows both, and leaves out what they refused.
-	m.handshakes = projections.NewHandshakes(m.registry, m.credits)
-	m.runner = projections.NewRunner(m.log, m.lg, m.registry, m.credits, m.handshakes, m.stats)
+	m.registry, m.credits, m.handshakes, m.stats = folds.Registry, folds.Credits, folds.Handshakes, folds.Stats
+	m.runner = projections.NewRunner(m.log, m.lg, folds.All()...)
 	// The edge's workers and the replay check with verifiers of their own,
 	// so that a failed batch on one path does not make the other check one
 	// by one (protocol.SigBatcher); both record into the same cache.

@@ -1,0 +1,63 @@
+package projections
+
+import (
+	"math"
+
+	"github.com/aglx/ledger/protocol"
+	"github.com/aglx/ledger/reputation"
+)
+
+// Reputation folds mentors' feedback into the agents' reputation scores
+// (reputation.Model), which the registry admits zone members by. A
+// mentor.feedback's reputation_delta counts when all of these hold
+// (docs/REPUTATION.md says why each does):
+//
+//   - it answers a mentor.request the mentee sent that mentor and that was
+//     pending (the handshake tracker matched it): advice nobody asked for
+//     moves nothing, so no one can rate a stranger up or down;
+//   - its signature verified: the mentor has a key, so the rating is the
+//     mentor's and no one else's;
+//   - the mentor is in the mentor directory (mentor.register) when it
+//     rates.
+//
+// The move is weighted by the mentor's own score and bounded per pair
+// (reputation.Model.Rate). Everything else leaves scores alone.
+type Reputation struct {
+	M          *reputation.Model
+	handshakes *Handshakes
+	registry   *Registry
+}
+
+// NewReputation returns the fold over m, which must run after the
+// registry and the handshake tracker it reads.
+func NewReputation(m *reputation.Model, registry *Registry, handshakes *Handshakes) *Reputation {
+	return &Reputation{M: m, registry: registry, handshakes: handshakes}
+}
+
+// Name implements Projection.
+func (r *Reputation) Name() string { return "reputation" }
+
+// Snapshot implements Snapshotter.
+func (r *Reputation) Snapshot() ([]byte, error) { return r.M.Snapshot() }
+
+// Apply implements Projection.
+func (r *Reputation) Apply(e *Event) {
+	if e.Foreign != nil || e.Msg == nil {
+		return
+	}
+	p, ok := e.Msg.Payload.(*protocol.MentorFeedback)
+	if !ok || p.ReputationDelta == nil {
+		return
+	}
+	q, ok := r.handshakes.EndedBy(e)
+	if !ok || q.Kind != protocol.TypeMentorRequest {
+		return
+	}
+	if r.registry.Authenticate(e).Auth != AuthValid || !r.registry.IsMentor(e.From) {
+		return
+	}
+	// Parse keeps the delta from -1 to 1; math.Round of a product of two
+	// float64s is the same on every platform.
+	delta := int64(math.Round(*p.ReputationDelta * reputation.Scale))
+	r.M.Rate(q.Responder, q.Requester, delta, e.Seq)
+}
