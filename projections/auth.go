@@ -201,6 +201,13 @@ func signatureOf(msg *protocol.Message, body []byte) (string, bool, error) {
 
 // keyFor returns the key FROM had before the event at seq: the node's own
 // for the node's URI, else the latest bound at a lower sequence.
+// HasKey reports whether uri had a key bound as of the event at seq (the
+// key its messages at seq are checked with).
+func (r *Registry) HasKey(uri string, seq uint64) bool {
+	_, _, ok := r.keyFor(uri, seq)
+	return ok
+}
+
 func (r *Registry) keyFor(uri string, seq uint64) (crypto.PublicKey, string, bool) {
 	if uri == r.node {
 		return r.nodePub, r.nodeKeyID, true

@@ -28,7 +28,7 @@ func NewFolds(cfg RegistryConfig) *Folds {
 	cfg.Reputation = scores.Fraction
 	f := &Folds{Registry: NewRegistry(cfg), Stats: NewStats()}
 	f.Credits = NewCredits(cfg.NodeURI, f.Registry, cfg.Outbox)
-	f.Handshakes = NewHandshakes(f.Registry, f.Credits)
+	f.Handshakes = NewHandshakes(f.Registry, f.Registry, f.Credits)
 	f.Reputation = NewReputation(scores, f.Registry, f.Handshakes)
 	return f
 }

@@ -31,11 +31,17 @@ import (
 // (HandshakesPendingMax, HandshakesRequesterMax, HandshakesPairMax,
 // HandshakesEndedMax); the log keeps the rest.
 type Handshakes struct {
+	auth     Authenticator
 	refusers []EventRefuser
 	book     handshakeBook
 	// pendingNow is book.pending for readers outside the fold's lock
 	// (/metrics).
 	pendingNow atomic.Int64
+}
+
+// keyHolder says whether an agent has a key bound (the registry).
+type keyHolder interface {
+	HasKey(uri string, seq uint64) bool
 }
 
 // EventRefuser is a fold that may refuse the event it applies; the
@@ -121,7 +127,11 @@ type Handshake struct {
 	Requester    string    `json:"requester"`
 	Responder    string    `json:"responder"`
 	Seq          uint64    `json:"seq"` // the request's, which names the handshake
-	State        string    `json:"state"`
+	// Signed says the request's signature verified with its requester's
+	// key: the requester, not just its name, asked. Reputation moves only
+	// for a signed request.
+	Signed bool   `json:"signed,omitempty"`
+	State  string `json:"state"`
 
 	amount    *apd.Decimal // a credit.request's requested_amount, to match answers as the ledger does
 	heapIndex int          // its place in the deadline heap while pending
@@ -140,17 +150,21 @@ type HandshakeCounts struct {
 	// knows of.
 	Late      uint64            `json:"late"`
 	Unmatched map[string]uint64 `json:"unmatched"`
-	// Untracked counts requests not tracked because a bound was reached.
+	// Untracked counts requests not tracked: a bound was reached, the
+	// request had no FROM or TO or was its sender's to itself, or it was
+	// unsigned in the name of an agent with a key.
 	Untracked uint64 `json:"untracked"`
 	// Repeated counts requests that named a handshake already pending
 	// (the same task_id or request_id again).
 	Repeated uint64 `json:"repeated"`
 }
 
-// NewHandshakes returns an empty tracker. refusers are the folds applied
-// before it whose refusals it leaves out (the registry and the ledger).
-func NewHandshakes(refusers ...EventRefuser) *Handshakes {
-	return &Handshakes{refusers: refusers, book: newHandshakeBook()}
+// NewHandshakes returns an empty tracker. auth says whether a request's
+// signature held (the registry: Handshake.Signed); refusers are the folds
+// applied before it whose refusals it leaves out (the registry and the
+// ledger).
+func NewHandshakes(auth Authenticator, refusers ...EventRefuser) *Handshakes {
+	return &Handshakes{auth: auth, refusers: refusers, book: newHandshakeBook()}
 }
 
 // Name implements Projection.
@@ -161,6 +175,7 @@ func (h *Handshakes) Apply(e *Event) {
 	if e.Foreign != nil || e.Msg == nil {
 		return
 	}
+	h.book.endedByID, h.book.endedBySeq = "", 0 // EndedBy speaks of this event only
 	if e.Seq != 0 && e.Seq <= h.book.lastSeq {
 		return // applied already: a log read twice
 	}
@@ -176,6 +191,13 @@ func (h *Handshakes) Apply(e *Event) {
 		}
 	}
 	b := &h.book
+	b.signed = h.auth != nil && h.auth.Authenticate(e).Auth == AuthValid
+	// A keyed agent's requests are its signed ones: unsigned requests in
+	// its name could be anyone's, and would fill its slots (helper-78).
+	b.forgeable = false
+	if k, ok := h.auth.(keyHolder); ok && !b.signed {
+		b.forgeable = k.HasKey(e.From, e.Seq)
+	}
 	switch p := e.Msg.Payload.(type) {
 	case *protocol.TaskAssign:
 		key := p.TaskID

@@ -36,6 +36,9 @@ type handshakeBook struct {
 	pending   int
 	// byRequester counts each requester's pending handshakes.
 	byRequester map[string]int
+	// signed is whether the event being applied was signed and verified;
+	// forgeable, whether it was not although its sender has a key.
+	signed, forgeable bool
 	// lastSeq is the highest seq applied: an event at or below it was
 	// applied already (a log read twice) and is skipped.
 	lastSeq uint64
@@ -93,7 +96,7 @@ func (b *handshakeBook) advance(t time.Time) {
 // credit request's.
 func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Duration, attempt int64, amount *apd.Decimal) {
 	requester, responder := e.From, e.To
-	if requester == "" || responder == "" || requester == responder {
+	if requester == "" || responder == "" || requester == responder || b.forgeable {
 		b.counts.Untracked++
 		return
 	}
@@ -111,7 +114,7 @@ func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Durat
 		Attempt: attempt, Deadline: opened.Add(ttl), Key: strings.Clone(key), Kind: e.Type,
 		MessageID: strings.Clone(e.Header(protocol.HeaderID)), Opened: opened,
 		RequestEvent: strings.Clone(e.ID), Requester: strings.Clone(requester), Responder: strings.Clone(responder),
-		Seq: e.Seq, State: HandshakePending, pair: pair,
+		Seq: e.Seq, Signed: b.signed, State: HandshakePending, pair: pair,
 	}
 	if amount != nil {
 		q.amount = new(apd.Decimal).Set(amount)
@@ -130,7 +133,7 @@ func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Durat
 	// event id the node gave it.
 	for _, id := range []string{q.MessageID, q.RequestEvent} {
 		if id != "" {
-			k := indexKey(family, requester, id)
+			k := indexKey(family, requester, responder, id)
 			b.byMessage[k] = e.Seq
 			q.names = append(q.names, "\x01"+k)
 		}
@@ -171,7 +174,7 @@ func (b *handshakeBook) answerPair(e *Event, family, state, detail string, amoun
 	requester, responder := e.To, e.From
 	if id := e.Header(protocol.HeaderInReplyTo); id != "" {
 		var q *Handshake
-		if seq, ok := b.byMessage[indexKey(family, requester, id)]; ok {
+		if seq, ok := b.byMessage[indexKey(family, requester, responder, id)]; ok {
 			q = b.bySeq[seq]
 		}
 		b.answer(e, q, state, detail)
@@ -201,6 +204,9 @@ func (b *handshakeBook) cancel(e *Event, family, key, reason string) {
 		b.counts.Unmatched[e.Type]++
 		return
 	}
+	if q.State == HandshakePending && q.Deadline.Before(b.now) {
+		b.close(q, HandshakeExpired, "", "", 0, "")
+	}
 	if q.State != HandshakePending {
 		b.counts.Late++
 		return
@@ -209,11 +215,16 @@ func (b *handshakeBook) cancel(e *Event, family, key, reason string) {
 }
 
 // answer ends q, which e answers, if the responder sent e and q is
-// pending; otherwise it counts e.
+// pending; otherwise it counts e. A handshake past its deadline that the
+// expiry bound has not reached yet (HandshakesExpiryMax) expires here,
+// and the answer is late, as it would have been had it come later still.
 func (b *handshakeBook) answer(e *Event, q *Handshake, state, detail string) {
 	switch {
 	case q == nil || q.Responder != e.From:
 		b.counts.Unmatched[e.Type]++
+	case q.State == HandshakePending && q.Deadline.Before(b.now):
+		b.close(q, HandshakeExpired, "", "", 0, "")
+		b.counts.Late++
 	case q.State != HandshakePending:
 		b.counts.Late++
 	default:

@@ -36,7 +36,7 @@ func newHSHarness(t *testing.T, edit ...func(*RegistryConfig)) *hsHarness {
 	edit = append(edit, func(c *RegistryConfig) { c.Reputation = scores.Fraction })
 	h := &hsHarness{harness: newHarness(t, edit...), at: regT0, scores: scores}
 	h.c = NewCredits(testNode, h.r, nil)
-	h.hs = NewHandshakes(h.r, h.c)
+	h.hs = NewHandshakes(h.r, h.r, h.c)
 	h.rep = NewReputation(scores, h.r, h.hs)
 	return h
 }
@@ -263,6 +263,16 @@ func TestHandshakesLeaveRefusedEventsOut(t *testing.T) {
 	if q, _ := h.hs.Handshake(a.Seq); q.State != HandshakeApproved {
 		t.Fatalf("the signed result did not end the handshake: %+v", q)
 	}
+	// An unsigned request in the keyed worker's name could be anyone's: it
+	// is not tracked, and so cannot fill the worker's slots (helper-78).
+	u := h.send(frame(hsWorker, hsOther, protocol.TypeMentorRequest, `{"task_id":"t-3"}`), time.Second)
+	if _, ok := h.hs.Handshake(u.Seq); ok {
+		t.Fatal("an unsigned request in a keyed agent's name opened a handshake")
+	}
+	s := h.send(signed(t, k, stamped(frame(hsWorker, hsOther, protocol.TypeMentorRequest, `{"task_id":"t-4"}`), h.at.Add(time.Second))), time.Second)
+	if q, ok := h.hs.Handshake(s.Seq); !ok || !q.Signed {
+		t.Fatalf("its signed request: %+v, %v; want a signed handshake", q, ok)
+	}
 }
 
 // TestHandshakePairBound: past HandshakesPairMax pending requests from one
@@ -304,6 +314,28 @@ func TestHandshakeExpiriesAreSpread(t *testing.T) {
 		if _, pending := h.hs.Counts(); pending != want {
 			t.Fatalf("after event %d past the deadline: %d pending, want %d", i+1, pending, want)
 		}
+	}
+}
+
+// TestAnAnswerPastTheDeadlineIsLate: while more handshakes are due than
+// one event expires, an answer to one still pending past its deadline
+// expires it and is counted late, as if it had come after the expiry
+// (helper-78: it ended the handshake, and a late mentor's feedback moved
+// a score).
+func TestAnAnswerPastTheDeadlineIsLate(t *testing.T) {
+	h := newHSHarness(t)
+	const n = HandshakesExpiryMax + 10
+	last := uint64(0)
+	for i := range n {
+		teammate := fmt.Sprintf("agent://t%d.local", i/HandshakesPairMax)
+		last = h.send(frame(hsOwner, teammate, protocol.TypeShutdownRequest, fmt.Sprintf(`{"request_id":"s-%d"}`, i)), 0).Seq
+	}
+	lastTeammate := fmt.Sprintf("agent://t%d.local", (n-1)/HandshakesPairMax)
+	h.send(frame(lastTeammate, hsOwner, protocol.TypeShutdownResponse, fmt.Sprintf(`{"request_id":"s-%d","approve":true}`, n-1)),
+		HandshakeShutdownTTL+time.Second)
+	q, _ := h.hs.Handshake(last)
+	if counts, _ := h.hs.Counts(); q.State != HandshakeExpired || counts.Late != 1 {
+		t.Fatalf("an answer past the deadline: state %s, late %d; want expired and 1", q.State, counts.Late)
 	}
 }
 

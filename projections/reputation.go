@@ -26,6 +26,7 @@ type Reputation struct {
 	M          *reputation.Model
 	handshakes *Handshakes
 	registry   *Registry
+	lastSeq    uint64 // the highest seq applied: an event at or below it is skipped
 }
 
 // NewReputation returns the fold over m, which must run after the
@@ -45,19 +46,28 @@ func (r *Reputation) Apply(e *Event) {
 	if e.Foreign != nil || e.Msg == nil {
 		return
 	}
+	if e.Seq != 0 && e.Seq <= r.lastSeq {
+		return // applied already: a log read twice
+	}
+	r.lastSeq = e.Seq
 	p, ok := e.Msg.Payload.(*protocol.MentorFeedback)
 	if !ok || p.ReputationDelta == nil {
 		return
 	}
+	// The handshake this feedback answered, between the same two agents,
+	// and asked for by the mentee itself: a request in the mentee's name
+	// that its key did not sign could be anyone's (helper-78).
 	q, ok := r.handshakes.EndedBy(e)
-	if !ok || q.Kind != protocol.TypeMentorRequest {
+	if !ok || q.Kind != protocol.TypeMentorRequest || q.Responder != e.From || q.Requester != e.To || !q.Signed {
 		return
 	}
 	if r.registry.Authenticate(e).Auth != AuthValid || !r.registry.IsMentor(e.From) {
 		return
 	}
 	// Parse keeps the delta from -1 to 1; math.Round of a product of two
-	// float64s is the same on every platform.
+	// float64s is the same on every platform. The signed timestamp orders
+	// the mentor's ratings of this mentee, so a copy of a signed feedback,
+	// sent again to answer a later request, is not counted again.
 	delta := int64(math.Round(*p.ReputationDelta * reputation.Scale))
-	r.M.Rate(q.Responder, q.Requester, delta, e.Seq)
+	r.M.Rate(q.Responder, q.Requester, delta, p.Timestamp.Time.UnixNano(), e.Seq)
 }

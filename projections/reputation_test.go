@@ -27,36 +27,41 @@ func feedback(mentor, mentee string, delta string) *protocol.Frame {
 }
 
 // TestFeedbackMovesReputationOnlyWhenItCounts: a mentor's
-// reputation_delta moves the mentee's score only when it answers the
-// mentee's pending request, is signed by the mentor's key, and the mentor
-// is in the directory (docs/REPUTATION.md).
+// reputation_delta moves the mentee's score only when it answers a
+// pending request the mentee signed, is signed by the mentor's key, and
+// the mentor is in the directory (docs/REPUTATION.md).
 func TestFeedbackMovesReputationOnlyWhenItCounts(t *testing.T) {
 	const mentor, mentee = hsOther, hsWorker
 	tests := []struct {
 		name       string
-		asked      bool // the mentee sent a mentor.request first
+		asked      string // the mentee's mentor.request first: "signed", "unsigned" or none
 		sign       string
 		registered bool
 		want       int64
 	}{
-		{name: "asked, signed, registered: counts", asked: true, sign: "key", registered: true, want: 562_500},
+		{name: "asked, signed, registered: counts", asked: "signed", sign: "key", registered: true, want: 562_500},
 		{name: "advice nobody asked for", sign: "key", registered: true, want: reputation.Default},
-		{name: "unsigned, from a mentor with a key (refused)", asked: true, sign: "none", registered: true, want: reputation.Default},
-		{name: "a forged signature (refused)", asked: true, sign: "forged", registered: true, want: reputation.Default},
-		{name: "a mentor not in the directory", asked: true, sign: "key", want: reputation.Default},
+		{name: "a request in the mentee's name it did not sign (helper-78)", asked: "unsigned", sign: "key", registered: true, want: reputation.Default},
+		{name: "unsigned, from a mentor with a key (refused)", asked: "signed", sign: "none", registered: true, want: reputation.Default},
+		{name: "a forged signature (refused)", asked: "signed", sign: "forged", registered: true, want: reputation.Default},
+		{name: "a mentor not in the directory", asked: "signed", sign: "key", want: reputation.Default},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHSHarness(t)
-			k := newEd25519(t)
+			k, menteeKey := newEd25519(t), newEd25519(t)
+			h.bindKey(mentee, menteeKey, h.at)
 			if tc.registered {
 				repMentor(t, h, mentor, k)
 			} else {
 				h.bindKey(mentor, k, h.at)
 				h.catchUp()
 			}
-			if tc.asked {
-				h.send(frame(mentee, mentor, protocol.TypeMentorRequest, `{"task_id":"t-1","context":"data.analyze"}`), time.Second)
+			switch tc.asked {
+			case "signed":
+				h.send(askFor(t, h, mentee, mentor, menteeKey, "t-1"), time.Second)
+			case "unsigned":
+				h.send(frame(mentee, mentor, protocol.TypeMentorRequest, `{"task_id":"t-1"}`), time.Second)
 			}
 			f := stamped(feedback(mentor, mentee, "0.25"), h.at.Add(time.Second))
 			switch tc.sign {
@@ -70,6 +75,56 @@ func TestFeedbackMovesReputationOnlyWhenItCounts(t *testing.T) {
 				t.Fatalf("the mentee's score is %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// askFor is the mentee's signed mentor.request to mentor.
+func askFor(t *testing.T, h *hsHarness, mentee, mentor string, k crypto.Signer, task string) *protocol.Frame {
+	t.Helper()
+	return signed(t, k, stamped(frame(mentee, mentor, protocol.TypeMentorRequest, fmt.Sprintf(`{"task_id":%q}`, task)), h.at.Add(time.Second)))
+}
+
+// TestFeedbackCountsOnce: the same signed feedback sent again, to answer
+// the mentee's next request, moves nothing the second time; nor does an
+// event applied twice, or a feedback under the id of one that ended a
+// handshake (helper-78).
+func TestFeedbackCountsOnce(t *testing.T) {
+	const mentor, mentee = hsOther, hsWorker
+	h := newHSHarness(t)
+	k, menteeKey := newEd25519(t), newEd25519(t)
+	h.bindKey(mentee, menteeKey, h.at)
+	repMentor(t, h, mentor, k)
+	h.send(askFor(t, h, mentee, mentor, menteeKey, "t-1"), time.Second)
+	praise := signed(t, k, stamped(feedback(mentor, mentee, "0.25"), h.at.Add(time.Second)))
+	first := h.send(praise, time.Second)
+	once := h.scores.Score(mentee)
+	if once == reputation.Default {
+		t.Fatal("the feedback moved nothing; the test needs it to")
+	}
+	h.send(askFor(t, h, mentee, mentor, menteeKey, "t-2"), time.Second)
+	h.send(praise, time.Second) // the same signed body, within its window
+	if got := h.scores.Score(mentee); got != once {
+		t.Fatalf("the same feedback sent again moved the score from %d to %d", once, got)
+	}
+	// The first event again, as a log read twice would give it.
+	h.hs.Apply(first)
+	h.rep.Apply(first)
+	if got := h.scores.Score(mentee); got != once {
+		t.Fatalf("an event applied twice moved the score from %d to %d", once, got)
+	}
+	// Another registered mentor's unsolicited feedback under the id of the
+	// event that last ended a handshake.
+	other := newEd25519(t)
+	repMentor(t, h, "agent://mallory.local", other)
+	h.send(askFor(t, h, mentee, mentor, menteeKey, "t-3"), time.Second)
+	ended := h.send(signed(t, k, stamped(feedback(mentor, mentee, "0.25"), h.at.Add(time.Second))), time.Second)
+	now := h.scores.Score(mentee)
+	e := h.event(signed(t, other, stamped(feedback("agent://mallory.local", mentee, "-1"), h.at.Add(time.Second))), h.at.Add(time.Second))
+	e.ID = ended.ID
+	h.applyEvent(e)
+	h.catchUp()
+	if got := h.scores.Score(mentee); got != now {
+		t.Fatalf("unsolicited feedback under a reused event id moved the score from %d to %d", now, got)
 	}
 }
 
@@ -88,7 +143,9 @@ func TestReputationAdmitsToAZone(t *testing.T) {
 		rep, _, _ := h.out.Take(e.Seq)
 		return rep
 	}
+	menteeKey := newEd25519(t)
 	h.register(mentee, 3600, h.at)
+	h.bindKey(mentee, menteeKey, h.at)
 	h.catchUp()
 	if rep := join(); rep.Type != protocol.TypeZoneDeny {
 		t.Fatalf("an agent nobody rated: %s %s, want zone.deny", rep.Type, rep.Body)
@@ -96,7 +153,7 @@ func TestReputationAdmitsToAZone(t *testing.T) {
 	for i, mentor := range []string{"agent://m1.local", "agent://m2.local"} {
 		k := newEd25519(t)
 		repMentor(t, h, mentor, k)
-		h.send(frame(mentee, mentor, protocol.TypeMentorRequest, fmt.Sprintf(`{"task_id":"t-%d"}`, i)), time.Second)
+		h.send(askFor(t, h, mentee, mentor, menteeKey, fmt.Sprint("t-", i)), time.Second)
 		h.send(signed(t, k, stamped(feedback(mentor, mentee, "1"), h.at.Add(time.Second))), time.Second)
 	}
 	// 0.5, then + 0.2 (1 x 0.5 x 0.5 = 0.25, cut to one mentor's share), then

@@ -40,8 +40,14 @@ const (
 // use New.
 type Model struct {
 	agents map[string]*Agent
-	given  map[pair]int64 // how far each rater has moved each ratee
+	given  map[pair]given
 	counts Counts
+}
+
+// given is what one rater has done to one ratee: how far it has moved the
+// score in all, and the stamp of the last rating applied.
+type given struct {
+	moved, stamp int64
 }
 
 // Agent is one rated agent's standing.
@@ -58,16 +64,18 @@ type Agent struct {
 type Counts struct {
 	Applied uint64 `json:"applied"`
 	// Capped counts ratings cut short by PairMax; Refused those not
-	// applied at all (the pair had used its share, or a bound was full).
+	// applied at all (the pair had used its share, or a bound was full);
+	// Stale those not stamped after the pair's last rating (copies).
 	Capped  uint64 `json:"capped"`
 	Refused uint64 `json:"refused"`
+	Stale   uint64 `json:"stale"`
 }
 
 type pair struct{ rater, ratee string }
 
 // New returns an empty model.
 func New() *Model {
-	return &Model{agents: map[string]*Agent{}, given: map[pair]int64{}}
+	return &Model{agents: map[string]*Agent{}, given: map[pair]given{}}
 }
 
 // Score returns uri's score in millionths; Default if nobody rated it.
@@ -94,7 +102,11 @@ func (m *Model) Counts() Counts { return m.counts }
 
 // Rate applies the rating delta (millionths, from -Scale to Scale) that
 // rater gives ratee at the event seq, and returns how far it moved the
-// score and, if it moved less than asked, why.
+// score and, if it moved less than asked, why. stamp orders one rater's
+// ratings of one ratee (the rating message's own signed timestamp, in
+// nanoseconds): a rating not stamped after the last one applied is a copy
+// of an earlier message, or older than what the rater said since, and is
+// not applied.
 //
 // The move is delta, weighted by the rater's own score and by the room
 // left in its direction: up by delta * w * (Scale - s), down by |delta| * w
@@ -103,16 +115,20 @@ func (m *Model) Counts() Counts { return m.counts }
 // trusts moves little, and the same praise lifts a low score more than a
 // high one. Integer division truncates toward zero, so a replay computes
 // the same digits. No rater moves one ratee by more than PairMax in all.
-func (m *Model) Rate(rater, ratee string, delta int64, seq uint64) (moved int64, why string) {
+func (m *Model) Rate(rater, ratee string, delta, stamp int64, seq uint64) (moved int64, why string) {
 	delta = max(-Scale, min(Scale, delta))
 	if delta == 0 || rater == ratee || rater == "" || ratee == "" {
 		return 0, "no rating: a zero delta, or an agent rating itself"
 	}
 	p := pair{rater, ratee}
-	given, known := m.given[p]
+	g, known := m.given[p]
 	if !known && len(m.given) >= PairsMax {
 		m.counts.Refused++
 		return 0, "the model remembers the most rater/ratee pairs it can"
+	}
+	if known && stamp <= g.stamp {
+		m.counts.Stale++
+		return 0, "not stamped after this rater's last rating of this agent: a copy, or overtaken"
 	}
 	a := m.agents[ratee]
 	if a == nil && len(m.agents) >= AgentsMax {
@@ -130,7 +146,7 @@ func (m *Model) Rate(rater, ratee string, delta int64, seq uint64) (moved int64,
 	// delta * w fits in an int64 (10^12); times room (10^6) it would not
 	// always fit with headroom for the sign, so divide once in between.
 	moved = delta * w / Scale * room / Scale
-	left := PairMax - given
+	left := PairMax - g.moved
 	switch {
 	case left <= 0:
 		m.counts.Refused++
@@ -152,7 +168,7 @@ func (m *Model) Rate(rater, ratee string, delta int64, seq uint64) (moved int64,
 	if !known {
 		p = pair{strings.Clone(rater), strings.Clone(ratee)}
 	}
-	m.given[p] = given + abs(moved)
+	m.given[p] = given{moved: g.moved + abs(moved), stamp: stamp}
 	a.Score = max(0, min(Scale, a.Score+moved))
 	a.Ratings++
 	a.LastSeq = seq
@@ -172,13 +188,13 @@ func abs(x int64) int64 {
 type snapshot struct {
 	Agents map[string]Agent `json:"agents"`
 	Counts Counts           `json:"counts"`
-	Given  [][3]any         `json:"given"`
+	Given  [][4]any         `json:"given"` // rater, ratee, moved, stamp
 }
 
 // Snapshot writes the whole model: every rated agent and every pair's
 // share used, sorted.
 func (m *Model) Snapshot() ([]byte, error) {
-	s := snapshot{Agents: make(map[string]Agent, len(m.agents)), Counts: m.counts, Given: make([][3]any, 0, len(m.given))}
+	s := snapshot{Agents: make(map[string]Agent, len(m.agents)), Counts: m.counts, Given: make([][4]any, 0, len(m.given))}
 	for uri, a := range m.agents {
 		s.Agents[uri] = *a
 	}
@@ -193,7 +209,8 @@ func (m *Model) Snapshot() ([]byte, error) {
 		return strings.Compare(a.ratee, b.ratee)
 	})
 	for _, p := range pairs {
-		s.Given = append(s.Given, [3]any{p.rater, p.ratee, m.given[p]})
+		g := m.given[p]
+		s.Given = append(s.Given, [4]any{p.rater, p.ratee, g.moved, g.stamp})
 	}
 	return json.Marshal(s)
 }

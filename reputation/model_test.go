@@ -38,11 +38,11 @@ func TestRate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := New()
-			for _, b := range tc.before {
-				m.Rate(b[0].(string), b[1].(string), b[2].(int64), 1)
+			for i, b := range tc.before {
+				m.Rate(b[0].(string), b[1].(string), b[2].(int64), int64(i), 1)
 			}
 			capped := m.Counts().Capped
-			moved, _ := m.Rate(tc.rater, "a", tc.delta, 2)
+			moved, _ := m.Rate(tc.rater, "a", tc.delta, 100, 2)
 			if moved != tc.wantMoved || m.Score("a") != tc.wantScore {
 				t.Fatalf("moved %d to %d; want %d to %d", moved, m.Score("a"), tc.wantMoved, tc.wantScore)
 			}
@@ -57,11 +57,36 @@ func TestRate(t *testing.T) {
 // same mentor moves a low score further than a high one.
 func TestLowScoresRiseFaster(t *testing.T) {
 	m := New()
-	m.Rate("x", "low", -Scale, 1)
-	m.Rate("y", "high", Scale, 1)
-	up := func(who string) int64 { moved, _ := m.Rate("m", who, 100_000, 2); return moved }
+	m.Rate("x", "low", -Scale, 1, 1)
+	m.Rate("y", "high", Scale, 1, 1)
+	up := func(who string) int64 { moved, _ := m.Rate("m", who, 100_000, 2, 2); return moved }
 	if low, high := up("low"), up("high"); low <= high {
 		t.Fatalf("praise moved a low score %d and a high one %d", low, high)
+	}
+}
+
+// TestCopiesAreNotRatings: a rating stamped at or before the pair's last
+// applied one is a copy (a signed feedback sent again) and moves nothing
+// (helper-78); a later one from the same rater, or one from another
+// rater with any stamp, does.
+func TestCopiesAreNotRatings(t *testing.T) {
+	m := New()
+	if moved, _ := m.Rate("m", "a", 100_000, 10, 1); moved == 0 {
+		t.Fatal("the first rating moved nothing")
+	}
+	for _, stamp := range []int64{10, 9} {
+		if moved, why := m.Rate("m", "a", 100_000, stamp, 2); moved != 0 || why == "" {
+			t.Fatalf("a rating stamped %d after one stamped 10 moved %d", stamp, moved)
+		}
+	}
+	if m.Counts().Stale != 2 {
+		t.Fatalf("stale = %d, want 2", m.Counts().Stale)
+	}
+	if moved, _ := m.Rate("m", "a", 100_000, 11, 3); moved == 0 {
+		t.Fatal("a later rating moved nothing")
+	}
+	if moved, _ := m.Rate("n", "a", 100_000, 1, 4); moved == 0 {
+		t.Fatal("another rater's rating moved nothing")
 	}
 }
 
@@ -77,8 +102,9 @@ func TestModelProperties(t *testing.T) {
 			rater := rapid.SampledFrom(agents).Draw(rt, "rater")
 			ratee := rapid.SampledFrom(agents).Draw(rt, "ratee")
 			delta := rapid.Int64Range(-2*Scale, 2*Scale).Draw(rt, "delta")
-			n, _ := m.Rate(rater, ratee, delta, uint64(i))
-			again.Rate(rater, ratee, delta, uint64(i))
+			stamp := rapid.Int64Range(0, 10).Draw(rt, "stamp")
+			n, _ := m.Rate(rater, ratee, delta, stamp, uint64(i))
+			again.Rate(rater, ratee, delta, stamp, uint64(i))
 			if n != 0 && (n > 0) != (delta > 0) {
 				rt.Fatalf("a delta of %d moved %d", delta, n)
 			}
@@ -111,12 +137,12 @@ func TestBounds(t *testing.T) {
 	}
 	m := New()
 	for i := range PairsMax {
-		m.given[pair{fmt.Sprint("r", i), "a"}] = 1
+		m.given[pair{fmt.Sprint("r", i), "a"}] = given{moved: 1}
 	}
-	if moved, why := m.Rate("new", "a", Scale, 1); moved != 0 || why == "" || m.Counts().Refused != 1 {
+	if moved, why := m.Rate("new", "a", Scale, 1, 1); moved != 0 || why == "" || m.Counts().Refused != 1 {
 		t.Fatalf("a rating from a new pair past the bound moved %d (%q)", moved, why)
 	}
-	if moved, _ := m.Rate("r1", "a", Scale, 2); moved == 0 {
+	if moved, _ := m.Rate("r1", "a", Scale, 2, 2); moved == 0 {
 		t.Fatal("a known pair's rating was refused")
 	}
 }
