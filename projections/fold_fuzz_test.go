@@ -88,26 +88,27 @@ func fuzzEvents(data []byte) []*Event {
 	return evs
 }
 
-// foldAll applies evs to fresh registry, ledger and stats folds, in
-// stretches of up to n (warmed first if warm), and returns their
-// snapshots.
+// foldAll applies evs to the node's fresh folds (NewFolds: registry,
+// ledger, handshakes, reputation, stats), in stretches of up to n (warmed
+// first if warm), and returns their snapshots.
 func foldAll(t *testing.T, evs []*Event, n int, warm bool) [][]byte {
 	h := newHarness(t)
-	credits := NewCredits(testNode, h.r, h.out)
-	stats := NewStats()
+	cfg := h.cfg
+	cfg.Outbox = h.out
+	folds := NewFolds(cfg)
 	for start := 0; start < len(evs); start += n {
 		stretch := evs[start:min(start+n, len(evs))]
 		if warm {
-			credits.Warm(stretch)
+			folds.Credits.Warm(stretch)
 		}
 		for _, ev := range stretch {
-			h.r.Apply(ev)
-			credits.Apply(ev)
-			stats.Apply(ev)
+			for _, p := range folds.All() {
+				p.Apply(ev)
+			}
 		}
 	}
 	var snaps [][]byte
-	for _, p := range []Snapshotter{h.r, credits, stats} {
+	for _, p := range []Snapshotter{folds.Registry, folds.Credits, folds.Handshakes, folds.Reputation, folds.Stats} {
 		b, err := p.Snapshot()
 		if err != nil {
 			t.Fatalf("snapshot: %v", err)

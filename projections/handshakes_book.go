@@ -18,8 +18,9 @@ type handshakeBook struct {
 	// order lists the seqs of kept handshakes, ascending, for paging; a
 	// seq whose handshake was let go stays until the next compaction.
 	order []uint64
-	// byKey finds a keyed handshake: family, requester and key (a task's
-	// event id too) to its seq. Entries go with their handshake.
+	// byKey finds a keyed handshake by family, requester (and responder,
+	// for shutdown and plan: nameKey) and name (a task's event id too) to
+	// its seq. Entries go with their handshake.
 	byKey map[string]uint64
 	// byPair lists the pending handshakes of a family from a requester to a
 	// responder, oldest first: the per-pair bound, and what pair answers
