@@ -30,7 +30,7 @@ func (api API) handshakeRoutes(mux *http.ServeMux) {
 		if f.Agent != "" {
 			u, err := protocol.ParseURI(f.Agent)
 			if err != nil {
-				return http.StatusBadRequest, errBody(fmt.Sprintf("agent=%q: %v", f.Agent, err))
+				return http.StatusBadRequest, errBody(fmt.Sprintf("agent=%q: %s", f.Agent, protocol.ReasonOf(err)))
 			}
 			f.Agent = u.String()
 		}

@@ -199,8 +199,6 @@ func signatureOf(msg *protocol.Message, body []byte) (string, bool, error) {
 	return protocol.SignatureOf(body)
 }
 
-// keyFor returns the key FROM had before the event at seq: the node's own
-// for the node's URI, else the latest bound at a lower sequence.
 // HasKey reports whether uri had a key bound as of the event at seq (the
 // key its messages at seq are checked with).
 func (r *Registry) HasKey(uri string, seq uint64) bool {
@@ -208,6 +206,8 @@ func (r *Registry) HasKey(uri string, seq uint64) bool {
 	return ok
 }
 
+// keyFor returns the key FROM had before the event at seq: the node's own
+// for the node's URI, else the latest bound at a lower sequence.
 func (r *Registry) keyFor(uri string, seq uint64) (crypto.PublicKey, string, bool) {
 	if uri == r.node {
 		return r.nodePub, r.nodeKeyID, true

@@ -209,7 +209,12 @@ func (h *Handshakes) Apply(e *Event) {
 		// A retry replaces the task's handshake, whatever became of it,
 		// and may go to another worker.
 		if q := b.find(familyTask, e.From, "", p.OriginalTaskID); q != nil && q.State == HandshakePending {
-			b.end(q, e, HandshakeCancelled, "a task.retry replaced it")
+			if q.Deadline.Before(b.now) {
+				// Past its deadline, not yet reached by the expiry bound.
+				b.close(q, HandshakeExpired, "", "", 0, "")
+			} else {
+				b.end(q, e, HandshakeCancelled, "a task.retry replaced it")
+			}
 		}
 		var attempt int64
 		if p.Attempt != nil {

@@ -40,6 +40,8 @@ type handshakeBook struct {
 	// signed is whether the event being applied was signed and verified;
 	// forgeable, whether it was not although its sender has a key.
 	signed, forgeable bool
+	// copies holds the signed requests opened lately, for open.
+	copies signedCopies
 	// lastSeq is the highest seq applied: an event at or below it was
 	// applied already (a log read twice) and is skipped.
 	lastSeq uint64
@@ -87,6 +89,7 @@ func (b *handshakeBook) advance(t time.Time) {
 	if t.After(b.now) {
 		b.now = t.UTC()
 	}
+	b.copies.expire(b.now)
 	for n := 0; n < HandshakesExpiryMax && len(b.deadlines) > 0 && b.deadlines[0].Deadline.Before(b.now); n++ {
 		b.close(b.deadlines[0], HandshakeExpired, "", "", 0, "")
 	}
@@ -100,6 +103,17 @@ func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Durat
 	if requester == "" || responder == "" || requester == responder || b.forgeable {
 		b.counts.Untracked++
 		return
+	}
+	var copyKey string
+	if b.signed {
+		// A signed request sent again, byte for byte, still verifies while
+		// its timestamp is in the window; whoever holds a copy (its
+		// addressee, a reader of the log) could fill the requester's slots
+		// with it (helper-79). Only the first opens a handshake.
+		if copyKey = replayKey(e); b.copies.seen(copyKey) {
+			b.counts.Repeated++
+			return
+		}
 	}
 	if q := b.find(family, requester, responder, key); q != nil && q.State == HandshakePending {
 		b.counts.Repeated++
@@ -138,6 +152,9 @@ func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Durat
 			b.byMessage[k] = e.Seq
 			q.names = append(q.names, "\x01"+k)
 		}
+	}
+	if copyKey != "" {
+		b.copies.add(copyKey, b.now.Add(signedCopyWindow))
 	}
 	b.byPair[pair] = append(b.byPair[pair], e.Seq)
 	b.byRequester[q.Requester]++
@@ -294,21 +311,6 @@ func (b *handshakeBook) letGo(q *Handshake) {
 	}
 }
 
-// familyOf is the family of a request TYPE.
-func familyOf(kind string) string {
-	switch kind {
-	case protocol.TypeTaskAssign, protocol.TypeTaskRetry:
-		return familyTask
-	case protocol.TypeCreditRequest:
-		return familyCredit
-	case protocol.TypeMentorRequest:
-		return familyMentor
-	case protocol.TypeShutdownRequest:
-		return familyShutdown
-	}
-	return familyPlan
-}
-
 // clip cuts s to at most n bytes, at a character boundary.
 func clip(s string, n int) string {
 	if len(s) <= n {
@@ -348,4 +350,66 @@ func (h *deadlineHeap) Pop() any {
 	*h = old[:len(old)-1]
 	q.heapIndex = -1
 	return q
+}
+
+// signedCopyWindow is how long, in event time, a signed request is
+// remembered: a copy verifies while its timestamp is within the signature
+// window of its arrival, and the window is at most signatureWindowMax
+// either side, so a copy arriving two windows after the first no longer
+// verifies, whatever the node's configuration.
+const signedCopyWindow = 2 * signatureWindowMax
+
+// SignedCopiesMax bounds the signed requests remembered; past it the
+// oldest are forgotten early, and a copy of one of them could open a
+// handshake again.
+const SignedCopiesMax = 100_000 // requests
+
+// signedCopies remembers the signed requests opened lately, by their
+// replay key, until their copies can no longer verify.
+type signedCopies struct {
+	until map[string]time.Time
+	queue []signedCopy // in the order added, which is until's order: the clock never goes back
+	head  int
+}
+
+type signedCopy struct {
+	key   string
+	until time.Time
+}
+
+func (c *signedCopies) seen(key string) bool {
+	_, ok := c.until[key]
+	return ok
+}
+
+func (c *signedCopies) add(key string, until time.Time) {
+	if c.until == nil {
+		c.until = map[string]time.Time{}
+	}
+	c.until[key] = until
+	c.queue = append(c.queue, signedCopy{key, until})
+	for len(c.queue)-c.head > SignedCopiesMax {
+		c.drop()
+	}
+}
+
+// expire forgets what can no longer be copied: the entries at the front
+// of the queue whose time has passed.
+func (c *signedCopies) expire(now time.Time) {
+	for c.head < len(c.queue) && c.queue[c.head].until.Before(now) {
+		c.drop()
+	}
+}
+
+func (c *signedCopies) drop() {
+	e := c.queue[c.head]
+	if c.until[e.key].Equal(e.until) {
+		delete(c.until, e.key)
+	}
+	c.queue[c.head] = signedCopy{}
+	c.head++
+	if c.head > len(c.queue)/2 && c.head > 1024 {
+		c.queue = append(c.queue[:0], c.queue[c.head:]...)
+		c.head = 0
+	}
 }

@@ -159,8 +159,8 @@ func TestHandshakeLifecycles(t *testing.T) {
 		{name: "a task expires once the log's clock passes its deadline",
 			steps: []step{{f: assign("t-1")}, {f: shutdown, wait: HandshakeTaskTTL + time.Second}, {f: result(hsWorker, "t-1")}},
 			want:  map[int]string{0: HandshakeExpired, 1: HandshakePending}, late: 1},
-		{name: "no event after the deadline, no expiry",
-			steps: []step{{f: shutdown}},
+		{name: "events before the deadline expire nothing",
+			steps: []step{{f: shutdown}, {f: assign("t-9"), wait: HandshakeShutdownTTL - time.Second}},
 			want:  map[int]string{0: HandshakePending}},
 		{name: "a retry replaces the task's handshake, and the result ends the retry",
 			steps: []step{{f: assign("t-1")}, {f: frame(hsWorker, hsOwner, protocol.TypeTaskReject, `{"task_id":"t-1","reason":"busy"}`)},
@@ -269,9 +269,19 @@ func TestHandshakesLeaveRefusedEventsOut(t *testing.T) {
 	if _, ok := h.hs.Handshake(u.Seq); ok {
 		t.Fatal("an unsigned request in a keyed agent's name opened a handshake")
 	}
-	s := h.send(signed(t, k, stamped(frame(hsWorker, hsOther, protocol.TypeMentorRequest, `{"task_id":"t-4"}`), h.at.Add(time.Second))), time.Second)
+	req := signed(t, k, stamped(frame(hsWorker, hsOther, protocol.TypeMentorRequest, `{"task_id":"t-4"}`), h.at.Add(time.Second)))
+	s := h.send(req, time.Second)
 	if q, ok := h.hs.Handshake(s.Seq); !ok || !q.Signed {
 		t.Fatalf("its signed request: %+v, %v; want a signed handshake", q, ok)
+	}
+	// The same signed request again, which still verifies, is a copy: it
+	// opens nothing, so whoever holds one cannot fill the worker's slots
+	// with it (helper-79).
+	before, _ := h.hs.Counts()
+	c := h.send(req, time.Second)
+	after, _ := h.hs.Counts()
+	if _, ok := h.hs.Handshake(c.Seq); ok || after.Repeated != before.Repeated+1 {
+		t.Fatalf("a copy of a signed request: opened %v, repeated %d -> %d", ok, before.Repeated, after.Repeated)
 	}
 }
 
@@ -336,6 +346,23 @@ func TestAnAnswerPastTheDeadlineIsLate(t *testing.T) {
 	q, _ := h.hs.Handshake(last)
 	if counts, _ := h.hs.Counts(); q.State != HandshakeExpired || counts.Late != 1 {
 		t.Fatalf("an answer past the deadline: state %s, late %d; want expired and 1", q.State, counts.Late)
+	}
+}
+
+// TestARetryPastTheDeadlineFindsItExpired: a task.retry of a task past its
+// deadline, which the expiry bound has not reached yet, finds it expired,
+// as a later retry would, and does not record it cancelled (helper-79).
+func TestARetryPastTheDeadlineFindsItExpired(t *testing.T) {
+	h := newHSHarness(t)
+	const n = HandshakesExpiryMax + 10
+	for i := range n {
+		worker := fmt.Sprintf("agent://w%d.local", i/HandshakesPairMax)
+		h.send(frame(hsOwner, worker, protocol.TypeTaskAssign, fmt.Sprintf(`{"task":"a","task_id":"t-%d"}`, i)), 0)
+	}
+	last := h.hs.book.byKey[nameKey(familyTask, hsOwner, "", fmt.Sprint("t-", n-1))]
+	h.send(frame(hsOwner, hsOther, protocol.TypeTaskRetry, fmt.Sprintf(`{"original_task_id":"t-%d","attempt":2}`, n-1)), HandshakeTaskTTL+time.Second)
+	if q, _ := h.hs.Handshake(last); q.State != HandshakeExpired {
+		t.Fatalf("the retried task past its deadline is %s, want expired", q.State)
 	}
 }
 

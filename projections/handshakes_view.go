@@ -51,7 +51,7 @@ func HandshakeKind(typ string) bool { return slices.Contains(HandshakeKinds, typ
 // Check says what is wrong with f, if anything.
 func (f HandshakeFilter) Check() error {
 	if f.State != "" && !slices.Contains(handshakeStates, f.State) {
-		return fmt.Errorf("state %q is none of %v", f.State, handshakeStates)
+		return fmt.Errorf("state=%q: the states are %v", f.State, handshakeStates)
 	}
 	return nil
 }

@@ -325,7 +325,7 @@ func (rep benchReport) print(stdout io.Writer, frameBytes, n int) {
 		fmt.Fprintf(stdout, "\nthe signed run's signature checks: %s\n", rep.SignedBatching)
 	}
 	if rep.ReplayEvents > 0 {
-		fmt.Fprintf(stdout, "\ncold replay of that log (registry and ledger, every signature checked again, in parallel): %d events in %s, %.0f events/s\n",
+		fmt.Fprintf(stdout, "\ncold replay of that log (all the node's folds, every signature checked again, in parallel): %d events in %s, %.0f events/s\n",
 			rep.ReplayEvents, rep.ReplayNS.Round(time.Millisecond), float64(rep.ReplayEvents)/rep.ReplayNS.Seconds())
 	}
 }

@@ -230,7 +230,7 @@ func (sr signedResult) batching() string {
 		100*float64(c.Batched)/float64(c.Lone+c.Batched), c.Batches, float64(c.Batched)/float64(c.Batches), c.FailedBatches)
 }
 
-// benchReplay rebuilds the registry and the ledger from the whole log, as
+// benchReplay rebuilds the node's folds (projections.NewFolds) from the whole log, as
 // a restarted node does: through a consumer, with no verdicts cached, so
 // every signature is checked again, by the prefetcher on every core.
 func benchReplay(ctx context.Context, node *benchNode) (uint64, time.Duration, error) {

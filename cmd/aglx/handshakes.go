@@ -21,6 +21,9 @@ func runHandshakes(args []string, stdout io.Writer) error {
 	if _, err := parseQuery(fs, args, 0); err != nil {
 		return err
 	}
+	if *limit < 0 {
+		return fmt.Errorf("--limit %d: want 1 or more, or 0 for the largest page", *limit)
+	}
 	q := url.Values{}
 	for k, v := range map[string]string{"agent": *agent, "state": *state, "kind": *kind} {
 		if v != "" {
