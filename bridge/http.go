@@ -64,8 +64,10 @@ type API struct {
 	Stats    *projections.Stats
 	Credits  *projections.Credits
 	Registry *projections.Registry
-	// Handshakes, if set, serves /v1/handshakes.
+	// Handshakes, if set, serves /v1/handshakes; Reputation,
+	// /v1/reputation.
 	Handshakes *projections.Handshakes
+	Reputation *projections.Reputation
 	Edge       *Server
 	Relay      *Relay // nil when the relay is off
 	Node       NodeInfo
@@ -108,6 +110,8 @@ type NodeInfo struct {
 //	GET /v1/mentors                                the mentor directory (?after=URI&limit=N, at most 1,000)
 //	GET /v1/handshakes                             requests between agents and their answers (?agent=URI&state=S&kind=TYPE&after=SEQ&limit=N)
 //	GET /v1/handshakes/{seq}                       the handshake the request at seq opened
+//	GET /v1/reputation                             the reputation model's totals
+//	GET /v1/reputation/{scheme}/{name}             an agent's score, ratings and last rating's seq
 func HTTPHandler(api API) http.Handler {
 	api.waiters = make(chan struct{}, waitersMax)
 	mux := http.NewServeMux()
@@ -257,6 +261,7 @@ func HTTPHandler(api API) http.Handler {
 		return http.StatusOK, map[string]any{"mentors": api.Registry.MentorsPage(q.Get("after"), limit)}
 	}))
 	api.handshakeRoutes(mux)
+	api.reputationRoutes(mux)
 	// Every other path: an answer in JSON, as the rest of the API's.
 	mux.HandleFunc("GET /", notFound)
 	return readOnly(mux)
@@ -264,7 +269,7 @@ func HTTPHandler(api API) http.Handler {
 
 // endpoints names the API's paths, for the answer to a path that is none.
 const endpoints = "/healthz, /readyz, /metrics, /v1/node, /v1/stats, /v1/accounts/SCHEME/NAME, /v1/accounts/SCHEME/NAME/entries, " +
-	"/v1/ledger/mismatches, /v1/ledger/digest, /v1/agents, /v1/agents/SCHEME/NAME, /v1/zones/ZONE, /v1/mentors, /v1/handshakes, /v1/handshakes/SEQ"
+	"/v1/ledger/mismatches, /v1/ledger/digest, /v1/agents, /v1/agents/SCHEME/NAME, /v1/zones/ZONE, /v1/mentors, /v1/handshakes, /v1/handshakes/SEQ, /v1/reputation, /v1/reputation/SCHEME/NAME"
 
 // addressHint is how an AGLX address goes into a path.
 const addressHint = "an address such as agent://bob.local is written agent/bob.local"

@@ -520,3 +520,16 @@ func runUntilReady(t *testing.T, runner *projections.Runner) context.Context {
 	}
 	return ctx
 }
+
+// TestScoreNumber: scores are written as the exact decimal of their
+// millionths.
+func TestScoreNumber(t *testing.T) {
+	for _, tc := range []struct {
+		in   int64
+		want string
+	}{{0, "0"}, {500_000, "0.5"}, {850_000, "0.85"}, {37_500, "0.0375"}, {1, "0.000001"}, {1_000_000, "1"}} {
+		if got := string(scoreNumber(tc.in)); got != tc.want {
+			t.Errorf("scoreNumber(%d) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}

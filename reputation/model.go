@@ -100,6 +100,9 @@ func (m *Model) Agent(uri string) (Agent, bool) {
 // Counts returns the running totals.
 func (m *Model) Counts() Counts { return m.counts }
 
+// Rated is how many agents have a score of their own.
+func (m *Model) Rated() int { return len(m.agents) }
+
 // Rate applies the rating delta (millionths, from -Scale to Scale) that
 // rater gives ratee at the event seq, and returns how far it moved the
 // score and, if it moved less than asked, why. stamp orders one rater's

@@ -42,8 +42,10 @@ type Main struct {
 	verdicts *projections.VerdictCache
 	registry *projections.Registry
 	credits  *projections.Credits
-	// handshakes tracks requests between agents and their answers.
+	// handshakes tracks requests between agents and their answers;
+	// reputation scores agents by mentors' feedback.
 	handshakes *projections.Handshakes
+	reputation *projections.Reputation
 
 	federations []*bridge.Federation
 	relay       *bridge.Relay
@@ -162,7 +164,7 @@ func (m *Main) Run(ctx context.Context) error {
 		NodeURI: m.cfg.Name, NodeKey: key, Zones: zones, TokenKey: tokenKey,
 		Outbox: m.outbox, Verdicts: m.verdicts,
 	})
-	m.registry, m.credits, m.handshakes, m.stats = folds.Registry, folds.Credits, folds.Handshakes, folds.Stats
+	m.registry, m.credits, m.handshakes, m.reputation, m.stats = folds.Registry, folds.Credits, folds.Handshakes, folds.Reputation, folds.Stats
 	m.runner = projections.NewRunner(m.log, m.lg, folds.All()...)
 	// The edge's workers and the replay check with verifiers of their own,
 	// so that a failed batch on one path does not make the other check one
@@ -229,7 +231,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.cfg.HTTP != "" {
 		pub, _ := protocol.MarshalPublicKey(m.key.Public())
 		api := bridge.API{
-			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Handshakes: m.handshakes, Edge: m.bridge, Relay: m.relay,
+			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Handshakes: m.handshakes, Reputation: m.reputation, Edge: m.bridge, Relay: m.relay,
 			Node:  bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr()},
 			Certs: m.tlsCerts,
 		}
