@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -145,6 +146,22 @@ func openRelayCursor(ctx context.Context, log *events.Log, lg *slog.Logger) (*re
 			return nil, err
 		}
 		c.record = string(e.Value())
+		// A bucket newer than the event stream (a store put back from
+		// copies of different times, or the stream made again on an
+		// operator's NATS) names a cursor past the stream's end: started
+		// there, the relay would pass over every message recorded up to
+		// it, answered 202 and never delivered (helper-82). It starts at
+		// the end instead; what it owed past there is gone with the events.
+		end, err := log.LastSeq(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("relay: where the event stream ends: %w", err)
+		}
+		if c.saved > end {
+			lg.Warn("relay: the saved cursor is past the event stream's end; starting at the end, and the messages it owed past there are not delivered",
+				"cursor", c.saved, "stream_end", end)
+			c.saved = end
+			c.pending = slices.DeleteFunc(c.pending, func(p pendingRetry) bool { return p.Seq > end })
+		}
 		return c, nil
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return nil, fmt.Errorf("relay: cursor: %w", err)

@@ -167,3 +167,39 @@ func savedRelayCursor(t *testing.T, m *Main) (jetstream.KeyValue, []byte) {
 	}
 	return kv, e.Value()
 }
+
+// TestRelayCursorPastTheStreamsEnd: a saved cursor past the event
+// stream's end (a bucket newer than the stream it goes with) is lowered
+// to the end at start. Started there, the relay passed over every message
+// recorded up to it: answered 202, never delivered, and nothing said
+// (helper-82).
+func TestRelayCursorPastTheStreamsEnd(t *testing.T) {
+	dir := t.TempDir()
+	sink := listenAgent(t, "127.0.0.1:0")
+	m := startNodeWith(t, dir, func(c *Config) { c.Relay = true })
+	registerAt(t, m, "agent://sink.local", sink.ln.Addr().String())
+	m.Close(context.Background())
+
+	m2 := startNodeWith(t, dir, func(c *Config) { c.Relay = false })
+	kv, saved := savedRelayCursor(t, m2)
+	var cur uint64
+	if _, err := fmt.Sscan(string(saved), &cur); err != nil {
+		t.Fatalf("the saved cursor %q: %v", saved, err)
+	}
+	if _, err := kv.Put(context.Background(), "cursor", []byte(fmt.Sprint(cur+50))); err != nil {
+		t.Fatal(err)
+	}
+	m2.Close(context.Background())
+
+	m = startNodeWith(t, dir, func(c *Config) { c.Relay = true })
+	c := dial(t, m.TCPAddr())
+	body := `{"task_id":"t-1","reason":"recorded below the planted cursor"}`
+	c.Write([]byte("AGLX/1.0 TCP\nFROM: agent://src.local\nTO: agent://sink.local\nTYPE: task.cancel\n\n" + body + "\n"))
+	c.Flush()
+	if f, a := readReply(t, c); f.Value(protocol.HeaderStatus) != "202 Accepted" || a.Seq > cur+50 {
+		t.Fatalf("the message: %s seq %d; the test needs it below the planted cursor %d", f.Value(protocol.HeaderStatus), a.Seq, cur+50)
+	}
+	if f := sink.next(t, 20*time.Second); string(f.Body) != body {
+		t.Fatalf("the sink got %s, want %s", f.Body, body)
+	}
+}
