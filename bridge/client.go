@@ -41,11 +41,24 @@ func DialTLS(ctx context.Context, addr string, cfg *tls.Config) (*Client, error)
 }
 
 // NewClient wraps an established connection (plain or TLS).
-func NewClient(nc net.Conn) *Client {
+func NewClient(nc net.Conn) *Client { return newClientBounded(nc, protocol.BodySizeMaxLimit) }
+
+// dialBounded is Dial for a client that reads replies of at most bodyMax
+// bytes of body: the relay, which needs only a reply's TYPE and STATUS.
+func dialBounded(ctx context.Context, addr string, bodyMax int) (*Client, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return newClientBounded(nc, bodyMax), nil
+}
+
+func newClientBounded(nc net.Conn, bodyMax int) *Client {
 	return &Client{
 		nc:  nc,
 		bw:  bufio.NewWriterSize(nc, writeBufferSize),
-		dec: protocol.NewDecoder(nc, protocol.DecoderOptions{BodySizeMax: protocol.BodySizeMaxLimit}),
+		dec: protocol.NewDecoder(nc, protocol.DecoderOptions{BodySizeMax: bodyMax}),
 	}
 }
 

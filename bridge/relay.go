@@ -38,6 +38,13 @@ const (
 	// relayStretchMax bounds the events taken from memory in one go, so
 	// that retries that fall due are not kept waiting by a long backlog.
 	relayStretchMax = 4096 // events
+	// relayReplyBodyMax bounds the body of an addressee's reply that the
+	// relay reads: it needs only its TYPE and STATUS, and read with the
+	// largest body a frame may have (8 MiB, about 56 MiB allocated), 64
+	// lanes of addressees the sender controls could take a gigabyte
+	// (helper-82). A larger reply is the receipt all the same, and its
+	// connection is dropped.
+	relayReplyBodyMax = 64 << 10 // bytes
 )
 
 // HeaderRelayedBy marks a frame the node delivers on behalf of its sender.
@@ -124,6 +131,11 @@ type Relay struct {
 	Refused func(seq uint64) (refused, known bool)
 
 	delivered, undeliverable, failed atomic.Int64
+	// unexpected counts replies that were neither ack nor error: an
+	// addressee answering a relayed request (a task.result to a
+	// task.assign) on the relay's connection, where nobody records it.
+	unexpected atomic.Int64
+	strayLog   logRate
 	cursorSeq, waiting, lanes        atomic.Int64
 
 	cur *relayCursor // set by Open
@@ -145,12 +157,17 @@ type RelayCounters struct {
 	// Lanes counts the addresses being delivered to (relay_lane.go). At
 	// relayLanesMax, messages for other addresses wait.
 	Lanes int64 `json:"lanes"`
+	// UnexpectedReplies counts addressees' replies that were neither ack
+	// nor error: answers sent back on the relay's connection instead of
+	// to the node, which the relay counts as the receipt and drops
+	// (PROTOCOL.md, "Delivery to agents").
+	UnexpectedReplies int64 `json:"unexpected_replies"`
 }
 
 // Counters returns the relay's running totals.
 func (r *Relay) Counters() RelayCounters {
 	return RelayCounters{Delivered: r.delivered.Load(), Undeliverable: r.undeliverable.Load(), Failed: r.failed.Load(),
-		Cursor: r.cursorSeq.Load(), Retrying: r.waiting.Load(), Lanes: r.lanes.Load()}
+		Cursor: r.cursorSeq.Load(), Retrying: r.waiting.Load(), Lanes: r.lanes.Load(), UnexpectedReplies: r.unexpected.Load()}
 }
 
 // Open reads the relay's saved position, or, the first time, takes the
@@ -725,6 +742,11 @@ func (r *Relay) send(ctx context.Context, c *Client, f *protocol.Frame, answered
 	if err == nil && answered {
 		var reply *protocol.Frame
 		if reply, err = c.ReadReply(); err == nil {
+			if typ := reply.Type(); typ != protocol.TypeAck && typ != protocol.TypeError {
+				r.unexpected.Add(1)
+				r.strayLog.log(r.Lg, time.Now(), slog.LevelWarn, "relay: an addressee answered a relayed message on the relay's connection; the answer is not recorded or delivered: it must send its answers to the node",
+					"addressee", f.To(), "message_type", f.Type(), "reply_type", typ)
+			}
 			err = refusedForNow(reply)
 		}
 	}

@@ -32,7 +32,7 @@ func (r *Relay) conn(ctx context.Context, addr string) (*Client, bool, error) {
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
 	defer cancel()
-	c, err := Dial(ctx, addr)
+	c, err := dialBounded(ctx, addr, relayReplyBodyMax)
 	if err != nil {
 		return nil, false, err
 	}
