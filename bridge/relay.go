@@ -134,9 +134,9 @@ type Relay struct {
 	// unexpected counts replies that were neither ack nor error: an
 	// addressee answering a relayed request (a task.result to a
 	// task.assign) on the relay's connection, where nobody records it.
-	unexpected atomic.Int64
-	strayLog   logRate
-	cursorSeq, waiting, lanes        atomic.Int64
+	unexpected                atomic.Int64
+	strayLog                  logRate
+	cursorSeq, waiting, lanes atomic.Int64
 
 	cur *relayCursor // set by Open
 
