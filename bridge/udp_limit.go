@@ -30,10 +30,15 @@ const (
 	// 256 /64s alone 1,280 a second (helper-71).
 	UDPPerNetPerSecondMax = 100 // datagrams per second
 	UDPPerNetBurst        = 200 // datagrams
-	// udpHostsMax bounds the hosts whose budget is remembered. When it is
-	// full the oldest budgets are forgotten; a host forgotten starts with
-	// a full burst, which the global bound still caps.
-	udpHostsMax = 4096 // hosts
+	// udpHostsMax bounds the hosts and networks whose budget is
+	// remembered. When it is full, the budgets that have filled up again
+	// are forgotten: a full budget is what a forgotten one would start
+	// with, so forgetting it gives no one anything.
+	udpHostsMax = 4096 // hosts and networks
+	// udpSweepEvery bounds how often a full table is searched for budgets
+	// to forget, so that a flood of new sources does not make every
+	// datagram pay for a search of the whole table.
+	udpSweepEvery = 100 * time.Millisecond
 )
 
 // udpLimiter decides which datagrams the node reads. Each UDP read loop
@@ -41,7 +46,7 @@ const (
 type udpLimiter struct {
 	all   *rate.Limiter
 	hosts map[string]*rate.Limiter
-	order []string // insertion order, for forgetting the oldest
+	swept time.Time // the last search for full budgets
 }
 
 func newUDPLimiter() *udpLimiter {
@@ -52,12 +57,14 @@ func newUDPLimiter() *udpLimiter {
 // its budget does not spend the global one, and a datagram the global
 // budget refuses does not spend the host's.
 //
-// While more than half of udpHostsMax hosts are remembered (many sources
-// at once: a flood, spoofed most likely), a host not remembered starts with
-// an empty budget rather than a full burst: otherwise one sender resets its
-// own budget by sending from enough other addresses to have it forgotten
-// (helper-71). A quiet agent then waits a fifth of a second for its first
-// datagram.
+// Only budgets that have filled up again are forgotten, so a sender
+// cannot reset its own by sending from enough other addresses to have it
+// forgotten (helper-71), and a quiet agent is not starved by sources it
+// never meets: forgetting the oldest budgets, active or not, and starting
+// every new one empty past half the table, let 1,000 spoofed datagrams a
+// second drop almost every real announce (helper-82). When every budget
+// in the table is in use (more sources within a few seconds than it
+// holds), a new source is not remembered and starts with none.
 func (l *udpLimiter) allow(addr net.Addr, now time.Time) bool {
 	host, network := hostOf(addr), "net "+prefixOf(addr, 24, 48)
 	n := l.budget(network, UDPPerNetPerSecondMax, UDPPerNetBurst, now)
@@ -69,23 +76,24 @@ func (l *udpLimiter) allow(addr net.Addr, now time.Time) bool {
 }
 
 // budget is the remembered budget of key, made (with rate r and burst b)
-// if there is none. The caller holds mu.
+// if there is none.
 func (l *udpLimiter) budget(key string, r rate.Limit, b int, now time.Time) *rate.Limiter {
-	h := l.hosts[key]
-	if h == nil {
-		if len(l.order) >= udpHostsMax {
-			drop := l.order[:udpHostsMax/4]
-			for _, k := range drop {
+	if h := l.hosts[key]; h != nil {
+		return h
+	}
+	if len(l.hosts) >= udpHostsMax && now.Sub(l.swept) >= udpSweepEvery {
+		l.swept = now
+		for k, h := range l.hosts {
+			if h.TokensAt(now) >= float64(h.Burst()) {
 				delete(l.hosts, k)
 			}
-			l.order = append(l.order[:0], l.order[udpHostsMax/4:]...)
 		}
-		h = rate.NewLimiter(r, b)
-		if len(l.order) > udpHostsMax/2 {
-			h.AllowN(now, b)
-		}
-		l.hosts[key] = h
-		l.order = append(l.order, key)
 	}
+	h := rate.NewLimiter(r, b)
+	if len(l.hosts) >= udpHostsMax {
+		h.AllowN(now, b) // not remembered: empty, or a new address would be a fresh burst
+		return h
+	}
+	l.hosts[key] = h
 	return h
 }

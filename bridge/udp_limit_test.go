@@ -120,3 +120,34 @@ func TestUDPLimiterForgettingResetsNoBudget(t *testing.T) {
 		t.Fatalf("host a: %d datagrams taken, then, at the same instant after %d other sources, %d more; want %d and 0", first, udpHostsMax, again, UDPPerHostBurst)
 	}
 }
+
+// TestUDPLimiterKeepsRoomForAgentsUnderSpoofing: sources that each send a
+// datagram or two, from addresses never seen again, well within the global
+// budget, do not make a real agent's announces go unread. Budgets were
+// forgotten oldest first, active or not, and past half the table every new
+// one started empty, for good: 1,000 spoofed datagrams a second dropped
+// almost every real announce while the global budget stayed full
+// (helper-82).
+func TestUDPLimiterKeepsRoomForAgentsUnderSpoofing(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	l := newUDPLimiter()
+	agent := &net.UDPAddr{IP: net.ParseIP("192.0.2.7"), Port: 4000}
+	taken := 0
+	const rounds, spoofed = 20, 1000 // a round every 2 s: 500 spoofed datagrams a second
+	for r := range rounds {
+		now := at.Add(time.Duration(r) * 2 * time.Second)
+		for i := range spoofed {
+			n := r*spoofed + i
+			l.allow(&net.UDPAddr{IP: net.IPv4(10, byte(n>>16), byte(n>>8), byte(n)), Port: 1}, now.Add(time.Duration(i)*time.Millisecond))
+		}
+		if l.allow(agent, now.Add(time.Second)) {
+			taken++
+		}
+		if len(l.hosts) > udpHostsMax {
+			t.Fatalf("%d budgets remembered, want at most %d", len(l.hosts), udpHostsMax)
+		}
+	}
+	if taken != rounds {
+		t.Fatalf("the agent's announces: %d of %d taken, with the global budget never spent", taken, rounds)
+	}
+}
