@@ -370,7 +370,12 @@ func (api API) healthOf(rctx context.Context) (int, map[string]any) {
 	if err == nil {
 		last, err = api.Log.ProbeLastSeq(ctx) // healthTimeout bounds it
 	}
-	body := map[string]any{"status": "ok", "log_last_seq": last, "applied_seq": api.Runner.Applied(), "projections": "replaying"}
+	body := map[string]any{"status": "ok", "applied_seq": api.Runner.Applied(), "projections": "replaying"}
+	if err == nil {
+		// Only a position the log gave: with the store down, a 0 here
+		// drew the log as dropping to nothing on a graph (helper-81).
+		body["log_last_seq"] = last
+	}
 	if api.caughtUp() {
 		body["projections"] = "ready"
 	}

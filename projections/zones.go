@@ -403,3 +403,22 @@ func (r *Registry) zonesOf(uri string) []string {
 	}
 	return out
 }
+
+// ZonesDigest names a zone configuration as the folds use it: each zone's
+// id, minimum reputation, role and a SHA-256 of its secret, in id order,
+// hashed. Two configurations with the same digest fold the log to the same
+// zones; the digest reveals nothing of the secrets (each at least
+// protocol.HMACSecretSizeMin random bytes). "none" for no zones.
+func ZonesDigest(zones []Zone) string {
+	if len(zones) == 0 {
+		return "none"
+	}
+	sorted := slices.Clone(zones)
+	slices.SortFunc(sorted, func(a, b Zone) int { return strings.Compare(a.ID, b.ID) })
+	h := sha256.New()
+	for _, z := range sorted {
+		secret := sha256.Sum256(z.Secret)
+		fmt.Fprintf(h, "%q %s %q %x\n", z.ID, strconv.FormatFloat(z.MinReputation, 'g', -1, 64), z.Role, secret)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +180,19 @@ func TestHandshakesAsksWhatItIsTold(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestKeygenRefusesAnArgument: "aglx keygen bob.key" wrote agent.key and
+// exited 0 (helper-81); it is refused, naming --out, and writes nothing.
+func TestKeygenRefusesAnArgument(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	err := runKeygen([]string{"bob.key"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--out bob.key") {
+		t.Fatalf("aglx keygen bob.key = %v, want a refusal naming --out", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("it wrote %v", entries)
 	}
 }

@@ -24,6 +24,11 @@ func runKeygen(args []string, stdout io.Writer) error {
 	if stop, err := parseFlags(fs, args); stop {
 		return err
 	}
+	if fs.NArg() > 0 {
+		// "aglx keygen bob.key" wrote agent.key and said nothing of the
+		// name it was given (helper-81).
+		return fmt.Errorf("aglx keygen takes no argument, got %q: the key's file is --out %s", fs.Arg(0), fs.Arg(0))
+	}
 	k, err := protocol.GenerateKey(*alg)
 	if err != nil {
 		return err

@@ -573,6 +573,9 @@ func TestHealthz(t *testing.T) {
 	}
 	if code, body := health(); code != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(body["error"]), "JetStream is shut down") {
 		t.Fatalf("/healthz with JetStream shut down = %d %v; want 503 saying so", code, body)
+	} else if _, ok := body["log_last_seq"]; ok {
+		// The log could not say where it ends; a 0 drew it as empty.
+		t.Fatalf("/healthz with JetStream shut down names a log position: %v", body)
 	}
 	resp, err := http.Get("http://" + m.HTTPAddr() + "/metrics")
 	if err != nil {

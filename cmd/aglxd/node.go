@@ -76,6 +76,19 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.dataLock = lock
 	}
+	// The zone file is read before anything is made in the data dir: a
+	// bad one used to be found after the store was created and stamped
+	// with the node's name (helper-81).
+	var zones []projections.Zone
+	if m.cfg.Zones != "" {
+		b, err := os.ReadFile(m.cfg.Zones)
+		if err != nil {
+			return fmt.Errorf("--zones: %w", err)
+		}
+		if zones, err = projections.ParseZones(b); err != nil {
+			return fmt.Errorf("--zones %s: %w", m.cfg.Zones, err)
+		}
+	}
 	key, made, err := loadNodeKey(m.cfg.NodeKeyPath())
 	if err != nil {
 		return err
@@ -135,15 +148,8 @@ func (m *Main) Run(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
-	var zones []projections.Zone
-	if m.cfg.Zones != "" {
-		b, err := os.ReadFile(m.cfg.Zones)
-		if err != nil {
-			return fmt.Errorf("--zones: %w", err)
-		}
-		if zones, err = projections.ParseZones(b); err != nil {
-			return fmt.Errorf("--zones %s: %w", m.cfg.Zones, err)
-		}
+	if err := m.noteZoneChange(zones); err != nil {
+		return err
 	}
 	tokenPath := filepath.Join(filepath.Dir(m.cfg.NodeKeyPath()), "token.key")
 	tokenKey, tokenMade, err := loadOrCreateSecret(tokenPath)
