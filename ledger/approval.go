@@ -67,7 +67,7 @@ func (l *Ledger) repeatApproval(e *Event, i uint32, amount fixed, expires time.T
 	h := l.holds.get(i)
 	holder, party := l.uri(h.account), l.strs.get(h.party)
 	same := holder == e.From && party == e.To && cmpFixed(h.amount, amount) == 0 &&
-		given == !h.defaultExpiry && (!given || unixNano(expires) == h.expires)
+		given == !h.defaultExpiry && (!given || time.Unix(0, h.expires).Equal(expires))
 	if !same {
 		return refuse(protocol.StatusConflict, "transaction_id %s was approved at seq %d for %s from %s to %s; a message with the same key must have the same content",
 			quoteURI(l.strs.get(h.txID)), h.seq, h.amount.text(), quoteURI(holder), quoteURI(party))

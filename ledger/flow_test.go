@@ -258,3 +258,23 @@ func TestMismatchPagesKeepAClaimWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestResentApprovalWithAFarExpiry: a resend's expiry is compared as an
+// instant. Compared as Unix nanoseconds, which wrap after the year 2262,
+// an expiry 2^64 ns after the first one's read as the same, and the
+// changed message got the first reply instead of 409 (helper-80).
+func TestResentApprovalWithAFarExpiry(t *testing.T) {
+	h := newHarness(t)
+	h.apply(mint(alice, "10", "m-1"))
+	expires := h.now.Add(time.Hour)
+	if o := h.apply(approve(alice, bob, "1", "a-1", expires)); o.Status != protocol.StatusOK {
+		t.Fatalf("the approval: %d %s", o.Status, o.Reason)
+	}
+	wrapped := expires.Add(1 << 62).Add(1 << 62).Add(1 << 62).Add(1 << 62) // 2^64 ns on
+	if o := h.apply(approve(alice, bob, "1", "a-1", wrapped)); o.Status != protocol.StatusConflict {
+		t.Fatalf("a resend with the expiry moved 2^64 ns: %d %q (replayed %v), want 409", o.Status, o.Reason, o.Replayed)
+	}
+	if o := h.apply(approve(alice, bob, "1", "a-1", expires)); !o.Replayed {
+		t.Fatalf("the same approval again: %d %q, want its first reply", o.Status, o.Reason)
+	}
+}
