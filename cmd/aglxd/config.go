@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"net/netip"
 	"net/url"
 	"path/filepath"
@@ -157,12 +158,22 @@ func (c Config) Validate() error {
 		// in canonical form; a name in another spelling would match no one.
 		return fmt.Errorf("--name %q: write it in canonical form, %q", c.Name, u.String())
 	}
+	if u.Scheme != protocol.SchemeRegistry {
+		// The node is a registry; an agent:// name was taken, stamped on
+		// the store, and every later start under the right one needed
+		// --take-over-store (helper-81).
+		return fmt.Errorf("--name %q: the node's name is a registry:// URI, such as registry://%s", c.Name, u.Name)
+	}
 	for flagName, addr := range map[string]string{"--listen": c.Listen, "--tls-listen": c.TLSListen, "--udp": c.UDP, "--http": c.HTTP, "--nats-listen": c.NATSListen} {
 		if addr == "" && flagName != "--listen" {
 			continue
 		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
 			return fmt.Errorf("%s %q: %w", flagName, addr, err)
+		}
+		if n, err := strconv.Atoi(port); err == nil && (n < 0 || n > 65535) {
+			return fmt.Errorf("%s %q: port %d is out of range (0 to 65535; 0 picks a free one)", flagName, addr, n)
 		}
 	}
 	if _, err := c.RelayPrefixes(); err != nil {

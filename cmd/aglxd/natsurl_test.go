@@ -191,6 +191,10 @@ func TestConfigValidate(t *testing.T) {
 		{"log format", func(c *Config) { c.LogFormat = "xml" }, `--log-format "xml"`},
 		{"name not canonical", func(c *Config) { c.Name = "registry://Node.Local" }, `canonical form, "registry://node.local"`},
 		{"name not a URI", func(c *Config) { c.Name = "node" }, `--name "node": `},
+		// Taken, it stamped the store, and later starts under the right
+		// name needed --take-over-store (helper-81).
+		{"name an agent's", func(c *Config) { c.Name = "agent://x.local" }, `the node's name is a registry:// URI, such as registry://x.local`},
+		{"port out of range", func(c *Config) { c.Listen = "127.0.0.1:99999" }, `--listen "127.0.0.1:99999": port 99999 is out of range`},
 		{"relay networks without a prefix length", func(c *Config) { c.RelayNetworks = "10.0.0.0" }, "is not a CIDR such as 10.0.0.0/8"},
 		{"sync interval too short", func(c *Config) { c.SyncInterval = time.Nanosecond }, "--sync-interval 1ns: must be between 100ms and 24h"},
 		{"sync interval negative", func(c *Config) { c.SyncInterval = -time.Second }, "--sync-interval -1s"},
