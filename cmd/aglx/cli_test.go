@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +195,29 @@ func TestKeygenRefusesAnArgument(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("it wrote %v", entries)
+	}
+}
+
+// TestFlagsAfterFiles: send and sign take their flags after the files as
+// well as before (helper-81: "aglx send FILE --timeout 5s" opened a file
+// named --timeout), and sign refuses an input with no frame, as send does,
+// instead of printing nothing and exiting 0.
+func TestFlagsAfterFiles(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.aglx")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(dir, "k.key")
+	if err := runKeygen([]string{"--out", keyPath}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	err := runSend([]string{empty, "--timeout", "5s"}, strings.NewReader(""), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "nothing to send") {
+		t.Fatalf("aglx send FILE --timeout 5s = %v, want the file read and found empty", err)
+	}
+	err = runSign([]string{empty, "--key", keyPath}, strings.NewReader(""), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "nothing to sign") {
+		t.Fatalf("aglx sign FILE --key K = %v, want the file read and found empty", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/aglx/ledger/protocol"
@@ -155,7 +156,8 @@ func runSign(args []string, stdin io.Reader, stdout io.Writer) error {
 		fmt.Fprintln(fs.Output(), "Signs every frame and writes them to stdout. A JSON body without a \"timestamp\" gets the current time first: the node refuses signed messages without one.")
 		fs.PrintDefaults()
 	}
-	if stop, err := parseFlags(fs, args); stop {
+	files, err := parseInterleaved(fs, args)
+	if err != nil {
 		return err
 	}
 	if *keyPath == "" {
@@ -165,9 +167,14 @@ func runSign(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	inputs, err := readInputs(fs.Args(), stdin)
+	inputs, err := readInputs(files, stdin)
 	if err != nil {
 		return err
+	}
+	if !slices.ContainsFunc(inputs, func(b []byte) bool { return len(bytes.TrimSpace(b)) > 0 }) {
+		// As aglx send says: signing nothing printed nothing and exited 0,
+		// and a pipe into send then failed far from the cause (helper-81).
+		return errors.New("nothing to sign: the input holds no frame")
 	}
 	signed, err := signFrames(key, inputs)
 	if err != nil {

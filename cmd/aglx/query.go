@@ -122,6 +122,21 @@ func queryFlagsNoJSON(name, arg string) (*flag.FlagSet, *string) {
 // checks the count of these, which it returns. Its callers go on when the
 // error is nil, so after -h it returns exit status 0.
 func parseQuery(fs *flag.FlagSet, args []string, want int) ([]string, error) {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) != want {
+		fs.Usage()
+		return nil, fmt.Errorf("%s: want %d argument(s), got %d", fs.Name(), want, len(pos))
+	}
+	return pos, nil
+}
+
+// parseInterleaved parses flags before, between and after the arguments,
+// and returns the arguments: `aglx send FILE --timeout 5s` took
+// "--timeout" for a file (helper-81). After -h it returns exit status 0.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if stop, err := parseFlags(fs, args); stop {
@@ -131,16 +146,11 @@ func parseQuery(fs *flag.FlagSet, args []string, want int) ([]string, error) {
 			return nil, err
 		}
 		if fs.NArg() == 0 {
-			break
+			return pos, nil
 		}
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if len(pos) != want {
-		fs.Usage()
-		return nil, fmt.Errorf("%s: want %d argument(s), got %d", fs.Name(), want, len(pos))
-	}
-	return pos, nil
 }
 
 func printJSON(w io.Writer, v any) error {

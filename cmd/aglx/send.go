@@ -35,7 +35,8 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 		fmt.Fprintln(fs.Output(), "usage: aglx send [flags] [FILE...]   (no FILE: read stdin)")
 		fs.PrintDefaults()
 	}
-	if stop, err := parseFlags(fs, args); stop {
+	files, err := parseInterleaved(fs, args)
+	if err != nil {
 		return err
 	}
 	if (*ca != "" || *pin != "") && !*useTLS {
@@ -47,7 +48,7 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 			*addr = bridge.DefaultTLSAddr
 		}
 	}
-	inputs, err := readInputs(fs.Args(), stdin)
+	inputs, err := readInputs(files, stdin)
 	if err != nil {
 		return err
 	}
