@@ -67,20 +67,45 @@ func newUDPLimiter() *udpLimiter {
 // holds), a new source is not remembered and starts with none.
 func (l *udpLimiter) allow(addr net.Addr, now time.Time) bool {
 	host, network := hostOf(addr), "net "+prefixOf(addr, 24, 48)
-	n := l.budget(network, UDPPerNetPerSecondMax, UDPPerNetBurst, now)
-	h := l.budget(host, UDPPerHostPerSecondMax, UDPPerHostBurst, now)
+	n, newN := l.budget(network, UDPPerNetPerSecondMax, UDPPerNetBurst, now)
+	h, newH := l.budget(host, UDPPerHostPerSecondMax, UDPPerHostBurst, now)
 	if l.all.TokensAt(now) < 1 || n.TokensAt(now) < 1 {
 		return false
 	}
-	return h.AllowN(now, 1) && n.AllowN(now, 1) && l.all.AllowN(now, 1)
+	ok := h.AllowN(now, 1) && n.AllowN(now, 1) && l.all.AllowN(now, 1)
+	// A budget is remembered once a token has been taken from it: one
+	// never spent is full, which is what a forgotten one starts as, and
+	// remembering it would only fill the table (helper-83: fresh hosts of
+	// one /48, each refused by its network's budget, filled it faster
+	// than it was swept).
+	if newH && h.TokensAt(now) < float64(h.Burst()) {
+		l.remember(host, h, now)
+	}
+	if newN && n.TokensAt(now) < float64(n.Burst()) {
+		l.remember(network, n, now)
+	}
+	return ok
 }
 
-// budget is the remembered budget of key, made (with rate r and burst b)
-// if there is none.
-func (l *udpLimiter) budget(key string, r rate.Limit, b int, now time.Time) *rate.Limiter {
+// budget is the remembered budget of key, or a new one (with rate r and
+// burst b), not yet remembered, and whether it is new. A new one starts
+// full, unless the table is full of budgets in use: then it starts
+// empty, or changing one's address would be a fresh burst.
+func (l *udpLimiter) budget(key string, r rate.Limit, b int, now time.Time) (*rate.Limiter, bool) {
 	if h := l.hosts[key]; h != nil {
-		return h
+		return h, false
 	}
+	h := rate.NewLimiter(r, b)
+	if l.full(now) {
+		h.AllowN(now, b)
+	}
+	return h, true
+}
+
+// full reports whether the table has no room, after forgetting the
+// budgets that have filled up again (at most one search every
+// udpSweepEvery).
+func (l *udpLimiter) full(now time.Time) bool {
 	if len(l.hosts) >= udpHostsMax && now.Sub(l.swept) >= udpSweepEvery {
 		l.swept = now
 		for k, h := range l.hosts {
@@ -89,11 +114,12 @@ func (l *udpLimiter) budget(key string, r rate.Limit, b int, now time.Time) *rat
 			}
 		}
 	}
-	h := rate.NewLimiter(r, b)
-	if len(l.hosts) >= udpHostsMax {
-		h.AllowN(now, b) // not remembered: empty, or a new address would be a fresh burst
-		return h
+	return len(l.hosts) >= udpHostsMax
+}
+
+// remember keeps the budget of key, if there is room.
+func (l *udpLimiter) remember(key string, h *rate.Limiter, now time.Time) {
+	if !l.full(now) {
+		l.hosts[key] = h
 	}
-	l.hosts[key] = h
-	return h
 }

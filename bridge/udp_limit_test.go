@@ -151,3 +151,40 @@ func TestUDPLimiterKeepsRoomForAgentsUnderSpoofing(t *testing.T) {
 		t.Fatalf("the agent's announces: %d of %d taken, with the global budget never spent", taken, rounds)
 	}
 }
+
+// TestUDPLimiterOneNetworkOfFreshHosts: one IPv6 /48 sending from a fresh
+// /64 every time, 60,000 datagrams a second, is held to its network's
+// budget and does not keep quiet agents elsewhere from being read. Each
+// refused datagram left a budget behind that had never been spent, and
+// the table filled between two sweeps, so agents started empty
+// (helper-83: about two thirds of their announces taken); a budget is now
+// remembered only once a token has been taken from it.
+func TestUDPLimiterOneNetworkOfFreshHosts(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	l := newUDPLimiter()
+	agents, taken, sent := 20, 0, 0
+	fresh := 0
+	for ms := 0; ms < 5000; ms += 10 {
+		now := at.Add(time.Duration(ms) * time.Millisecond)
+		for range 600 {
+			fresh++
+			ip := net.ParseIP("2001:db8:1::1")
+			ip[6], ip[7] = byte(fresh>>8), byte(fresh) // a new /64 of the /48 each time
+			l.allow(&net.UDPAddr{IP: ip, Port: 1}, now)
+		}
+		for a := range agents {
+			if ms%1000 == a*50 { // each agent once a second
+				sent++
+				if l.allow(&net.UDPAddr{IP: net.IPv4(192, 0, 2, byte(a)), Port: 4000}, now) {
+					taken++
+				}
+			}
+		}
+		if len(l.hosts) > udpHostsMax {
+			t.Fatalf("%d budgets remembered, want at most %d", len(l.hosts), udpHostsMax)
+		}
+	}
+	if taken != sent {
+		t.Fatalf("the agents' announces: %d of %d taken beside one /48's flood", taken, sent)
+	}
+}

@@ -418,7 +418,11 @@ func ZonesDigest(zones []Zone) string {
 	h := sha256.New()
 	for _, z := range sorted {
 		secret := sha256.Sum256(z.Secret)
-		fmt.Fprintf(h, "%q %s %q %x\n", z.ID, strconv.FormatFloat(z.MinReputation, 'g', -1, 64), z.Role, secret)
+		role := z.Role
+		if role == "" {
+			role = ZoneRoleDefault // the same zone, said two ways
+		}
+		fmt.Fprintf(h, "%q %s %q %x\n", z.ID, strconv.FormatFloat(z.MinReputation, 'g', -1, 64), role, secret)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }

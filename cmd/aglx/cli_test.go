@@ -220,4 +220,16 @@ func TestFlagsAfterFiles(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nothing to sign") {
 		t.Fatalf("aglx sign FILE --key K = %v, want the file read and found empty", err)
 	}
+	// After "--" every argument is a file, even one that looks like a flag
+	// (helper-83: only the first was).
+	t.Chdir(dir)
+	for _, name := range []string{"-a.aglx", "-b.aglx"} {
+		if err := os.WriteFile(name, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = runSend([]string{"--", "-a.aglx", "-b.aglx"}, strings.NewReader(""), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "nothing to send") {
+		t.Fatalf("aglx send -- -a.aglx -b.aglx = %v, want both read as files", err)
+	}
 }

@@ -148,6 +148,10 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		if fs.NArg() == 0 {
 			return pos, nil
 		}
+		if used := len(args) - fs.NArg(); used > 0 && args[used-1] == "--" {
+			// After "--" everything is an argument, even "-a.aglx".
+			return append(pos, fs.Args()...), nil
+		}
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}

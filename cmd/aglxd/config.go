@@ -162,7 +162,7 @@ func (c Config) Validate() error {
 		// The node is a registry; an agent:// name was taken, stamped on
 		// the store, and every later start under the right one needed
 		// --take-over-store (helper-81).
-		return fmt.Errorf("--name %q: the node's name is a registry:// URI, such as registry://%s", c.Name, u.Name)
+		return fmt.Errorf("--name %q: the node's name is a registry:// URI, such as registry://%s (a store an earlier version let start as %s takes the new name only with --take-over-store, which voids that name's own mints on replay: OPERATIONS.md)", c.Name, u.Name, c.Name)
 	}
 	for flagName, addr := range map[string]string{"--listen": c.Listen, "--tls-listen": c.TLSListen, "--udp": c.UDP, "--http": c.HTTP, "--nats-listen": c.NATSListen} {
 		if addr == "" && flagName != "--listen" {
@@ -172,8 +172,10 @@ func (c Config) Validate() error {
 		if err != nil {
 			return fmt.Errorf("%s %q: %w", flagName, addr, err)
 		}
-		if n, err := strconv.Atoi(port); err == nil && (n < 0 || n > 65535) {
-			return fmt.Errorf("%s %q: port %d is out of range (0 to 65535; 0 picks a free one)", flagName, addr, n)
+		if port != "" && strings.Trim(port, "0123456789") == "" {
+			if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+				return fmt.Errorf("%s %q: port %s is out of range (0 to 65535; 0 picks a free one)", flagName, addr, port)
+			}
 		}
 	}
 	if _, err := c.RelayPrefixes(); err != nil {

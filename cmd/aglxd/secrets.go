@@ -48,7 +48,9 @@ const zonesDigestFile = "zones.sha256"
 // every start, under the zones as configured now, so a changed minimum or
 // a removed zone changes past answers' effects (helper-81: a restart
 // without --zones emptied every zone with no word). A warning, not a
-// refusal: changing the zones is the operator's to do.
+// refusal: changing the zones is the operator's to do. Nor does a digest
+// that cannot be written stop the node (a key directory on a read-only
+// mount, helper-83): the start then only says so.
 func (m *Main) noteZoneChange(zones []projections.Zone) error {
 	path := filepath.Join(filepath.Dir(m.cfg.NodeKeyPath()), zonesDigestFile)
 	now := projections.ZonesDigest(zones)
@@ -63,8 +65,12 @@ func (m *Main) noteZoneChange(zones []projections.Zone) error {
 		m.lg.Warn("the zone configuration differs from the one this data dir last ran with: zone memberships are folded again from the log under the new one, and may differ from what agents were told (zone.confirm, zone.deny); restore the old --zones file to keep them",
 			"zones", m.cfg.Zones, "was", string(was), "now", now)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("zone digest: %w", err)
+	err = os.MkdirAll(filepath.Dir(path), 0o700)
+	if err == nil {
+		err = bridge.WriteFileDurable(path, []byte(now), 0o600)
 	}
-	return bridge.WriteFileDurable(path, []byte(now), 0o600)
+	if err != nil {
+		m.lg.Warn("the zone configuration's digest could not be recorded: a later start under other zones will not be noticed", "path", path, "err", err)
+	}
+	return nil
 }
