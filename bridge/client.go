@@ -22,12 +22,7 @@ type Client struct {
 
 // Dial connects to an AGLX node at addr (host:port).
 func Dial(ctx context.Context, addr string) (*Client, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
-	}
-	return NewClient(nc), nil
+	return dialBounded(ctx, addr, protocol.BodySizeMaxLimit)
 }
 
 // DialTLS connects to an AGLX node's TLS port.

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -43,16 +44,10 @@ func (api API) reputationRoutes(mux *http.ServeMux) {
 
 // scoreNumber writes millionths as the decimal number they are, with no
 // float in between: 850000 is 0.85, 1000000 is 1.
-func scoreNumber(millionths int64) jsonNumber {
+func scoreNumber(millionths int64) json.Number {
 	text := strconv.FormatInt(millionths/reputation.Scale, 10)
 	if frac := millionths % reputation.Scale; frac != 0 {
 		text += "." + strings.TrimRight(fmt.Sprintf("%06d", frac), "0")
 	}
-	return jsonNumber(text)
+	return json.Number(text)
 }
-
-// jsonNumber is a number written as its text.
-type jsonNumber string
-
-// MarshalJSON implements json.Marshaler.
-func (n jsonNumber) MarshalJSON() ([]byte, error) { return []byte(n), nil }

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"maps"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +32,6 @@ import (
 // (HandshakesPendingMax, HandshakesRequesterMax, HandshakesPairMax,
 // HandshakesEndedMax); the log keeps the rest.
 type Handshakes struct {
-	auth     Authenticator
 	refusers []EventRefuser
 	book     handshakeBook
 	// pendingNow is book.pending for readers outside the fold's lock
@@ -164,7 +164,9 @@ type HandshakeCounts struct {
 // applied before it whose refusals it leaves out (the registry and the
 // ledger).
 func NewHandshakes(auth Authenticator, refusers ...EventRefuser) *Handshakes {
-	return &Handshakes{auth: auth, refusers: refusers, book: newHandshakeBook()}
+	b := newHandshakeBook()
+	b.auth = auth
+	return &Handshakes{refusers: refusers, book: b}
 }
 
 // Name implements Projection.
@@ -191,13 +193,6 @@ func (h *Handshakes) Apply(e *Event) {
 		}
 	}
 	b := &h.book
-	b.signed = h.auth != nil && h.auth.Authenticate(e).Auth == AuthValid
-	// A keyed agent's requests are its signed ones: unsigned requests in
-	// its name could be anyone's, and would fill its slots (helper-78).
-	b.forgeable = false
-	if k, ok := h.auth.(keyHolder); ok && !b.signed {
-		b.forgeable = k.HasKey(e.From, e.Seq)
-	}
 	switch p := e.Msg.Payload.(type) {
 	case *protocol.TaskAssign:
 		key := p.TaskID
@@ -297,15 +292,7 @@ func (h *Handshakes) Pending() int64 { return h.pendingNow.Load() }
 // Counts returns the running totals and how many handshakes are pending.
 func (h *Handshakes) Counts() (HandshakeCounts, int) {
 	c := h.book.counts
-	c.Ended = cloneCounts(c.Ended)
-	c.Unmatched = cloneCounts(c.Unmatched)
+	c.Ended = maps.Clone(c.Ended)
+	c.Unmatched = maps.Clone(c.Unmatched)
 	return c, h.book.pending
-}
-
-func cloneCounts(m map[string]uint64) map[string]uint64 {
-	out := make(map[string]uint64, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

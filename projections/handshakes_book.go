@@ -37,9 +37,9 @@ type handshakeBook struct {
 	pending   int
 	// byRequester counts each requester's pending handshakes.
 	byRequester map[string]int
-	// signed is whether the event being applied was signed and verified;
-	// forgeable, whether it was not although its sender has a key.
-	signed, forgeable bool
+	// auth says whether a request's signature held, and, if it is a
+	// keyHolder, whether its sender has a key (the registry).
+	auth Authenticator
 	// copies holds the signed requests opened lately, for open.
 	copies signedCopies
 	// lastSeq is the highest seq applied: an event at or below it was
@@ -100,12 +100,16 @@ func (b *handshakeBook) advance(t time.Time) {
 // credit request's.
 func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Duration, attempt int64, amount *apd.Decimal) {
 	requester, responder := e.From, e.To
-	if requester == "" || responder == "" || requester == responder || b.forgeable {
+	signed := b.auth != nil && b.auth.Authenticate(e).Auth == AuthValid
+	if requester == "" || responder == "" || requester == responder || !signed && b.keyed(e) {
+		// A keyed agent's requests are its signed ones: unsigned requests
+		// in its name could be anyone's, and would fill its slots
+		// (helper-78).
 		b.counts.Untracked++
 		return
 	}
 	var copyKey string
-	if b.signed {
+	if signed {
 		// A signed request sent again, byte for byte, still verifies while
 		// its timestamp is in the window; whoever holds a copy (its
 		// addressee, a reader of the log) could fill the requester's slots
@@ -129,7 +133,7 @@ func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Durat
 		Attempt: attempt, Deadline: opened.Add(ttl), Key: strings.Clone(key), Kind: e.Type,
 		MessageID: strings.Clone(e.Header(protocol.HeaderID)), Opened: opened,
 		RequestEvent: strings.Clone(e.ID), Requester: strings.Clone(requester), Responder: strings.Clone(responder),
-		Seq: e.Seq, Signed: b.signed, State: HandshakePending, pair: pair,
+		Seq: e.Seq, Signed: signed, State: HandshakePending, pair: pair,
 	}
 	if amount != nil {
 		q.amount = new(apd.Decimal).Set(amount)
@@ -161,6 +165,12 @@ func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Durat
 	heap.Push(&b.deadlines, q)
 	b.pending++
 	b.counts.Opened++
+}
+
+// keyed reports whether e's sender had a key bound when e was sent.
+func (b *handshakeBook) keyed(e *Event) bool {
+	k, ok := b.auth.(keyHolder)
+	return ok && k.HasKey(e.From, e.Seq)
 }
 
 // find returns the kept handshake of family that requester opened with

@@ -84,17 +84,26 @@ func askFor(t *testing.T, h *hsHarness, mentee, mentor string, k crypto.Signer, 
 	return signed(t, k, stamped(frame(mentee, mentor, protocol.TypeMentorRequest, fmt.Sprintf(`{"task_id":%q}`, task)), h.at.Add(time.Second)))
 }
 
+// mentorAsked is a harness where mentee and mentor have keys, mentor is in
+// the directory, and mentee has asked it for advice (task t-1); it returns
+// the mentor's key and the mentee's.
+func mentorAsked(t *testing.T, mentor, mentee string) (*hsHarness, crypto.Signer, crypto.Signer) {
+	t.Helper()
+	h := newHSHarness(t)
+	k, menteeKey := newEd25519(t), newEd25519(t)
+	h.bindKey(mentee, menteeKey, h.at)
+	repMentor(t, h, mentor, k)
+	h.send(askFor(t, h, mentee, mentor, menteeKey, "t-1"), time.Second)
+	return h, k, menteeKey
+}
+
 // TestFeedbackCountsOnce: the same signed feedback sent again, to answer
 // the mentee's next request, moves nothing the second time; nor does an
 // event applied twice, or a feedback under the id of one that ended a
 // handshake (helper-78).
 func TestFeedbackCountsOnce(t *testing.T) {
 	const mentor, mentee = hsOther, hsWorker
-	h := newHSHarness(t)
-	k, menteeKey := newEd25519(t), newEd25519(t)
-	h.bindKey(mentee, menteeKey, h.at)
-	repMentor(t, h, mentor, k)
-	h.send(askFor(t, h, mentee, mentor, menteeKey, "t-1"), time.Second)
+	h, k, menteeKey := mentorAsked(t, mentor, mentee)
 	praise := signed(t, k, stamped(feedback(mentor, mentee, "0.25"), h.at.Add(time.Second)))
 	h.send(praise, time.Second)
 	once := h.scores.Score(mentee)
@@ -128,11 +137,7 @@ func TestFeedbackCountsOnce(t *testing.T) {
 // after the pair's last.
 func TestReputationSkipsAnEventAppliedTwice(t *testing.T) {
 	const mentor, mentee = hsOther, hsWorker
-	h := newHSHarness(t)
-	k, menteeKey := newEd25519(t), newEd25519(t)
-	h.bindKey(mentee, menteeKey, h.at)
-	repMentor(t, h, mentor, k)
-	h.send(askFor(t, h, mentee, mentor, menteeKey, "t-1"), time.Second)
+	h, k, _ := mentorAsked(t, mentor, mentee)
 	first := h.send(signed(t, k, stamped(feedback(mentor, mentee, "0.25"), h.at.Add(time.Second))), time.Second)
 	once := h.scores.Score(mentee)
 	h.rep.Apply(first) // the tracker still names first's handshake as ended by it

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/url"
 	"strconv"
 	"text/tabwriter"
 )
@@ -24,12 +23,7 @@ func runHandshakes(args []string, stdout io.Writer) error {
 	if *limit < 0 {
 		return fmt.Errorf("--limit %d: want 1 or more, or 0 for the largest page", *limit)
 	}
-	q := url.Values{}
-	for k, v := range map[string]string{"agent": *agent, "state": *state, "kind": *kind} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
+	q := queryOf(map[string]string{"agent": *agent, "state": *state, "kind": *kind})
 	if *after > 0 {
 		q.Set("after", strconv.FormatUint(*after, 10))
 	}

@@ -157,6 +157,17 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// queryOf is a query string of the values given, leaving out empty ones.
+func queryOf(values map[string]string) url.Values {
+	q := url.Values{}
+	for k, v := range values {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	return q
+}
+
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -245,12 +256,7 @@ func runAgents(args []string, stdout io.Writer) error {
 	if _, err := parseQuery(fs, args, 0); err != nil {
 		return err
 	}
-	q := url.Values{}
-	for k, v := range map[string]string{"status": *status, "capability": *capability, "zone": *zone, "after": *after} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
+	q := queryOf(map[string]string{"status": *status, "capability": *capability, "zone": *zone, "after": *after})
 	var v struct {
 		Agents []map[string]any `json:"agents"`
 	}
