@@ -69,6 +69,7 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 		put("aglx_relay_cursor_seq", "gauge", "Sequence up to which every agent-to-agent message is settled.", rc.Cursor)
 		put("aglx_relay_retrying", "gauge", "Messages waiting for another delivery attempt.", rc.Retrying)
 		put("aglx_relay_lanes", "gauge", "Addresses the relay is delivering to right now (at most 64).", rc.Lanes)
+		put("aglx_relay_waiting_for_lane", "gauge", "Messages that found no relay lane free and wait for one.", rc.WaitingForLane)
 		put("aglx_relay_unexpected_replies_total", "counter", "Addressees' replies that were neither ack nor error: answers sent back on the relay's connection, which are dropped.", rc.UnexpectedReplies)
 	}
 }

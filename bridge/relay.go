@@ -124,14 +124,16 @@ type Relay struct {
 	// those, and after a restart that resumed its cursor far behind, a
 	// refused transfer went out as if paid. Nil delivers everything.
 	Refused func(seq uint64) (refused, known bool)
+	// Timeout bounds one delivery; 0 means relayTimeout.
+	Timeout time.Duration
 
 	delivered, undeliverable, failed atomic.Int64
 	// unexpected counts replies that were neither ack nor error: an
 	// addressee answering a relayed request (a task.result to a
 	// task.assign) on the relay's connection, where nobody records it.
-	unexpected                atomic.Int64
-	strayLog                  logRate
-	cursorSeq, waiting, lanes atomic.Int64
+	unexpected                             atomic.Int64
+	strayLog                               logRate
+	cursorSeq, waiting, lanes, laneWaiting atomic.Int64
 
 	cur *relayCursor // set by Open
 
@@ -152,6 +154,9 @@ type RelayCounters struct {
 	// Lanes counts the addresses being delivered to (relay_lane.go). At
 	// relayLanesMax, messages for other addresses wait.
 	Lanes int64 `json:"lanes"`
+	// WaitingForLane counts the messages that found no lane free and wait
+	// for one (relay_wait.go).
+	WaitingForLane int64 `json:"waiting_for_lane"`
 	// UnexpectedReplies counts addressees' replies that were neither ack
 	// nor error: answers sent back on the relay's connection instead of
 	// to the node, which the relay counts as the receipt and drops
@@ -159,10 +164,20 @@ type RelayCounters struct {
 	UnexpectedReplies int64 `json:"unexpected_replies"`
 }
 
+// timeout is the bound on one delivery: connecting, writing, and reading
+// the addressee's reply.
+func (r *Relay) timeout() time.Duration {
+	if r.Timeout > 0 {
+		return r.Timeout
+	}
+	return relayTimeout
+}
+
 // Counters returns the relay's running totals.
 func (r *Relay) Counters() RelayCounters {
 	return RelayCounters{Delivered: r.delivered.Load(), Undeliverable: r.undeliverable.Load(), Failed: r.failed.Load(),
-		Cursor: r.cursorSeq.Load(), Retrying: r.waiting.Load(), Lanes: r.lanes.Load(), UnexpectedReplies: r.unexpected.Load()}
+		Cursor: r.cursorSeq.Load(), Retrying: r.waiting.Load(), Lanes: r.lanes.Load(), WaitingForLane: r.laneWaiting.Load(),
+		UnexpectedReplies: r.unexpected.Load()}
 }
 
 // Open reads the relay's saved position, or, the first time, takes the
@@ -189,7 +204,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	st := &relayRun{r: r, cur: r.cur, next: r.cur.saved + 1, retries: newRetryQueue(),
-		lanes: map[string]*lane{}, inLane: map[uint64]inLaneEntry{}, down: map[string]time.Time{}, retryCount: map[string]int{},
+		lanes: map[string]*lane{}, inLane: map[uint64]inLaneEntry{}, down: map[string]time.Time{}, retryCount: map[string]int{}, laneWaitFor: map[string]int{},
 		freed: make(chan struct{}, 1), laneEnded: make(chan struct{}, 1), restore: r.cur.pending, restoreAt: r.cur.saved}
 	defer func() {
 		// Closing the connections ends the deliveries in progress; the
@@ -209,15 +224,9 @@ func (r *Relay) Run(ctx context.Context) error {
 				continue
 			}
 		}
+		st.placeWaiting(ctx)
 		st.retryDue(ctx, time.Now())
 		st.save(false)
-		if st.blocked {
-			// A message waits for a lane: only a lane that ends can help,
-			// not a retry falling due (which would need a lane too).
-			st.blocked = false
-			st.waitFor(ctx, st.laneEnded, false)
-			continue
-		}
 		if st.full() {
 			st.waitFor(ctx, st.freed, true)
 			continue
@@ -234,19 +243,30 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
-// relayRun is the state of one Run. next, cur, savedAt and blocked belong
-// to Run's goroutine; the rest is shared with the lanes under mu.
+// relayRun is the state of one Run. next, cur, savedAt and placedGen
+// belong to Run's goroutine; the rest is shared with the lanes under mu.
 type relayRun struct {
 	r       *Relay
 	cur     *relayCursor
 	next    uint64 // the first sequence not yet considered
 	savedAt time.Time
-	// blocked is set when a message waits for a lane (relayLanesMax).
-	blocked bool
+	// placedGen is laneGen as it was when the messages waiting for a lane
+	// were last placed (relay_wait.go).
+	placedGen uint64
 
 	mu      sync.Mutex
 	retries *retryQueue
 	lanes   map[string]*lane // by address
+	// retryLanes counts the lanes started for a retry (relayRetryLanesMax);
+	// laneGen counts the lanes that ended, so that the messages waiting
+	// for one are placed again only when one did.
+	retryLanes int
+	laneGen    uint64
+	// laneWait holds the messages that found no lane free, in the order
+	// the relay took them; laneWaitFor counts them by address
+	// (relay_wait.go).
+	laneWait    []waitingItem
+	laneWaitFor map[string]int
 	// inLane counts, by sequence, the messages handed to a lane and not
 	// yet settled (a count, so that the bookkeeping stays right even if a
 	// sequence were ever handed out twice), with what the cursor record
@@ -281,10 +301,7 @@ func (st *relayRun) follow(ctx context.Context) error {
 		if !ok {
 			break
 		}
-		if !st.consider(ctx, e) {
-			st.blocked = true
-			return nil
-		}
+		st.consider(ctx, e)
 		st.next++
 	}
 	if st.next > end || st.full() {
@@ -307,10 +324,7 @@ func (st *relayRun) follow(ctx context.Context) error {
 			stopped = true // more on the next turn, after due retries
 			return events.ErrStop
 		}
-		if !st.consider(ctx, e) {
-			st.blocked, stopped = true, true
-			return events.ErrStop
-		}
+		st.consider(ctx, e)
 		// Moved at once, so that a read that fails after this leaves the
 		// event behind it: it is in a lane already.
 		st.next = e.Seq + 1
@@ -338,27 +352,26 @@ func relayedBefore(e *events.Envelope) bool {
 	return ok
 }
 
-// consider hands e to its address's lane if it is an agent-to-agent
-// message whose addressee can be reached. It reports false, having done
-// nothing, when that needs a lane and none is free: e must be considered
-// again.
-func (st *relayRun) consider(ctx context.Context, e *events.Envelope) bool {
+// consider hands e to its address's lane, or to the messages waiting for
+// one (relay_wait.go), if it is an agent-to-agent message whose addressee
+// can be reached.
+func (st *relayRun) consider(ctx context.Context, e *events.Envelope) {
 	r := st.r
 	if !st.deliverable(e) {
-		return true
+		return
 	}
 	addr, ok := r.contact(e.To)
 	if !ok {
 		r.undeliverable.Add(1)
 		r.Lg.Debug("relay: addressee has no live registration with an address; the message stays in the log", "seq", e.Seq, "to", e.To)
-		return true
+		return
 	}
 	if !r.allowed(addr) {
 		r.undeliverable.Add(1)
 		r.Lg.Info("relay: the addressee's address is outside the relay networks; the message stays in the log", "seq", e.Seq, "to", e.To, "addr", addr)
-		return true
+		return
 	}
-	return st.dispatch(ctx, &retryItem{env: e, attempts: 0}, addr)
+	st.place(ctx, &retryItem{env: e, attempts: 0}, addr)
 }
 
 // deliverable reports whether e is a message the relay delivers: an
@@ -441,23 +454,16 @@ func (st *relayRun) retryDue(ctx context.Context, now time.Time) {
 			r.Lg.Info("relay: the addressee can no longer be reached; the message stays in the log", "seq", it.env.Seq, "to", it.env.To)
 			continue
 		}
-		if !st.dispatch(ctx, it, addr) {
-			// No lane free: back in the queue, due now, until one is.
-			st.mu.Lock()
-			st.requeue(it)
-			st.mu.Unlock()
-			st.blocked = true
-			return
-		}
+		st.place(ctx, it, addr)
 	}
 }
 
-// full reports whether the messages waiting in lanes or for a retry are
-// at relayPendingMax: then the relay takes no new one.
+// full reports whether the messages in lanes, waiting for one, or waiting
+// for a retry are at relayPendingMax: then the relay takes no new one.
 func (st *relayRun) full() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.retries.len()+len(st.inLane) >= relayPendingMax
+	return st.retries.len()+len(st.inLane)+len(st.laneWait) >= relayPendingMax
 }
 
 // nextDue is when the first queued retry falls due, if there is one.
@@ -482,6 +488,9 @@ func (st *relayRun) settled() uint64 {
 	for seq := range st.inLane {
 		s = min(s, seq-1)
 	}
+	for _, w := range st.laneWait {
+		s = min(s, w.it.env.Seq-1)
+	}
 	for _, p := range st.restore {
 		s = min(s, p.Seq-1)
 	}
@@ -497,7 +506,7 @@ func (st *relayRun) settled() uint64 {
 func (st *relayRun) owed(now time.Time) []pendingRetry {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	by := make(map[uint64]pendingRetry, st.retries.len()+len(st.inLane)+len(st.restore))
+	by := make(map[uint64]pendingRetry, st.retries.len()+len(st.inLane)+len(st.laneWait)+len(st.restore))
 	add := func(p pendingRetry) {
 		if q, ok := by[p.Seq]; ok && q.Attempts > p.Attempts {
 			return
@@ -512,6 +521,9 @@ func (st *relayRun) owed(now time.Time) []pendingRetry {
 	}
 	for seq, e := range st.inLane {
 		add(pendingRetry{Seq: seq, EventID: e.id, Attempts: e.attempts, Due: e.since.UTC(), Addr: e.addr})
+	}
+	for _, w := range st.laneWait {
+		add(pendingRetry{Seq: w.it.env.Seq, EventID: w.it.env.ID, Attempts: w.it.attempts, Due: w.since.UTC(), Addr: w.it.addr})
 	}
 	out := make([]pendingRetry, 0, len(by))
 	for _, p := range by {
@@ -588,8 +600,8 @@ func (st *relayRun) end() uint64 {
 	return min(st.r.Log.Published(), st.r.Runner.Applied())
 }
 
-// waitApplied waits for the next event, or until the next retry or
-// cursor write is due.
+// waitApplied waits for the next event, until the next retry or cursor
+// write is due, or, while messages wait for a lane, until a lane ends.
 func (st *relayRun) waitApplied(ctx context.Context) {
 	until := time.Now().Add(relayCursorSaveInterval)
 	if due, ok := st.nextDue(); ok && due.Before(until) {
@@ -597,6 +609,19 @@ func (st *relayRun) waitApplied(ctx context.Context) {
 	}
 	wctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
+	st.mu.Lock()
+	waiting := len(st.laneWait) > 0
+	st.mu.Unlock()
+	if waiting {
+		// A lane that ends makes room for the messages waiting for one.
+		go func() {
+			select {
+			case <-st.laneEnded:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+	}
 	st.r.Runner.WaitFor(wctx, st.next)
 }
 

@@ -30,7 +30,7 @@ func (r *Relay) conn(ctx context.Context, addr string) (*Client, bool, error) {
 		return k.c, true, nil
 	}
 	r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
+	ctx, cancel := context.WithTimeout(ctx, r.timeout())
 	defer cancel()
 	c, err := dialBounded(ctx, addr, relayReplyBodyMax)
 	if err != nil {

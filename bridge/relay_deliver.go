@@ -118,7 +118,7 @@ func (r *Relay) send(ctx context.Context, c *Client, f *protocol.Frame, answered
 	// Shutdown cuts a delivery short instead of waiting out its timeout.
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	c.Conn().SetDeadline(time.Now().Add(relayTimeout))
+	c.Conn().SetDeadline(time.Now().Add(r.timeout()))
 	err := c.WriteFrame(f)
 	if err == nil {
 		err = c.Flush()

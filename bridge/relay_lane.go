@@ -34,24 +34,30 @@ type lane struct {
 	// outstanding counts the messages sent to ch and not yet settled. The
 	// lane ends when it reaches 0; both change under relayRun.mu.
 	outstanding int
+	// retry is set for a lane started for a retry: it counts towards
+	// relayRetryLanesMax for as long as it lasts.
+	retry bool
 }
 
 // dispatch hands it to the lane of addr, starting one if needed, and
 // reports false, changing nothing, if that needs a lane beyond
-// relayLanesMax. The caller must not hold st.mu.
+// relayLanesMax, or, for a retry, beyond relayRetryLanesMax
+// (relay_wait.go). The caller holds st.mu.
 func (st *relayRun) dispatch(ctx context.Context, it *retryItem, addr string) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
 	if st.isDown(addr, it) {
 		return true
 	}
 	ln := st.lanes[addr]
 	if ln == nil {
-		if len(st.lanes) >= relayLanesMax {
+		retry := it.addr != ""
+		if len(st.lanes) >= relayLanesMax || (retry && st.retryLanes >= relayRetryLanesMax) {
 			return false
 		}
-		ln = &lane{addr: addr, ch: make(chan *retryItem, relayPendingMax)}
+		ln = &lane{addr: addr, ch: make(chan *retryItem, relayPendingMax), retry: retry}
 		st.lanes[addr] = ln
+		if retry {
+			st.retryLanes++
+		}
 		st.r.lanes.Store(int64(len(st.lanes)))
 		st.wg.Add(1)
 		go st.runLane(ctx, ln)
@@ -105,6 +111,10 @@ func (st *relayRun) runLane(ctx context.Context, ln *lane) {
 		done := ln.outstanding == 0
 		if done {
 			delete(st.lanes, ln.addr)
+			if ln.retry {
+				st.retryLanes--
+			}
+			st.laneGen++ // room for the messages waiting for a lane
 			st.r.lanes.Store(int64(len(st.lanes)))
 		}
 		st.mu.Unlock()

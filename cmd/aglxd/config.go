@@ -66,6 +66,10 @@ type Config struct {
 	tcpLn net.Listener
 	// ackTimeout, set only by tests, replaces events.AckTimeout.
 	ackTimeout time.Duration
+	// relayTimeout, set only by tests, replaces the relay's bound on one
+	// delivery (bridge.Relay.Timeout), so that a test of slow addressees
+	// need not wait out ten seconds at each attempt.
+	relayTimeout time.Duration
 }
 
 // DefaultConfig is what `go run ./cmd/aglxd` runs with.

@@ -187,7 +187,7 @@ func (m *Main) Run(ctx context.Context) error {
 			}
 		}
 		m.relay = &bridge.Relay{Log: m.log, Runner: m.runner, Registry: m.registry, NodeURI: m.cfg.Name, Lg: m.lg, Networks: nets,
-			Refused: m.outbox.Refused}
+			Refused: m.outbox.Refused, Timeout: m.cfg.relayTimeout}
 		// Before any frame is taken: a relay that never ran starts at the
 		// log's end as it stands now.
 		if err := m.relay.Open(ctx); err != nil {
