@@ -639,7 +639,21 @@ func (st *relayRun) sleep(ctx context.Context, until time.Time) {
 // a fold.
 func (r *Relay) contact(to string) (addr string, ok bool) {
 	r.Runner.View(func(uint64) { addr, ok = r.Registry.Contact(to, time.Now()) })
-	return addr, ok
+	return canonicalAddr(addr), ok
+}
+
+// canonicalAddr spells an IP address and port one way: lanes, kept
+// connections and down marks are keyed by it, and "[::ffff:127.0.0.1]:p",
+// "[0::1]:p" and their plain forms were different keys for one address,
+// each with a lane and a connection of its own (helper-82). An address
+// that is not an IP literal is returned as it is (the relay does not
+// connect to it: allowed).
+func canonicalAddr(addr string) string {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return addr
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
 }
 
 // allowed reports whether addr is an IP literal inside the relay networks.
