@@ -157,6 +157,10 @@ type HandshakeCounts struct {
 	// Repeated counts requests that named a handshake already pending
 	// (the same task_id or request_id again).
 	Repeated uint64 `json:"repeated"`
+	// Unauthenticated counts answers, cancellations and retries that
+	// ended nothing because they were unsigned in the name of an agent
+	// with a key.
+	Unauthenticated uint64 `json:"unauthenticated"`
 }
 
 // NewHandshakes returns an empty tracker. auth says whether a request's
@@ -202,7 +206,12 @@ func (h *Handshakes) Apply(e *Event) {
 		b.open(e, familyTask, key, e.ID, HandshakeTaskTTL, 0, nil)
 	case *protocol.TaskRetry:
 		// A retry replaces the task's handshake, whatever became of it,
-		// and may go to another worker.
+		// and may go to another worker; one not authentic (authentic)
+		// neither ends nor opens one.
+		if !b.authentic(e) {
+			b.counts.Unauthenticated++
+			return
+		}
 		if q := b.find(familyTask, e.From, "", p.OriginalTaskID); q != nil && q.State == HandshakePending {
 			if q.Deadline.Before(b.now) {
 				// Past its deadline, not yet reached by the expiry bound.

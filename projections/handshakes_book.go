@@ -167,6 +167,22 @@ func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Durat
 	b.counts.Opened++
 }
 
+// authentic reports whether e may speak for its sender: the sender has no
+// key (then its name is anyone's, as everywhere for unsigned messages), or
+// e's signature verified with it. An answer, a cancellation or a retry in
+// a keyed agent's name that is not signed ends nothing: the signature
+// policy does not require mentor, shutdown and plan answers or task.retry
+// signed, so anyone could otherwise close a handshake in that agent's
+// name, and a forged mentor.feedback would end the mentee's request
+// before the mentor's signed one came, which then moved no reputation.
+func (b *handshakeBook) authentic(e *Event) bool {
+	if !b.keyed(e) {
+		return true
+	}
+	v := b.auth.Authenticate(e).Auth
+	return v == AuthValid || v == AuthNode
+}
+
 // keyed reports whether e's sender had a key bound when e was sent.
 func (b *handshakeBook) keyed(e *Event) bool {
 	k, ok := b.auth.(keyHolder)
@@ -227,6 +243,10 @@ func (b *handshakeBook) answerPair(e *Event, family, state, detail string, amoun
 
 // cancel ends a keyed handshake at its requester's word.
 func (b *handshakeBook) cancel(e *Event, family, key, reason string) {
+	if !b.authentic(e) {
+		b.counts.Unauthenticated++
+		return
+	}
 	q := b.find(family, e.From, e.To, key)
 	if q == nil || q.Responder != e.To {
 		b.counts.Unmatched[e.Type]++
@@ -248,6 +268,8 @@ func (b *handshakeBook) cancel(e *Event, family, key, reason string) {
 // and the answer is late, as it would have been had it come later still.
 func (b *handshakeBook) answer(e *Event, q *Handshake, state, detail string) {
 	switch {
+	case !b.authentic(e):
+		b.counts.Unauthenticated++
 	case q == nil || q.Responder != e.From:
 		b.counts.Unmatched[e.Type]++
 	case q.State == HandshakePending && q.Deadline.Before(b.now):
