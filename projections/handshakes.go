@@ -79,6 +79,15 @@ const (
 	// with their index entries about 0.8 KB each with short names, 2.5 KB
 	// with the longest URIs and ids, so at most 250 MB.
 	HandshakesPendingMax = 100_000 // handshakes
+	// HandshakesUnsignedMax bounds the pending handshakes opened by
+	// unsigned requests: half of HandshakesPendingMax. FROM costs nothing
+	// to vary on an unsigned message, so one sender can open handshakes
+	// under as many names as it likes; without this bound it could take
+	// all of HandshakesPendingMax, and then no signed request was tracked,
+	// and no mentor's feedback moved a score, for a day. Signed requests
+	// come from agents with keys, one name each, each held to
+	// HandshakesRequesterMax.
+	HandshakesUnsignedMax = HandshakesPendingMax / 2 // handshakes
 	// HandshakesRequesterMax bounds one requester's pending handshakes,
 	// so that one sender cannot take them all under one name.
 	HandshakesRequesterMax = 10_000 // handshakes

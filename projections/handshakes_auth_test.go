@@ -2,6 +2,7 @@ package projections
 
 import (
 	"crypto"
+	"fmt"
 	"testing"
 	"time"
 
@@ -80,5 +81,30 @@ func TestUnsignedAnswersInAKeyedNameEndNothing(t *testing.T) {
 				t.Fatalf("the same %s signed left the handshake pending: %+v", tc.name, q)
 			}
 		})
+	}
+}
+
+// TestUnsignedRequestsLeaveRoomForSigned: unsigned requests, which anyone
+// can send under as many names as it likes, hold at most half of the
+// tracker's bound; a keyed agent's signed request is tracked however many
+// there are.
+func TestUnsignedRequestsLeaveRoomForSigned(t *testing.T) {
+	h := newHSHarness(t)
+	k := newEd25519(t)
+	h.bindKey(hsOwner, k, h.at)
+	h.catchUp()
+	// Each made-up name opens its share of pairs up to the pair bound.
+	for i := 0; i < HandshakesUnsignedMax+10; i++ {
+		from := fmt.Sprintf("agent://made-up-%d.local", i/HandshakesPairMax)
+		h.send(frame(from, hsWorker, protocol.TypeShutdownRequest, fmt.Sprintf(`{"request_id":"s-%d"}`, i)), time.Microsecond)
+	}
+	counts, pending := h.hs.Counts()
+	if pending != HandshakesUnsignedMax || counts.Untracked != 10 {
+		t.Fatalf("pending %d, untracked %d; want %d and 10", pending, counts.Untracked, HandshakesUnsignedMax)
+	}
+	req := frame(hsOwner, hsWorker, protocol.TypeShutdownRequest, `{"request_id":"mine"}`)
+	e := h.send(signed(t, k, stamped(req, h.at.Add(time.Second))), time.Second)
+	if q, ok := h.hs.Handshake(e.Seq); !ok || q.State != HandshakePending {
+		t.Fatalf("a signed request past %d unsigned ones was not tracked", HandshakesUnsignedMax)
 	}
 }

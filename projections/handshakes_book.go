@@ -35,6 +35,9 @@ type handshakeBook struct {
 	endedHead int
 	deadlines deadlineHeap
 	pending   int
+	// unsigned counts the pending handshakes whose request was not signed
+	// (HandshakesUnsignedMax).
+	unsigned int
 	// byRequester counts each requester's pending handshakes.
 	byRequester map[string]int
 	// auth says whether a request's signature held, and, if it is a
@@ -124,7 +127,8 @@ func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Durat
 		return
 	}
 	pair := indexKey(family, requester, responder)
-	if b.pending >= HandshakesPendingMax || len(b.byPair[pair]) >= HandshakesPairMax || b.byRequester[requester] >= HandshakesRequesterMax {
+	if b.pending >= HandshakesPendingMax || len(b.byPair[pair]) >= HandshakesPairMax || b.byRequester[requester] >= HandshakesRequesterMax ||
+		!signed && b.unsigned >= HandshakesUnsignedMax {
 		b.counts.Untracked++
 		return
 	}
@@ -164,6 +168,9 @@ func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Durat
 	b.byRequester[q.Requester]++
 	heap.Push(&b.deadlines, q)
 	b.pending++
+	if !signed {
+		b.unsigned++
+	}
 	b.counts.Opened++
 }
 
@@ -308,6 +315,9 @@ func (b *handshakeBook) close(q *Handshake, state, answer, answerEvent string, a
 	q.State, q.Answer, q.AnswerEvent, q.AnswerSeq = state, answer, strings.Clone(answerEvent), answerSeq
 	q.Detail, q.Ended, q.amount = clip(detail, HandshakeDetailMax), b.now, nil
 	b.pending--
+	if !q.Signed {
+		b.unsigned--
+	}
 	b.counts.Ended[state]++
 	b.ended = append(b.ended, q.Seq)
 	if len(b.ended)-b.endedHead > HandshakesEndedMax {

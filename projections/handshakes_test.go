@@ -523,13 +523,16 @@ var stampRE = regexp.MustCompile(`"timestamp":"[^"]*"`)
 
 // checkHandshakeBook checks what must hold between the book's parts.
 func checkHandshakeBook(rt *rapid.T, b *handshakeBook) {
-	pending := 0
+	pending, unsigned := 0, 0
 	for seq, q := range b.bySeq {
 		if q.Seq != seq {
 			rt.Fatalf("handshake %d filed under %d", q.Seq, seq)
 		}
 		if q.State == HandshakePending {
 			pending++
+			if !q.Signed {
+				unsigned++
+			}
 			if q.heapIndex < 0 || q.heapIndex >= len(b.deadlines) || b.deadlines[q.heapIndex] != q {
 				rt.Fatalf("pending handshake %d is not in the deadline heap", seq)
 			}
@@ -542,8 +545,8 @@ func checkHandshakeBook(rt *rapid.T, b *handshakeBook) {
 			rt.Fatalf("handshake %d ended before it opened", seq)
 		}
 	}
-	if pending != b.pending || len(b.deadlines) != pending {
-		rt.Fatalf("%d pending, counted %d, %d in the heap", pending, b.pending, len(b.deadlines))
+	if pending != b.pending || len(b.deadlines) != pending || unsigned != b.unsigned {
+		rt.Fatalf("%d pending (%d unsigned), counted %d (%d), %d in the heap", pending, unsigned, b.pending, b.unsigned, len(b.deadlines))
 	}
 	inPairs := 0
 	for pair, seqs := range b.byPair {
