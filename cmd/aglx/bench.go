@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"time"
 
 	"github.com/aglx/ledger/bridge"
@@ -80,6 +81,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	runs := fs.Int("runs", 1, "repeat the full measurement this many times and judge the goals over all runs")
 	fixedRate := fs.Float64("rate", 0, "with -only latency: pace at this many frames a second instead of -rate-fraction of a peak measured first, to compare builds at one load")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each timed load run to this file, suffixed with the run's name (and the allocations so far, suffixed .allocs)")
+	traceOut := fs.String("trace", "", "write an execution trace of each timed load run to this file, suffixed with the run's name (go tool trace; a trace slows the run)")
 	if stop, err := parseFlags(fs, args); stop {
 		return err
 	}
@@ -106,7 +108,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		defer os.RemoveAll(d)
 		*dir = d
 	}
-	profilePrefix = *cpuprofile
+	profilePrefix, tracePrefix = *cpuprofile, *traceOut
 	switch *only {
 	case "disk":
 		return benchDisk(ctx, *dir+"/disk", stdout)
@@ -333,10 +335,25 @@ func (rep benchReport) print(stdout io.Writer, frameBytes, n int) {
 // profilePrefix, when set, makes every timed load run write its CPU
 // profile to profilePrefix.<run>: a profile of the whole command would
 // mix in setup, frame signing and the replay, and hide the ingest path.
-var profilePrefix string
+// tracePrefix does the same with an execution trace, which shows what a
+// profile cannot: when the cores sat idle, and which goroutine waited for
+// what (go tool trace).
+var profilePrefix, tracePrefix string
 
-// timedLoad runs a load test, profiled when profilePrefix asks for it.
+// timedLoad runs a load test, profiled or traced when profilePrefix or
+// tracePrefix asks for it.
 func timedLoad(ctx context.Context, name string, load bridge.Load) (bridge.LoadResult, error) {
+	if tracePrefix != "" {
+		f, err := os.Create(tracePrefix + "." + name)
+		if err != nil {
+			return bridge.LoadResult{}, err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return bridge.LoadResult{}, err
+		}
+		defer trace.Stop()
+	}
 	if profilePrefix == "" {
 		return load.Run(ctx)
 	}
