@@ -104,7 +104,7 @@ type NodeInfo struct {
 //	GET /v1/accounts/{scheme}/{name}/entries       postings with running balances (?after=SEQ&limit=N)
 //	GET /v1/ledger/mismatches                      agents' claims that disagree with the ledger
 //	GET /v1/ledger/digest                          sha256 of the ledger's snapshot, for aglx audit
-//	GET /v1/agents                                 registry (?status=&capability=&zone=&after=&limit=)
+//	GET /v1/agents                                 registry (?status=&capability=&zone=&after=&limit=); with a status no agent has, the statuses in use
 //	GET /v1/agents/{scheme}/{name}                 entry, key ids, zones, status history
 //	GET /v1/zones/{zone}                           a zone and its members (?after=URI&limit=N, at most 1,000)
 //	GET /v1/mentors                                the mentor directory (?after=URI&limit=N, at most 1,000)
@@ -228,7 +228,21 @@ func HTTPHandler(api API) http.Handler {
 			return http.StatusBadRequest, errBody(err.Error())
 		}
 		f := projections.AgentFilter{Status: q.Get("status"), Capability: q.Get("capability"), Zone: q.Get("zone"), After: q.Get("after"), Limit: limit}
-		return http.StatusOK, map[string]any{"agents": api.Registry.Agents(f)}
+		if n := len(f.Status); n > protocol.LabelSizeMax {
+			return http.StatusBadRequest, errBody(fmt.Sprintf("status= is %d bytes; an agent's status is at most %d", n, protocol.LabelSizeMax))
+		}
+		agents := api.Registry.Agents(f)
+		out := map[string]any{"agents": agents}
+		// A status is the agent's own word, so one that matches nothing
+		// cannot be refused as unknown: it may be a typo or a word no agent
+		// uses at the moment. The answer lists the ones in use instead, so
+		// that a client can tell (aglx agents makes it an error).
+		if f.Status != "" && len(agents) == 0 {
+			if known, held := api.Registry.StatusKnown(f.Status); !known {
+				out["statuses"] = held
+			}
+		}
+		return http.StatusOK, out
 	}))
 	mux.HandleFunc("GET /v1/agents/{scheme}/{name}", api.view(func(r *http.Request) (int, any) {
 		a, ok := api.Registry.Agent(uriOf(r))

@@ -349,3 +349,35 @@ func TestOwnRegistrationDropsWhatAPeerSaid(t *testing.T) {
 		t.Errorf("a replayed registry differs (%v)", err)
 	}
 }
+
+// TestStatusKnown: a status is known when the registry gives it or an
+// agent has it, ignoring case; otherwise the statuses in use come back,
+// the most held first, at most StatusesShownMax of them.
+func TestStatusKnown(t *testing.T) {
+	h := newHarness(t)
+	at := regT0
+	for i := range StatusesShownMax + 3 {
+		status := fmt.Sprintf("S%02d", i)
+		if i < 2 {
+			status = "BUSY" // two agents: the most held
+		}
+		body := fmt.Sprintf(`{"agent_name":"a%d","status":%q,"ttl":3600}`, i, status)
+		h.mustReply(frame(fmt.Sprintf("agent://a%d.local", i), testNode, protocol.TypeRegistryUpdate, body), at, protocol.TypeRegistryAck, protocol.StatusOK)
+	}
+	for _, tt := range []struct {
+		status string
+		known  bool
+	}{{"BUSY", true}, {"busy", true}, {"s07", true}, {"READY", true}, {"expired", true}, {"bogus", false}} {
+		known, held := h.r.StatusKnown(tt.status)
+		if known != tt.known || (known && held != nil) {
+			t.Errorf("StatusKnown(%q) = %v, %v; want %v", tt.status, known, held, tt.known)
+		}
+	}
+	_, held := h.r.StatusKnown("bogus")
+	if len(held) != StatusesShownMax || held[0] != "BUSY" || held[1] != "S02" || held[StatusesShownMax-1] != "S32" {
+		t.Errorf("StatusKnown(bogus) lists %v; want BUSY, then S02 to S32", held)
+	}
+	if _, held := newHarness(t).r.StatusKnown("bogus"); held == nil || len(held) != 0 {
+		t.Errorf("StatusKnown on an empty registry lists %#v, want an empty list", held)
+	}
+}

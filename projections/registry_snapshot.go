@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -87,6 +88,44 @@ func (r *Registry) Agents(f AgentFilter) []AgentView {
 		return len(out) < limit
 	})
 	return out
+}
+
+// StatusesShownMax bounds the statuses StatusKnown lists.
+const StatusesShownMax = 32 // statuses
+
+// StatusKnown says whether status is one the registry gives (READY,
+// EXPIRED) or some agent has now, matched as AgentFilter.Status matches:
+// ignoring case. When it is neither, held is the statuses the agents have
+// now, as they wrote them, the most held first, at most
+// StatusesShownMax. An agent's status is its own word (up to
+// protocol.LabelSizeMax bytes), so there is no closed list of statuses to
+// check a filter against: what the agents have is the best answer to a
+// filter that matches none of them, a typo or a word nobody uses now.
+// It walks every agent, as long as an Agents query that matches none, so
+// callers ask it only after one.
+func (r *Registry) StatusKnown(status string) (known bool, held []string) {
+	if strings.EqualFold(status, StatusReady) || strings.EqualFold(status, StatusExpired) {
+		return true, nil
+	}
+	count := map[string]int{}
+	for _, a := range r.agents {
+		s := a.statusAt(r.now)
+		if strings.EqualFold(s, status) {
+			return true, nil
+		}
+		count[s]++
+	}
+	held = make([]string, 0, len(count)) // [], not null, for no agent at all
+	for s := range count {
+		held = append(held, s)
+	}
+	slices.SortFunc(held, func(a, b string) int {
+		if c := cmp.Compare(count[b], count[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return false, held[:min(len(held), StatusesShownMax)]
 }
 
 func (r *Registry) agentView(uri string, a *agentEntry, zones []string) AgentView {

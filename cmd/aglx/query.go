@@ -249,7 +249,7 @@ func runHistory(args []string, stdout io.Writer) error {
 // runAgents lists the registry.
 func runAgents(args []string, stdout io.Writer) error {
 	fs, api, asJSON := queryFlags("aglx agents", "")
-	status := fs.String("status", "", "only agents with this status (READY, EXPIRED, ...)")
+	status := fs.String("status", "", "only agents with this status, ignoring case: EXPIRED, READY, or an agent's own word (IDLE, BUSY, ...)")
 	capability := fs.String("capability", "", "only agents with this capability")
 	zone := fs.String("zone", "", "only members of this zone")
 	after := fs.String("after", "", "only agents whose URI sorts after this one (the next page)")
@@ -259,9 +259,15 @@ func runAgents(args []string, stdout io.Writer) error {
 	q := queryOf(map[string]string{"status": *status, "capability": *capability, "zone": *zone, "after": *after})
 	var v struct {
 		Agents []map[string]any `json:"agents"`
+		// Statuses are those in use, when no agent has the one asked.
+		Statuses *[]string `json:"statuses,omitempty"`
 	}
 	if err := getJSON(*api, "/v1/agents?"+q.Encode(), &v); err != nil {
 		return err
+	}
+	if v.Statuses != nil {
+		// An empty table said nothing of a mistyped status.
+		return unknownStatus(*status, *v.Statuses)
 	}
 	if *asJSON {
 		return printJSON(stdout, v)
@@ -278,6 +284,20 @@ func runAgents(args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "(a full page: there may be more; add --after %v)\n", v.Agents[n-1]["agent_uri"])
 	}
 	return nil
+}
+
+// unknownStatus is the error for a status no agent has, naming those the
+// agents have as the node listed them.
+func unknownStatus(status string, held []string) error {
+	if len(held) == 0 {
+		return fmt.Errorf("--status %q: no agent has that status; the registry holds no agent", status)
+	}
+	most := ""
+	if len(held) == projections.StatusesShownMax {
+		most = fmt.Sprintf(" (the %d most held)", len(held))
+	}
+	return fmt.Errorf("--status %q: no agent has that status; the agents' statuses%s are %s (matched ignoring case)",
+		status, most, strings.Join(held, ", "))
 }
 
 // runAgent shows one registry entry in full.

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// registryNode is an auditNode, its folds running, with an agent
+// registered for each status given (agent://a0.local with the first, and
+// so on), applied before it returns.
+func registryNode(t *testing.T, statuses ...string) auditNode {
+	t.Helper()
+	n := startAuditNode(t)
+	n.startFolds()
+	var in strings.Builder
+	for i, s := range statuses {
+		fmt.Fprintf(&in, "AGLX/1.0 TCP\nFROM: agent://a%d.local\nTO: registry://localhost\nTYPE: registry.update\n\n"+
+			`{"agent_name": "A%d", "agent_type": "worker", "capabilities": ["data.analyze"], "status": %q, "ttl": 3600}`+"\n", i, i, s)
+	}
+	var out strings.Builder
+	if err := runSend([]string{"--addr", n.tcp}, strings.NewReader(in.String()), &out); err != nil {
+		t.Fatalf("registering %v: %v\n%s", statuses, err, out.String())
+	}
+	// The log starts empty: the last registration is at seq len(statuses).
+	var v map[string]any
+	if err := getJSON(n.http, fmt.Sprintf("/v1/agents?seq=%d", len(statuses)), &v); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestAgentsStatusMustBeInUse: aglx agents --status bogus printed an empty
+// table and exited 0, as if the registry were empty. An agent's status is
+// its own word, so the node cannot refuse one as unknown; when none of its
+// agents has the status asked, /v1/agents lists the statuses they have,
+// and aglx agents makes that an error naming them. A status matches
+// ignoring case, and the registry's own (READY, EXPIRED) are never
+// unknown.
+func TestAgentsStatusMustBeInUse(t *testing.T) {
+	n := registryNode(t, "READY", "BUSY", "Idle")
+	tests := []struct {
+		status string
+		rows   []string // the agents listed
+		err    string   // or the error, which names the statuses in use
+	}{
+		{status: "BUSY", rows: []string{"agent://a1.local"}},
+		{status: "busy", rows: []string{"agent://a1.local"}},
+		{status: "IDLE", rows: []string{"agent://a2.local"}},
+		{status: "ready", rows: []string{"agent://a0.local"}},
+		{status: "EXPIRED"}, // the registry's own: no agent has it, and that is no error
+		{status: "bogus", err: `--status "bogus": no agent has that status; the agents' statuses are BUSY, Idle, READY`},
+		{status: "BUSSY", err: "BUSY, Idle, READY"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.status, func(t *testing.T) {
+			var out strings.Builder
+			err := runAgents([]string{"--http", n.http, "--status", tt.status}, &out)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("aglx agents --status %s = %v, want an error with %q\n%s", tt.status, err, tt.err, out.String())
+				}
+				if out.Len() > 0 {
+					t.Fatalf("aglx agents --status %s printed a table with its error:\n%s", tt.status, out.String())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("aglx agents --status %s = %v", tt.status, err)
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")[1:] // after the header
+			if len(lines) != len(tt.rows) {
+				t.Fatalf("aglx agents --status %s listed %d agents, want %v:\n%s", tt.status, len(lines), tt.rows, out.String())
+			}
+			for i, uri := range tt.rows {
+				if !strings.HasPrefix(lines[i], uri+" ") {
+					t.Errorf("row %d = %q, want %s", i, lines[i], uri)
+				}
+			}
+		})
+	}
+	// With --json the error is the same: a script must not take it for an
+	// empty registry either.
+	if err := runAgents([]string{"--http", n.http, "--status", "bogus", "--json"}, &strings.Builder{}); err == nil || !strings.Contains(err.Error(), "BUSY") {
+		t.Fatalf("aglx agents --status bogus --json = %v, want the error", err)
+	}
+}
+
+// TestAgentsAPIStatus: GET /v1/agents?status= answers a status no agent
+// has with the statuses they have, most held first, as the agents wrote
+// them; one no agent could have (longer than an agent's status may be) is
+// a 400 in JSON that says so.
+func TestAgentsAPIStatus(t *testing.T) {
+	n := registryNode(t, "BUSY", "READY", "BUSY")
+	tests := []struct {
+		query    string
+		code     int
+		agents   int
+		statuses string // fmt of the list, "" for none in the answer
+		err      string
+	}{
+		{query: "status=BUSY", code: http.StatusOK, agents: 2},
+		{query: "status=bogus", code: http.StatusOK, statuses: "[BUSY READY]"},
+		{query: "status=bogus&after=agent://a2.local", code: http.StatusOK, statuses: "[BUSY READY]"},
+		// BUSY is held, only not after a2 in URI order: the page is empty
+		// and the status is known.
+		{query: "status=BUSY&after=agent://a2.local", code: http.StatusOK},
+		{query: "status=EXPIRED", code: http.StatusOK},
+		{query: "status=" + strings.Repeat("X", 129), code: http.StatusBadRequest, err: "an agent's status is at most 128"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query[:min(len(tt.query), 40)], func(t *testing.T) {
+			var v struct {
+				Agents   []map[string]any `json:"agents"`
+				Statuses *[]string        `json:"statuses"`
+			}
+			err := getJSON(n.http, "/v1/agents?"+tt.query, &v)
+			if tt.code != http.StatusOK {
+				se, ok := err.(*statusError)
+				if !ok || se.code != tt.code || !strings.Contains(se.msg, tt.err) {
+					t.Fatalf("GET /v1/agents?%s = %v, want %d saying %q", tt.query, err, tt.code, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if v.Statuses != nil {
+				got = fmt.Sprint(*v.Statuses)
+			}
+			if len(v.Agents) != tt.agents || got != tt.statuses {
+				t.Fatalf("GET /v1/agents?%s = %d agents, statuses %q; want %d, %q", tt.query, len(v.Agents), got, tt.agents, tt.statuses)
+			}
+		})
+	}
+}
