@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // SelfSignedValidity is how long a certificate the node makes for itself
@@ -205,8 +206,13 @@ func (c *Certs) take(certPEM, keyPEM []byte, digest [sha256.Size]byte) error {
 // by colons, the form most tools print.
 func Fingerprint(der []byte) string {
 	sum := sha256.Sum256(der)
-	h := hex.EncodeToString(sum[:])
-	pairs := make([]string, 0, len(sum))
+	return colonHex(sum[:])
+}
+
+// colonHex writes b as upper-case hex pairs joined by colons.
+func colonHex(b []byte) string {
+	h := hex.EncodeToString(b)
+	pairs := make([]string, 0, len(b))
 	for i := 0; i < len(h); i += 2 {
 		pairs = append(pairs, strings.ToUpper(h[i:i+2]))
 	}
@@ -325,7 +331,11 @@ func WriteFileDurable(name string, data []byte, mode os.FileMode) error {
 }
 
 // ClientTLS returns a client configuration that trusts the certificates in
-// caFile, or pins the certificate with the given fingerprint, or both.
+// caFile, or pins the certificate with the given fingerprint, or both. A
+// pin that is not a fingerprint is refused here, before anything is
+// dialled (ParsePin); a server whose certificate has another fingerprint
+// fails the handshake with a *PinMismatchError. Either way nothing is
+// trusted instead.
 func ClientTLS(caFile, fingerprint, serverName string) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS13, ServerName: serverName}
 	if caFile != "" {
@@ -340,11 +350,9 @@ func ClientTLS(caFile, fingerprint, serverName string) (*tls.Config, error) {
 		cfg.RootCAs = pool
 	}
 	if fingerprint != "" {
-		want := strings.ToUpper(strings.ReplaceAll(fingerprint, ":", ""))
-		if b, err := hex.DecodeString(want); err != nil || len(b) != sha256.Size {
-			// A mistyped pin would only ever read as the server's
-			// certificate not matching it.
-			return nil, fmt.Errorf("tls: pin %q is not a SHA-256 fingerprint (64 hex digits, colons allowed, as aglxd logs it)", fingerprint)
+		want, err := ParsePin(fingerprint)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
 		}
 		if caFile == "" {
 			// Pinning replaces the chain check: the pinned certificate is
@@ -355,12 +363,41 @@ func ClientTLS(caFile, fingerprint, serverName string) (*tls.Config, error) {
 			if len(cs.PeerCertificates) == 0 {
 				return errors.New("tls: the server sent no certificate")
 			}
-			got := strings.ReplaceAll(Fingerprint(cs.PeerCertificates[0].Raw), ":", "")
-			if got != want {
-				return fmt.Errorf("tls: the server's certificate has fingerprint %s, not the pinned one", Fingerprint(cs.PeerCertificates[0].Raw))
+			if got := Fingerprint(cs.PeerCertificates[0].Raw); got != want {
+				return &PinMismatchError{Got: got, Want: want}
 			}
 			return nil
 		}
 	}
 	return cfg, nil
+}
+
+// PinMismatchError is a server certificate whose fingerprint is not the
+// pinned one: the server answered, and is not the one pinned (or has a
+// new certificate). Both are in Fingerprint's form.
+type PinMismatchError struct {
+	Got, Want string
+}
+
+func (e *PinMismatchError) Error() string {
+	return fmt.Sprintf("tls: the server's certificate has fingerprint %s, not the pinned %s", e.Got, e.Want)
+}
+
+// ParsePin reads a certificate pin: the SHA-256 fingerprint of the
+// certificate, 64 hex digits in either case, with or without colons (the
+// node logs it as 0B:54:...). It returns it in Fingerprint's form, or an
+// error that says what is wrong with it: a mistyped pin would otherwise
+// read only as the server's certificate not matching it.
+func ParsePin(pin string) (string, error) {
+	digits := strings.ReplaceAll(pin, ":", "")
+	const want = 2 * sha256.Size
+	if i := strings.IndexFunc(digits, func(r rune) bool { return !strings.ContainsRune("0123456789abcdefABCDEF", r) }); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(digits[i:])
+		return "", fmt.Errorf("pin %q is not a SHA-256 fingerprint: %q is not a hex digit (want %d hex digits, colons between them or not, as aglxd logs it)", pin, r, want)
+	}
+	if len(digits) != want {
+		return "", fmt.Errorf("pin %q is not a SHA-256 fingerprint: %d hex digits, want %d (colons between them or not, as aglxd logs it)", pin, len(digits), want)
+	}
+	b, _ := hex.DecodeString(digits) // checked above
+	return colonHex(b), nil
 }

@@ -167,22 +167,29 @@ func TestExpiredCertificateWaitsForTheFiles(t *testing.T) {
 }
 
 // TestClientTLSRefusesAMistypedPin: a pin that is no fingerprint at all
-// read only as the server's certificate not matching it.
+// read only as the server's certificate not matching it. It is refused,
+// saying what is wrong with it; the forms taken all mean one fingerprint.
 func TestClientTLSRefusesAMistypedPin(t *testing.T) {
 	good := strings.Repeat("AB:", 31) + "AB"
 	for _, tc := range []struct {
-		pin string
-		ok  bool
+		pin  string
+		says string // "" when taken
 	}{
-		{good, true},
-		{strings.ReplaceAll(good, ":", ""), true},
-		{strings.ToLower(good), true},
-		{"AA:BB", false},
-		{strings.Repeat("ZZ", 32), false},
-		{good + ":CD", false},
+		{good, ""},
+		{strings.ReplaceAll(good, ":", ""), ""},
+		{strings.ToLower(good), ""},
+		{"AA:BB", "4 hex digits, want 64"},
+		{strings.Repeat("ZZ", 32), "'Z' is not a hex digit"},
+		{good + ":CD", "66 hex digits, want 64"},
+		{"sha256:" + good, "'s' is not a hex digit"},
+		{strings.Repeat("AB ", 32), "' ' is not a hex digit"},
 	} {
-		if _, err := ClientTLS("", tc.pin, "localhost"); (err == nil) != tc.ok {
-			t.Errorf("ClientTLS with pin %q: %v; want ok=%v", tc.pin, err, tc.ok)
+		_, err := ClientTLS("", tc.pin, "localhost")
+		if tc.says == "" && err != nil || tc.says != "" && (err == nil || !strings.Contains(err.Error(), tc.says)) {
+			t.Errorf("ClientTLS with pin %q: %v; want %q", tc.pin, err, tc.says)
+		}
+		if got, err := ParsePin(tc.pin); tc.says == "" && (err != nil || got != good) {
+			t.Errorf("ParsePin(%q) = %q, %v; want %s", tc.pin, got, err, good)
 		}
 	}
 }

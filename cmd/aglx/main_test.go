@@ -179,6 +179,63 @@ func TestSendTLSPinsTheCertificate(t *testing.T) {
 	}
 }
 
+// TestSendSaysWhatIsWrongWithThePin: a mistyped --pin and a pin the node's
+// certificate does not match both ended in "is a node serving AGLX at
+// ADDR? --addr names it", which sent operators after the address. A pin
+// that is no fingerprint is refused before anything is dialled, saying
+// what is wrong with it; a wrong one names the fingerprint the node has.
+// Neither sends a frame, and the forms aglxd's is written in, and the
+// same without colons or in lower case, are all taken.
+func TestSendSaysWhatIsWrongWithThePin(t *testing.T) {
+	n := startTestNode(t)
+	frame := referencePaths(t)[26] // auth.request: needs TLS
+	b, _ := os.ReadFile(n.cert)
+	blk, _ := pem.Decode(b)
+	real := bridge.Fingerprint(blk.Bytes)
+	other := strings.Repeat("AB:", 31) + "AB"
+	tests := []struct {
+		name string
+		args []string
+		says []string // what the error says; none: the frame is sent
+	}{
+		{"as aglxd logs it", []string{"--pin", real}, nil},
+		{"lower case, no colons", []string{"--pin", strings.ToLower(strings.ReplaceAll(real, ":", ""))}, nil},
+		{"too short", []string{"--pin", "00:11"}, []string{`pin "00:11" is not a SHA-256 fingerprint`, "4 hex digits, want 64"}},
+		{"one digit short", []string{"--pin", real[:len(real)-1]}, []string{"63 hex digits, want 64"}},
+		{"not hex", []string{"--pin", strings.Repeat("zz", 32)}, []string{`'z' is not a hex digit`}},
+		{"openssl's line pasted whole", []string{"--pin", "SHA256 Fingerprint=" + real}, []string{`'S' is not a hex digit`}},
+		{"another certificate's", []string{"--pin", other}, []string{"has fingerprint " + real, "not the pinned " + other, "tls_sha256"}},
+		{"another, in lower case", []string{"--pin", strings.ToLower(other)}, []string{"has fingerprint " + real, "not the pinned " + other}},
+		{"another, with --ca that vouches", []string{"--ca", n.cert, "--pin", other}, []string{"has fingerprint " + real}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := runSend(append(append([]string{"--tls", "--addr", n.tls}, tt.args...), frame), nil, &out)
+			if tt.says == nil {
+				if err != nil {
+					t.Fatalf("aglx send --tls %v = %v\n%s", tt.args, err, out.String())
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("aglx send --tls %v trusted the node:\n%s", tt.args, out.String())
+			}
+			for _, want := range tt.says {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("aglx send --tls %v = %v; want it to say %q", tt.args, err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "--addr names it") {
+				t.Errorf("aglx send --tls %v = %v; the address is not what is wrong", tt.args, err)
+			}
+			if out.Len() > 0 {
+				t.Errorf("aglx send --tls %v printed replies: a frame went out\n%s", tt.args, out.String())
+			}
+		})
+	}
+}
+
 // TestRepliesOwed: the node answers every frame but ack and error, and
 // input that does not decode with one error.
 func TestRepliesOwed(t *testing.T) {

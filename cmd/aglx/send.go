@@ -71,22 +71,12 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	}
 	var c *bridge.Client
 	if *useTLS {
-		host, _, _ := net.SplitHostPort(*addr)
-		if host == "127.0.0.1" || host == "::1" {
-			host = "localhost"
-		}
-		var cfg *tls.Config
-		if cfg, err = bridge.ClientTLS(*ca, *pin, host); err == nil {
-			c, err = bridge.DialTLS(ctx, *addr, cfg)
-		}
-		if uae := (x509.UnknownAuthorityError{}); errors.As(err, &uae) && *ca == "" && *pin == "" {
-			err = fmt.Errorf("%w: the node's certificate is its own; trust it with --ca DATA/tls/cert.pem or --pin FINGERPRINT (aglxd logs it at start)", err)
-		}
-	} else {
-		c, err = bridge.Dial(ctx, *addr)
+		c, err = dialTLS(ctx, *addr, *ca, *pin)
+	} else if c, err = bridge.Dial(ctx, *addr); err != nil {
+		err = fmt.Errorf("%w (is a node serving AGLX at %s? --addr names it)", err, *addr)
 	}
 	if err != nil {
-		return fmt.Errorf("%w (is a node serving AGLX at %s? --addr names it)", err, *addr)
+		return err
 	}
 	defer c.Close()
 	if dl, ok := ctx.Deadline(); ok {
@@ -139,6 +129,37 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 		return exitCode(1)
 	}
 	return nil
+}
+
+// dialTLS connects to addr over TLS, trusting what --ca and --pin say and
+// nothing else. Only a connection that failed hints at the address: a
+// --ca or --pin that cannot be used is refused before anything is dialled,
+// and a certificate refused came from a node that answered there, so an
+// error blaming the address sent operators looking in the wrong place.
+func dialTLS(ctx context.Context, addr, ca, pin string) (*bridge.Client, error) {
+	host, _, _ := net.SplitHostPort(addr)
+	if host == "127.0.0.1" || host == "::1" {
+		host = "localhost"
+	}
+	cfg, err := bridge.ClientTLS(ca, pin, host)
+	if err != nil {
+		return nil, err // it names the file or the pin, and what is wrong with it
+	}
+	c, err := bridge.DialTLS(ctx, addr, cfg)
+	var pe *bridge.PinMismatchError
+	var uae x509.UnknownAuthorityError
+	var ve *tls.CertificateVerificationError
+	switch {
+	case err == nil:
+		return c, nil
+	case errors.As(err, &pe):
+		return nil, fmt.Errorf("the node at %s is not the one pinned: %w; it is another node, or it has a new certificate (aglxd logs its certificate's fingerprint at start and on renewal, and GET /v1/node shows it as tls_sha256: check it there before pinning it)", addr, pe)
+	case errors.As(err, &uae) && ca == "" && pin == "":
+		return nil, fmt.Errorf("%w: the node's certificate is its own; trust it with --ca DATA/tls/cert.pem or --pin FINGERPRINT (aglxd logs it at start)", err)
+	case errors.As(err, &ve):
+		return nil, fmt.Errorf("%w (the node at %s answered; its certificate failed the check against --ca)", err, addr)
+	}
+	return nil, fmt.Errorf("%w (is a node serving AGLX over TLS at %s? --addr names it)", err, addr)
 }
 
 // repliesOwed is how many replies the node owes for inputs, which go out
