@@ -100,22 +100,17 @@ func uriPath(uri string) (string, error) {
 	return url.PathEscape(scheme) + "/" + url.PathEscape(name), nil
 }
 
-// queryFlags makes a query's flag set; arg names its argument, if it takes
-// one, for the usage line.
+// queryFlags makes a query's flag set, with the flags every query takes:
+// --http and --json. arg names its argument, if it takes one, for the
+// usage line.
 func queryFlags(name, arg string) (*flag.FlagSet, *string, *bool) {
-	fs, api := queryFlagsNoJSON(name, arg)
-	return fs, api, fs.Bool("json", false, "print JSON")
-}
-
-// queryFlagsNoJSON is queryFlags for a query that prints JSON always.
-func queryFlagsNoJSON(name, arg string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	api := fs.String("http", "http://"+bridge.DefaultHTTPAddr, "the node's HTTP API")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: %s [flags] %s\n", name, arg)
 		fs.PrintDefaults()
 	}
-	return fs, api
+	return fs, api, fs.Bool("json", false, "print JSON")
 }
 
 // parseQuery parses a query's flags, before or after its arguments, and
@@ -193,10 +188,33 @@ func runBalance(args []string, stdout io.Writer) error {
 		return printJSON(stdout, v)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	for _, k := range []string{"uri", "balance", "available", "pending", "earned_total", "spent_total", "updated", "seq"} {
-		fmt.Fprintf(tw, "%s\t%v\n", k, v[k])
-	}
+	printFields(tw, v, "uri", "balance", "available", "pending", "earned_total", "spent_total", "updated", "seq")
 	return tw.Flush()
+}
+
+// printFields prints the members of v named, one "name value" line each,
+// leaving out those v does not have; a list is printed as its items
+// joined by commas, an object as its JSON.
+func printFields(w io.Writer, v map[string]any, names ...string) {
+	for _, k := range names {
+		x, ok := v[k]
+		if !ok {
+			continue
+		}
+		switch x := x.(type) {
+		case []any:
+			items := make([]string, len(x))
+			for i, it := range x {
+				items[i] = fmt.Sprint(it)
+			}
+			fmt.Fprintf(w, "%s\t%s\n", k, strings.Join(items, ", "))
+		case map[string]any:
+			b, _ := json.Marshal(x) // decoded from JSON: it encodes
+			fmt.Fprintf(w, "%s\t%s\n", k, b)
+		default:
+			fmt.Fprintf(w, "%s\t%v\n", k, x)
+		}
+	}
 }
 
 // runHistory prints an account's postings with running balances.
@@ -300,9 +318,10 @@ func unknownStatus(status string, held []string) error {
 		status, most, strings.Join(held, ", "))
 }
 
-// runAgent shows one registry entry in full.
+// runAgent shows one registry entry in full: its fields, then its keys and
+// its status history as tables; --json prints the node's answer as it is.
 func runAgent(args []string, stdout io.Writer) error {
-	fs, api := queryFlagsNoJSON("aglx agent", "URI") // the answer is JSON either way
+	fs, api, asJSON := queryFlags("aglx agent", "URI")
 	pos, err := parseQuery(fs, args, 1)
 	if err != nil {
 		return err
@@ -311,9 +330,44 @@ func runAgent(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var v any
+	var v map[string]any
 	if err := getJSON(*api, "/v1/agents/"+p, &v); err != nil {
 		return err
 	}
-	return printJSON(stdout, v)
+	if *asJSON {
+		return printJSON(stdout, v)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	printFields(tw, v, "agent_uri", "registered", "agent_id", "name", "type", "status", "capabilities", "address", "port", "ttl",
+		"last_seen", "expires", "uptime", "source", "via", "registered_at", "zones", "reputation", "hint", "sighting", "mentor")
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	keys, _ := v["keys"].([]any)
+	if err := printTable(stdout, "keys", keys, "key_id", "current", "bound_by", "bound_at", "retired_at", "verified_until"); err != nil {
+		return err
+	}
+	history, _ := v["history"].([]any)
+	return printTable(stdout, "history", history, "at", "status", "cause", "seq")
+}
+
+// printTable prints rows, objects of a list in an answer, under a blank
+// line and the title, with the columns named ("-" for a member a row does
+// not have). It prints nothing for no rows.
+func printTable(w io.Writer, title string, rows []any, columns ...string) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\n%s\n", title)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(columns, "\t"))
+	for _, r := range rows {
+		m, _ := r.(map[string]any)
+		cells := make([]string, len(columns))
+		for i, c := range columns {
+			cells[i] = fmt.Sprint(orDash(m[c]))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -134,5 +136,75 @@ func TestAgentsAPIStatus(t *testing.T) {
 				t.Fatalf("GET /v1/agents?%s = %d agents, statuses %q; want %d, %q", tt.query, len(v.Agents), got, tt.agents, tt.statuses)
 			}
 		})
+	}
+}
+
+// TestAgentTakesJSON: aglx agent printed JSON always and refused --json,
+// which every other query takes. It now prints the entry as the others
+// print theirs, fields and tables, and the node's answer with --json.
+func TestAgentTakesJSON(t *testing.T) {
+	n := registryNode(t, "BUSY")
+	tests := []struct {
+		name string
+		args []string
+		json bool     // the output is the node's answer
+		says []string // lines the output holds, spaces between columns made one
+		err  string
+	}{
+		{name: "--json", args: []string{"agent://a0.local", "--json"}, json: true},
+		{name: "--json first, URI in another case", args: []string{"--json", "agent://A0.local"}, json: true},
+		{name: "a table", args: []string{"agent://a0.local"}, says: []string{
+			"agent_uri agent://a0.local", "registered true", "status BUSY", "capabilities data.analyze", "reputation 0.5",
+			"", "history", "at status cause seq"}},
+		{name: "no such agent", args: []string{"agent://nobody.local", "--json"}, err: "no agent agent://nobody.local"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out strings.Builder
+			err := runAgent(append([]string{"--http", n.http}, tt.args...), &out)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("aglx agent %v = %v, want an error with %q", tt.args, err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("aglx agent %v = %v\n%s", tt.args, err, out.String())
+			}
+			var v struct {
+				AgentURI string `json:"agent_uri"`
+				Status   string `json:"status"`
+				History  []any  `json:"history"`
+			}
+			isJSON := json.Unmarshal([]byte(out.String()), &v) == nil
+			if isJSON != tt.json || tt.json && (v.AgentURI != "agent://a0.local" || v.Status != "BUSY" || len(v.History) != 1) {
+				t.Fatalf("aglx agent %v printed (JSON: %v, want %v):\n%s", tt.args, isJSON, tt.json, out.String())
+			}
+			lines := strings.Split(out.String(), "\n")
+			for i, l := range lines {
+				lines[i] = strings.Join(strings.Fields(l), " ")
+			}
+			for _, want := range tt.says {
+				if !slices.Contains(lines, want) {
+					t.Errorf("aglx agent %v does not print %q:\n%s", tt.args, want, out.String())
+				}
+			}
+			if tt.says != nil && !strings.HasSuffix(out.String(), " BUSY    registry.update  1\n") {
+				t.Errorf("aglx agent %v does not end with its history:\n%s", tt.args, out.String())
+			}
+		})
+	}
+}
+
+// TestPrintFields: a list prints as its items, an object as its JSON, and
+// a member the answer does not have not at all.
+func TestPrintFields(t *testing.T) {
+	v := map[string]any{"status": "BUSY", "port": json.Number("7001"), "zones": []any{"z1", "z2"},
+		"hint": map[string]any{"status": "READY", "seq": json.Number("12")}}
+	var out strings.Builder
+	printFields(&out, v, "status", "port", "zones", "address", "hint")
+	want := "status\tBUSY\nport\t7001\nzones\tz1, z2\nhint\t{\"seq\":12,\"status\":\"READY\"}\n"
+	if out.String() != want {
+		t.Fatalf("printFields = %q, want %q", out.String(), want)
 	}
 }
