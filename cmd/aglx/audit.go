@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,7 +34,7 @@ import (
 // has applied that far, and compares the digests there; a node that does
 // not get there in time fails the audit, with nothing said OK.
 func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("aglx audit", flag.ContinueOnError)
+	fs := newFlagSet("audit")
 	natsURL := fs.String("nats", "nats://"+bridge.DefaultNATSAddr, "the node's NATS address")
 	api := fs.String("http", "http://"+bridge.DefaultHTTPAddr, "the node's HTTP API")
 	pin := fs.String("key-id", "", "the node's key id as you recorded it (sha256:...); the audit stops if the node names another key")

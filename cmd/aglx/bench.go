@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -70,7 +69,7 @@ func nodeRow(name string, r bridge.LoadResult, ns nodeStats) benchRow {
 // and the node's durable end-to-end ingest, so that the ratio between them
 // means something on a noisy machine.
 func runBench(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("aglx bench", flag.ContinueOnError)
+	fs := newFlagSet("bench")
 	n := fs.Int("n", 100000, "messages per measurement")
 	conns := fs.Int("conns", 16, "client connections for the ingest runs")
 	window := fs.Int("window", 4096, "publishes in flight for the raw runs")

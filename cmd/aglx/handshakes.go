@@ -11,7 +11,7 @@ import (
 // became of them (GET /v1/handshakes): with --agent and --state pending,
 // what an agent owes or is owed.
 func runHandshakes(args []string, stdout io.Writer) error {
-	fs, api, asJSON := queryFlags("aglx handshakes", "")
+	fs, api, asJSON := queryFlags("handshakes")
 	agent := fs.String("agent", "", "only handshakes this agent (a URI) is a party to")
 	state := fs.String("state", "", "only handshakes in this state: pending, approved, rejected, cancelled or expired")
 	kind := fs.String("kind", "", "only handshakes opened by this TYPE (task.assign, credit.request, ...)")

@@ -5,7 +5,6 @@ import (
 	"crypto"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,7 +18,7 @@ import (
 // file only its owner may read, the public key (the form auth.request and
 // key.rotate carry) and its key id on stdout.
 func runKeygen(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("aglx keygen", flag.ContinueOnError)
+	fs := newFlagSet("keygen")
 	out := fs.String("out", "agent.key", "where to write the private key (PEM, mode 0600)")
 	alg := fs.String("type", protocol.KeyEd25519, "ed25519 or rsa (RSA-2048)")
 	if stop, err := parseFlags(fs, args); stop {
@@ -149,13 +148,8 @@ func withTimestamp(body []byte, now time.Time) []byte {
 
 // runSign signs frames from files or stdin and prints them.
 func runSign(args []string, stdin io.Reader, stdout io.Writer) error {
-	fs := flag.NewFlagSet("aglx sign", flag.ContinueOnError)
-	keyPath := fs.String("key", "", "private key file (from aglx keygen)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: aglx sign --key FILE [FRAME-FILE...]   (no FRAME-FILE: read stdin)")
-		fmt.Fprintln(fs.Output(), "Signs every frame and writes them to stdout. A JSON body without a \"timestamp\" gets the current time first: the node refuses signed messages without one.")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("sign")
+	keyPath := fs.String("key", "", "private key file (from aglx keygen); required")
 	files, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err

@@ -1,8 +1,6 @@
-// Command aglx is the operator's and developer's client for an AGLX node.
-//
-//	aglx send [flags] [FILE...]   send frames, print the replies
-//	aglx tail [flags]             follow the event log
-//	aglx bench [flags]            measure ingest against raw JetStream
+// Command aglx is the operator's and developer's client for an AGLX node:
+// it sends frames, follows the event log, and asks the node's state. Run
+// `aglx -h` for its commands.
 package main
 
 import (
@@ -12,31 +10,77 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
+	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 )
 
-const usage = `usage: aglx COMMAND [flags]
+// command is one of aglx's commands as its help shows it: args are its
+// arguments after the flags, what is what it does, the sentence both
+// `aglx -h` and its own -h print, and more, if any, what only its own -h
+// adds to that sentence.
+type command struct{ name, args, what, more string }
 
-commands:
-  send [FILE...]   send AGLX frames from files or stdin to a node and print the replies
-  tail             follow the node's event log, filtered by TYPE or agent
-  bench            measure durable ingest against raw JetStream, in one run
-  keygen           make an agent key pair (Ed25519 or RSA)
-  sign [FILE...]   sign frames with a key and print them
-  mint             issue credits to an account (signed with the node's key)
-  balance URI      an account's figures
-  history URI      an account's postings with running balances
-  audit            fold the ledger again from the log and check every figure
-  agents           the registry
-  agent URI        one agent: entry, keys, zones, history
-  handshakes       requests between agents and what became of them (--agent URI --state pending)
+// commands are aglx's commands, in the order `aglx -h` lists them.
+var commands = []command{
+	{"send", "[FILE...]", "send AGLX frames from files or stdin to a node and print the replies", "with no FILE, read stdin"},
+	{"tail", "", "follow the node's event log, filtered by TYPE or agent", ""},
+	{"bench", "", "measure durable ingest against raw JetStream, in one run", ""},
+	{"keygen", "", "make an agent key pair (Ed25519 or RSA)", ""},
+	{"sign", "[FILE...]", "sign frames with a key and print them",
+		`a JSON body without a "timestamp" gets the current time first, since the node refuses signed messages without one; with no FILE, read stdin`},
+	{"mint", "", "issue credits to an account (signed with the node's key)", ""},
+	{"balance", "URI", "print an account's figures", ""},
+	{"history", "URI", "print an account's postings with running balances", ""},
+	{"audit", "", "fold the ledger again from the log and check every figure", ""},
+	{"agents", "", "list the registry's agents", ""},
+	{"agent", "URI", "show one agent: its entry, keys, zones and status history", ""},
+	{"handshakes", "", "list requests between agents and what became of them (--agent URI --state pending)", ""},
+}
 
-Run 'aglx COMMAND -h' for a command's flags.
-`
+// usage is `aglx -h`, in the form of every command's own: the usage line,
+// what it does in one sentence, then what it takes.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: aglx COMMAND [flags]\nThe operator's and developer's client for an AGLX node.\n\ncommands:\n")
+	tw := tabwriter.NewWriter(&b, 0, 4, 3, ' ', 0)
+	for _, c := range commands {
+		fmt.Fprintf(tw, "  %s\t%s\n", strings.TrimSpace(c.name+" "+c.args), c.what)
+	}
+	tw.Flush()
+	b.WriteString("\nRun 'aglx COMMAND -h' for a command's flags.\n")
+	return b.String()
+}
+
+// newFlagSet makes the flag set of the command named, whose -h prints its
+// usage line, what it does in one sentence, then its flags. The commands'
+// help came in two forms (Go's "Usage of aglx tail:" and a usage line of
+// their own) before they shared this.
+func newFlagSet(name string) *flag.FlagSet {
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == name })
+	if i < 0 {
+		panic("aglx: no command " + name + " in commands") // a programmer's error: add it there
+	}
+	c := commands[i]
+	fs := flag.NewFlagSet("aglx "+name, flag.ContinueOnError)
+	fs.Usage = func() {
+		sentence := c.what
+		if c.more != "" {
+			sentence += "; " + c.more
+		}
+		r, n := utf8.DecodeRuneInString(sentence)
+		fmt.Fprintf(fs.Output(), "usage: %s\n%c%s.\n\nflags:\n", strings.TrimSpace("aglx "+name+" [flags] "+c.args), unicode.ToUpper(r), sentence[n:])
+		fs.PrintDefaults()
+	}
+	return fs
+}
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
+		fmt.Fprint(os.Stderr, usage())
 		os.Exit(2)
 	}
 	var err error
@@ -71,10 +115,10 @@ func main() {
 	case "sign":
 		err = runSign(os.Args[2:], os.Stdin, os.Stdout)
 	case "-h", "--help", "help":
-		fmt.Print(usage)
+		fmt.Print(usage())
 		return
 	default:
-		fmt.Fprintf(os.Stderr, "aglx: unknown command %q\n\n%s", os.Args[1], usage)
+		fmt.Fprintf(os.Stderr, "aglx: unknown command %q\n\n%s", os.Args[1], usage())
 		os.Exit(2)
 	}
 	if err != nil {

@@ -410,13 +410,13 @@ func TestTailFilters(t *testing.T) {
 // TestQueryFlagsAfterTheArgument: flags may come after the URI, as people
 // type them; a wrong count says what is wanted.
 func TestQueryFlagsAfterTheArgument(t *testing.T) {
-	fs, api, asJSON := queryFlags("aglx balance", "URI")
+	fs, api, asJSON := queryFlags("balance")
 	fs.SetOutput(io.Discard)
 	pos, err := parseQuery(fs, []string{"agent://a.local", "--json", "--http", "127.0.0.1:1"}, 1)
 	if err != nil || fmt.Sprint(pos) != "[agent://a.local]" || !*asJSON || *api != "127.0.0.1:1" {
 		t.Fatalf("parseQuery = %v, %v (json %v, http %q)", pos, err, *asJSON, *api)
 	}
-	fs, _, _ = queryFlags("aglx balance", "URI")
+	fs, _, _ = queryFlags("balance")
 	fs.SetOutput(io.Discard)
 	if _, err := parseQuery(fs, []string{"agent://a.local", "agent://b.local"}, 1); err == nil {
 		t.Fatal("two URIs where one is wanted were taken")

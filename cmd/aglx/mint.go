@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -20,7 +19,7 @@ import (
 // It asks the node's HTTP API for its name and checks that the key file is
 // the node's key before it sends anything.
 func runMint(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("aglx mint", flag.ContinueOnError)
+	fs := newFlagSet("mint")
 	to := fs.String("to", "", "the account to credit, e.g. agent://worker05.local")
 	amount := fs.String("amount", "", "how many credits, as an exact decimal (e.g. 100 or 0.5)")
 	reason := fs.String("reason", "issuance", "the reason recorded with the transfer")

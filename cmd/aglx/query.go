@@ -100,16 +100,11 @@ func uriPath(uri string) (string, error) {
 	return url.PathEscape(scheme) + "/" + url.PathEscape(name), nil
 }
 
-// queryFlags makes a query's flag set, with the flags every query takes:
-// --http and --json. arg names its argument, if it takes one, for the
-// usage line.
-func queryFlags(name, arg string) (*flag.FlagSet, *string, *bool) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+// queryFlags makes the flag set of the query named, with the flags every
+// query takes: --http and --json.
+func queryFlags(name string) (*flag.FlagSet, *string, *bool) {
+	fs := newFlagSet(name)
 	api := fs.String("http", "http://"+bridge.DefaultHTTPAddr, "the node's HTTP API")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: %s [flags] %s\n", name, arg)
-		fs.PrintDefaults()
-	}
 	return fs, api, fs.Bool("json", false, "print JSON")
 }
 
@@ -171,7 +166,7 @@ func printJSON(w io.Writer, v any) error {
 
 // runBalance prints an account's figures.
 func runBalance(args []string, stdout io.Writer) error {
-	fs, api, asJSON := queryFlags("aglx balance", "URI")
+	fs, api, asJSON := queryFlags("balance")
 	pos, err := parseQuery(fs, args, 1)
 	if err != nil {
 		return err
@@ -219,7 +214,7 @@ func printFields(w io.Writer, v map[string]any, names ...string) {
 
 // runHistory prints an account's postings with running balances.
 func runHistory(args []string, stdout io.Writer) error {
-	fs, api, asJSON := queryFlags("aglx history", "URI")
+	fs, api, asJSON := queryFlags("history")
 	after := fs.Uint64("after", 0, "only postings after this sequence")
 	limit := fs.Int("limit", 100, "at most this many postings")
 	pos, err := parseQuery(fs, args, 1)
@@ -266,7 +261,7 @@ func runHistory(args []string, stdout io.Writer) error {
 
 // runAgents lists the registry.
 func runAgents(args []string, stdout io.Writer) error {
-	fs, api, asJSON := queryFlags("aglx agents", "")
+	fs, api, asJSON := queryFlags("agents")
 	status := fs.String("status", "", "only agents with this status, ignoring case: EXPIRED, READY, or an agent's own word (IDLE, BUSY, ...)")
 	capability := fs.String("capability", "", "only agents with this capability")
 	zone := fs.String("zone", "", "only members of this zone")
@@ -321,7 +316,7 @@ func unknownStatus(status string, held []string) error {
 // runAgent shows one registry entry in full: its fields, then its keys and
 // its status history as tables; --json prints the node's answer as it is.
 func runAgent(args []string, stdout io.Writer) error {
-	fs, api, asJSON := queryFlags("aglx agent", "URI")
+	fs, api, asJSON := queryFlags("agent")
 	pos, err := parseQuery(fs, args, 1)
 	if err != nil {
 		return err

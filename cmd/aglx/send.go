@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -23,7 +22,7 @@ import (
 // prints every reply until the node closes. It exits 1 if any reply is an
 // error. With --udp each input (file, or stdin) is sent as one datagram.
 func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
-	fs := flag.NewFlagSet("aglx send", flag.ContinueOnError)
+	fs := newFlagSet("send")
 	addr := fs.String("addr", "", "node address, host:port (default "+bridge.DefaultTCPAddr+", with --tls "+bridge.DefaultTLSAddr+")")
 	udp := fs.Bool("udp", false, "send each input as one UDP datagram (no replies are awaited)")
 	useTLS := fs.Bool("tls", false, "connect with TLS (the node's --tls-listen port, 2596 by default); security messages need it")
@@ -31,10 +30,6 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	keyPath := fs.String("key", "", "sign every frame with this private key before sending (see aglx keygen)")
 	pin := fs.String("pin", "", "with --tls: trust exactly the certificate with this SHA-256 fingerprint (aglxd logs it at start)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: aglx send [flags] [FILE...]   (no FILE: read stdin)")
-		fs.PrintDefaults()
-	}
 	files, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -24,7 +23,7 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func runTail(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("aglx tail", flag.ContinueOnError)
+	fs := newFlagSet("tail")
 	url := fs.String("nats", "nats://"+bridge.DefaultNATSAddr, "the node's NATS address (aglxd --nats-listen)")
 	stream := fs.String("stream", events.StreamNameDefault, "event log stream name")
 	seq := fs.Uint64("seq", 0, "start at this stream sequence")
