@@ -204,7 +204,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	st := &relayRun{r: r, cur: r.cur, next: r.cur.saved + 1, retries: newRetryQueue(),
-		lanes: map[string]*lane{}, inLane: map[uint64]inLaneEntry{}, down: map[string]time.Time{}, retryCount: map[string]int{}, laneWaitFor: map[string]int{},
+		lanes: map[string]*lane{}, inLane: map[uint64]inLaneEntry{}, down: map[string]time.Time{}, retryCount: map[string]int{}, laneWaitFor: map[string]int{}, waitRetryFor: map[string]int{},
 		freed: make(chan struct{}, 1), laneEnded: make(chan struct{}, 1), restore: r.cur.pending, restoreAt: r.cur.saved}
 	defer func() {
 		// Closing the connections ends the deliveries in progress; the
@@ -214,6 +214,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		st.wg.Wait()
 		r.closeConns()
 		r.lanes.Store(0)
+		r.laneWaiting.Store(0) // owed in the cursor's record
 		st.save(true)
 	}()
 	for ctx.Err() == nil {
@@ -263,10 +264,15 @@ type relayRun struct {
 	retryLanes int
 	laneGen    uint64
 	// laneWait holds the messages that found no lane free, in the order
-	// the relay took them; laneWaitFor counts them by address
-	// (relay_wait.go).
-	laneWait    []waitingItem
-	laneWaitFor map[string]int
+	// the relay took them; laneWaitFor counts them by address, and
+	// waitRetryFor and waitRetryCount the retries among them, by the
+	// address they failed at. waitAll and waitRetries say what holds the
+	// list up: no lane at all, or the retries' share (relay_wait.go).
+	laneWait             []waitingItem
+	laneWaitFor          map[string]int
+	waitRetryFor         map[string]int
+	waitRetryCount       int
+	waitAll, waitRetries bool
 	// inLane counts, by sequence, the messages handed to a lane and not
 	// yet settled (a count, so that the bookkeeping stays right even if a
 	// sequence were ever handed out twice), with what the cursor record
@@ -617,6 +623,9 @@ func (st *relayRun) waitApplied(ctx context.Context) {
 		go func() {
 			select {
 			case <-st.laneEnded:
+				if wctx.Err() != nil {
+					st.wake(st.laneEnded) // the wait was over: the next one's
+				}
 				cancel()
 			case <-wctx.Done():
 			}

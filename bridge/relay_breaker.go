@@ -88,10 +88,12 @@ func (st *relayRun) pruneDown(now time.Time) {
 // it up if addr has relayRetryPerAddressMax waiting already, or all
 // addresses relayRetriesMax. The caller holds mu.
 func (st *relayRun) queueRetry(it *retryItem, addr string) {
-	if st.retryCount[addr] >= relayRetryPerAddressMax || st.retries.len() >= relayRetriesMax {
+	// Retries waiting for a lane count as waiting for a retry (relay_wait.go).
+	forAddr, all := st.retryCount[addr]+st.waitRetryFor[addr], st.retries.len()+st.waitRetryCount
+	if forAddr >= relayRetryPerAddressMax || all >= relayRetriesMax {
 		st.r.undeliverable.Add(1)
 		st.giveUpLog.log(st.r.Lg, time.Now(), slog.LevelWarn, "relay: too many messages wait for a retry; giving this one up, it stays in the log",
-			"seq", it.env.Seq, "to", it.env.To, "addr", addr, "waiting_for_addr", st.retryCount[addr], "waiting", st.retries.len())
+			"seq", it.env.Seq, "to", it.env.To, "addr", addr, "waiting_for_addr", forAddr, "waiting", all)
 		return
 	}
 	it.addr = addr

@@ -113,7 +113,7 @@ func closedByPeer(err error) bool {
 }
 
 // send writes f on c and, if answered, reads the addressee's reply, within
-// relayTimeout.
+// the relay's timeout (Relay.Timeout).
 func (r *Relay) send(ctx context.Context, c *Client, f *protocol.Frame, answered bool) error {
 	// Shutdown cuts a delivery short instead of waiting out its timeout.
 	stop := context.AfterFunc(ctx, func() { c.Close() })

@@ -23,8 +23,8 @@ import (
 // never passes a message that is still in a lane.
 
 // relayLanesMax bounds the addresses delivered to at once: goroutines and
-// connections. When it is reached, the relay takes no message for a new
-// address until a lane is idle again.
+// connections. When it is reached, a message for an address without a
+// lane waits for one (relay_wait.go).
 const relayLanesMax = 64 // lanes
 
 // lane delivers the messages for one address, in order.
@@ -39,19 +39,32 @@ type lane struct {
 	retry bool
 }
 
-// dispatch hands it to the lane of addr, starting one if needed, and
-// reports false, changing nothing, if that needs a lane beyond
-// relayLanesMax, or, for a retry, beyond relayRetryLanesMax
-// (relay_wait.go). The caller holds st.mu.
-func (st *relayRun) dispatch(ctx context.Context, it *retryItem, addr string) bool {
+// placement is what dispatch made of a message.
+type placement int
+
+const (
+	placed      placement = iota // in its address's lane, or queued for a retry (the address is down)
+	noLane                       // a new lane was needed and relayLanesMax are busy
+	noRetryLane                  // a new lane for a retry was needed and retries hold relayRetryLanesMax
+)
+
+// dispatch hands it to the lane of addr, starting one if needed, or, if
+// addr is down, queues it for the address's next attempt. It changes
+// nothing when that needs a lane beyond relayLanesMax, or, for a retry
+// (retryFor), beyond relayRetryLanesMax (relay_wait.go). The caller holds
+// st.mu.
+func (st *relayRun) dispatch(ctx context.Context, it *retryItem, addr string) placement {
 	if st.isDown(addr, it) {
-		return true
+		return placed
 	}
 	ln := st.lanes[addr]
 	if ln == nil {
-		retry := it.addr != ""
-		if len(st.lanes) >= relayLanesMax || (retry && st.retryLanes >= relayRetryLanesMax) {
-			return false
+		retry := st.retryFor(it, addr)
+		switch {
+		case len(st.lanes) >= relayLanesMax:
+			return noLane
+		case retry && st.retryLanes >= relayRetryLanesMax:
+			return noRetryLane
 		}
 		ln = &lane{addr: addr, ch: make(chan *retryItem, relayPendingMax), retry: retry}
 		st.lanes[addr] = ln
@@ -62,11 +75,11 @@ func (st *relayRun) dispatch(ctx context.Context, it *retryItem, addr string) bo
 		st.wg.Add(1)
 		go st.runLane(ctx, ln)
 	}
-	// The relay takes no message while relayPendingMax are in lanes or
-	// waiting for a retry, and that is the channel's capacity, so it is
-	// never full (a new lane's is empty); if it were, blocking here while
-	// holding mu would stop the lane for good, so a full lane counts as no
-	// lane free.
+	// The relay takes no message while relayPendingMax are in lanes,
+	// waiting for one, or waiting for a retry, and that is the channel's
+	// capacity, so it is never full (a new lane's is empty); if it were,
+	// blocking here while holding mu would stop the lane for good, so a
+	// full lane counts as no lane free.
 	//
 	// What the cursor record needs of it is read before the send: from
 	// then on the lane changes it without the lock.
@@ -75,11 +88,11 @@ func (st *relayRun) dispatch(ctx context.Context, it *retryItem, addr string) bo
 	select {
 	case ln.ch <- it:
 	default:
-		return false
+		return noLane
 	}
 	ln.outstanding++
 	st.inLane[it.env.Seq] = e
-	return true
+	return placed
 }
 
 // runLane delivers the lane's messages until it has none left. After ctx

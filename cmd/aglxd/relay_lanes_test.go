@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -146,5 +148,101 @@ func TestRelayOwesWhatWaitsForALane(t *testing.T) {
 	m = startNodeWith(t, dir, cfg)
 	if f := sink.next(t, 30*time.Second); f.Type() != "task.cancel" {
 		t.Fatalf("the sink got %s", f.Type())
+	}
+}
+
+// slowAcker is an agent that acknowledges every frame, after delay.
+func slowAcker(t *testing.T, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go func() {
+				dec := protocol.NewDecoder(c, protocol.DecoderOptions{})
+				for {
+					f, err := dec.Decode()
+					if err != nil {
+						return
+					}
+					time.Sleep(delay) // the agent's own pace, not a wait for the test
+					ack := &protocol.Frame{Headers: []protocol.Header{{Name: "FROM", Value: f.To()}, {Name: "TO", Value: f.From()}, {Name: "TYPE", Value: "ack"}}, Body: []byte(`{}`)}
+					if _, err := c.Write(protocol.Encode(ack)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestRelayWaitingMessageIsNotStarvedByBusyLanes: 64 addressees that
+// answer, slowly, and are kept busy hold every lane; a message for a 65th
+// is delivered all the same. Fed on while a message waited, their lanes
+// never ended, and it waited for as long as they were kept busy
+// (helper-85).
+func TestRelayWaitingMessageIsNotStarvedByBusyLanes(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
+	sink := listenAgent(t, "127.0.0.1:0")
+	registerAt(t, m, "agent://sink.local", sink.ln.Addr().String())
+	slow := make([]string, relayLanes)
+	for i := range slow {
+		slow[i] = fmt.Sprintf("agent://slow%02d.local", i)
+		registerAt(t, m, slow[i], slowAcker(t, 200*time.Millisecond))
+	}
+	c := dial(t, m.TCPAddr())
+	burst := func(tos ...string) {
+		t.Helper()
+		for _, to := range tos {
+			c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://src.local\nTO: %s\nTYPE: task.cancel\n\n{\"task_id\": \"t\", \"reason\": \"r\"}\n", to))
+		}
+		c.Flush()
+		for range tos {
+			if f, _ := readReply(t, c); f.Value(protocol.HeaderStatus) != "202 Accepted" {
+				t.Fatalf("task.cancel: %s %s", f.Value(protocol.HeaderStatus), f.Body)
+			}
+		}
+	}
+	burst(slow...)
+	burst(slow...)
+	for deadline := time.Now().Add(30 * time.Second); m.relay.Counters().Lanes != relayLanes; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("every lane busy: %+v", m.relay.Counters())
+		}
+	}
+	burst("agent://sink.local")
+	// Every slow addressee gets a message for each it answers, so its lane
+	// always has one more; the sink's must still come, and before the
+	// slow ones have answered many more.
+	for rounds := 0; ; rounds++ {
+		select {
+		case <-sink.frames:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		if rounds == 100 {
+			t.Fatalf("the sink's message waited through %d rounds of messages to busy addressees: %+v", rounds, m.relay.Counters())
+		}
+		burst(slow...)
 	}
 }
