@@ -1,7 +1,9 @@
 package events
 
 import (
-	"hash/fnv"
+	"cmp"
+	"hash/maphash"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,23 +75,94 @@ func ClientKey(from, id string) string {
 var clientIDEscaper = strings.NewReplacer("%", "%25", ":", "%3A")
 
 // contentDigest names what a message says, apart from who sent it and
-// its ID (the key): its TYPE, TO, CREDITS header (which sets a task's
-// hold) and body. A resend under an ID already
-// used must say the same; FROM is not authenticated, so without this
-// anyone who guessed another sender's next ID could send something else
-// under it first, and the real message would be answered as a duplicate
-// of that and never stored. FNV-1a: no adversary chooses the message the
-// digest is compared with.
+// its ID (the key): its TYPE, TO, body, and every other header but
+// CONTENT-LENGTH (the body's length). A resend under an ID already used
+// must say the same; FROM is not authenticated, so without this anyone
+// who guessed another sender's next ID could send something else under it
+// first, and the real message would be answered as a duplicate of that
+// and never stored. Until 2026-12-01 (helper-86) only TYPE, TO, CREDITS
+// and the body counted, so an answer with another IN-REPLY-TO or STATUS
+// under a used ID (an agent's ack to a second request, or a stranger's
+// first) was answered as a duplicate: the request it named stayed open.
+// Headers count by name in any letters, in any order (a resend need not
+// spell them as the first copy did), and a name that appears more than
+// once with each of its values.
+//
+// The hash is seeded afresh at every start (the index is rebuilt from the
+// event stream then, and never stored): the first message under a key is
+// the sender's choice, so an unkeyed hash such as FNV would let one who
+// sends first pick a body that collides with the one expected.
 func contentDigest(e *Envelope) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(e.Type))
-	h.Write([]byte{0})
-	h.Write([]byte(e.To))
-	h.Write([]byte{0})
-	h.Write([]byte(e.Header(protocol.HeaderCredits)))
-	h.Write([]byte{0})
+	var h maphash.Hash
+	h.SetSeed(digestSeed)
+	h.WriteString(e.Type)
+	h.WriteByte(0)
+	h.WriteString(e.To)
+	h.WriteByte(0)
+	idx := make([]int, 0, 16) // the headers digested, by index
+	for i, hd := range e.Headers {
+		if digested(hd.Name) {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		x, y := e.Headers[a], e.Headers[b]
+		if c := compareFold(x.Name, y.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Value, y.Value)
+	})
+	var name [64]byte
+	for _, i := range idx {
+		hd := e.Headers[i]
+		h.Write(upperASCII(name[:0], hd.Name))
+		h.WriteByte(0)
+		h.WriteString(hd.Value)
+		h.WriteByte(0)
+	}
+	h.WriteByte(1)
 	h.Write(e.Body)
 	return h.Sum64()
+}
+
+// digestSeed seeds contentDigest for this process.
+var digestSeed = maphash.MakeSeed()
+
+// digested reports whether a header named name counts in contentDigest:
+// all but the key's (FROM, ID), those hashed apart in their canonical
+// form (TYPE, TO), and CONTENT-LENGTH.
+func digested(name string) bool {
+	for _, n := range [...]string{protocol.HeaderFrom, protocol.HeaderID, protocol.HeaderType, protocol.HeaderTo, protocol.HeaderContentLength} {
+		if strings.EqualFold(name, n) {
+			return false
+		}
+	}
+	return true
+}
+
+// compareFold compares two header names as their ASCII upper case would.
+func compareFold(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if x, y := upper(a[i]), upper(b[i]); x != y {
+			return cmp.Compare(x, y)
+		}
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func upper(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - 'a' + 'A'
+	}
+	return c
+}
+
+// upperASCII appends name in ASCII upper case to dst.
+func upperASCII(dst []byte, name string) []byte {
+	for i := 0; i < len(name); i++ {
+		dst = append(dst, upper(name[i]))
+	}
+	return dst
 }
 
 // expire forgets what is older than the window at now, and the oldest

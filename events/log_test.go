@@ -143,6 +143,47 @@ func TestAppendRefusesAnotherMessageUnderAUsedID(t *testing.T) {
 	}
 }
 
+// TestAppendWeighsEveryHeaderOfAResend: an answer that names another
+// request (IN-REPLY-TO) or another outcome (STATUS) under a used ID is
+// another message: 409, not a duplicate of the first, whose request would
+// then stay open (helper-86). A header spelt in other letters, or the
+// headers in another order, still make the same message.
+func TestAppendWeighsEveryHeaderOfAResend(t *testing.T) {
+	l, _ := openTestLog(t, t.TempDir())
+	first := testEnvelope(1, "credit.deny", "agent://a.local", "agent://b.local")
+	first.MsgID = ClientKey("agent://a.local", "7")
+	first.Headers = append(first.Headers, protocol.Header{Name: protocol.HeaderInReplyTo, Value: "req-1"}, protocol.Header{Name: protocol.HeaderStatus, Value: "200 OK"})
+	appendAll(t, l, first)
+	tests := []struct {
+		name    string
+		headers []protocol.Header // after testEnvelope's own
+		want    protocol.Status   // 0: a duplicate of the first
+	}{
+		{"the same", []protocol.Header{{Name: "IN-REPLY-TO", Value: "req-1"}, {Name: "STATUS", Value: "200 OK"}}, 0},
+		{"in other letters and order", []protocol.Header{{Name: "status", Value: "200 OK"}, {Name: "In-Reply-To", Value: "req-1"}}, 0},
+		{"another IN-REPLY-TO", []protocol.Header{{Name: "IN-REPLY-TO", Value: "req-2"}, {Name: "STATUS", Value: "200 OK"}}, protocol.StatusConflict},
+		{"no IN-REPLY-TO", []protocol.Header{{Name: "STATUS", Value: "200 OK"}}, protocol.StatusConflict},
+		{"another STATUS", []protocol.Header{{Name: "IN-REPLY-TO", Value: "req-1"}, {Name: "STATUS", Value: "500 boom"}}, protocol.StatusConflict},
+		{"one more header", []protocol.Header{{Name: "IN-REPLY-TO", Value: "req-1"}, {Name: "STATUS", Value: "200 OK"}, {Name: "X-Note", Value: "n"}}, protocol.StatusConflict},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := testEnvelope(10+i, "credit.deny", "agent://a.local", "agent://b.local")
+			e.MsgID = first.MsgID
+			e.Headers = append(e.Headers, tc.headers...)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			a, err := l.Append(ctx, e).Wait(ctx)
+			switch {
+			case tc.want == 0 && (err != nil || !a.Duplicate || a.EventID != first.ID):
+				t.Fatalf("resend = %+v, %v; want a duplicate of %s", a, err, first.ID)
+			case tc.want != 0 && protocol.StatusOf(err) != tc.want:
+				t.Fatalf("another message under the ID = %+v, %v; want %d", a, err, tc.want)
+			}
+		})
+	}
+}
+
 func TestReadFilters(t *testing.T) {
 	l, _ := openTestLog(t, t.TempDir())
 	appendAll(t, l,
