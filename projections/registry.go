@@ -175,11 +175,11 @@ type Registry struct {
 	sightings     *recentMap[Sighting]
 	seen          *recentMap[seenOutcome]
 	synced        int // agents known only from peers (Source == SourceSync)
-	// joins remembers answered zone.joins apart from seen: anyone with a
-	// key can fill seen with answered auth.requests, and a join pushed out
-	// of it within its window could be replayed for a fresh session token.
-	// Filling joins takes a zone's secret.
-	joins *recentMap[seenOutcome]
+	// joins remembers answered zone.joins apart from seen, one memory per
+	// zone (zoneJoinsOf): anyone with a key can fill seen with answered
+	// auth.requests, and a join pushed out of it within its window could
+	// be replayed for a fresh session token.
+	joins map[string]*recentMap[seenOutcome]
 }
 
 // NewRegistry returns an empty registry. It panics if cfg fails Validate.
@@ -206,7 +206,7 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 		hints:     newRecentMap[Hint](HintsMax),
 		sightings: newRecentMap[Sighting](SightingsMax),
 		seen:      newRecentMap[seenOutcome](seenOutcomesMax),
-		joins:     newRecentMap[seenOutcome](seenOutcomesMax),
+		joins:     map[string]*recentMap[seenOutcome]{},
 	}
 	r.zones, r.zoneIDs = newZoneStates(cfg.Zones)
 	return r
@@ -498,6 +498,9 @@ func (c *recentMap[V]) dropWhile(old func(V) bool) {
 		c.order = c.order[1:]
 	}
 }
+
+// len is the number of live entries.
+func (c *recentMap[V]) len() int { return len(c.m) }
 
 // all returns the live entries by key.
 func (c *recentMap[V]) all() map[string]V {

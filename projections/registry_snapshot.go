@@ -200,7 +200,7 @@ func (r *Registry) Snapshot() ([]byte, error) {
 		Hints:     r.hints.all(),
 		Sightings: r.sightings.all(),
 		Answered:  r.seen.all(),
-		Joins:     r.joins.all(),
+		Joins:     r.allJoins(),
 	}
 	for uri, kr := range r.keys {
 		s.Keys[uri] = kr.keys

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -252,15 +253,54 @@ func (r *Registry) zoneJoin(e *Event, p *protocol.ZoneJoin) {
 		r.zoneDeny(e, protocol.StatusUnauthorized, p.ZoneID, reason)
 		return
 	}
-	key := replayKey(e)
-	if _, replayed := r.joins.get(key); replayed {
+	key, joins := replayKey(e), r.zoneJoinsOf(p.ZoneID)
+	joins.dropWhile(func(o seenOutcome) bool { return o.At.Before(r.now.Add(-2 * r.window)) })
+	if _, replayed := joins.get(key); replayed {
 		r.zoneDeny(e, protocol.StatusConflict, p.ZoneID, "This zone.join was answered before; send a new one with a fresh timestamp")
+		return
+	}
+	if joins.len() >= ZoneJoinsMax {
+		r.zoneDeny(e, protocol.StatusTooManyRequests, p.ZoneID, fmt.Sprintf(
+			"This zone answered %d joins in the last %s; send a new one with a fresh timestamp in a few minutes", ZoneJoinsMax, 2*r.window))
 		return
 	}
 	status := r.admit(e, p, z)
 	// The outcome is remembered so that a replay is refused; the answer
 	// itself is not, since a confirm carries a session token.
-	r.remember(r.joins, key, e, Reply{Type: e.Type, Status: status})
+	r.remember(joins, key, e, Reply{Type: e.Type, Status: status})
+}
+
+// ZoneJoinsMax bounds the answered zone.joins a zone remembers, for
+// refusing replays: those of the last two signature windows, after which a
+// replay is refused as stale anyway. When a zone's memory is full of joins
+// still that recent, further joins to it are refused (429) instead of one
+// being forgotten: until 2026-12-01 one memory served every zone and
+// forgot its oldest, so anyone holding one zone's secret could flood it
+// with 65,536 joins, push out another zone's join within its window, and
+// replay that join (read from the event stream, its ID removed) for a
+// fresh session token in its sender's name (helper-87). Now a flood of a
+// zone's joins, which takes that zone's secret, delays only that zone's
+// joins.
+const ZoneJoinsMax = seenOutcomesMax // zone.joins a zone
+
+// zoneJoinsOf is the memory of zone's answered joins.
+func (r *Registry) zoneJoinsOf(zone string) *recentMap[seenOutcome] {
+	m := r.joins[zone]
+	if m == nil {
+		m = newRecentMap[seenOutcome](ZoneJoinsMax)
+		r.joins[zone] = m
+	}
+	return m
+}
+
+// allJoins is every zone's remembered joins, by replay key (a join's key
+// names its zone too, since the body does).
+func (r *Registry) allJoins() map[string]seenOutcome {
+	out := map[string]seenOutcome{}
+	for _, m := range r.joins {
+		maps.Copy(out, m.all())
+	}
+	return out
 }
 
 // admit takes the checks of zone.join that depend on the agent, answers,
