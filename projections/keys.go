@@ -260,28 +260,28 @@ func (r *Registry) bindFirstKey(e *Event, p *protocol.AuthRequest, pub crypto.Pu
 		Status: AuthStatusVerified, TrustLevel: TrustVerified, Expires: rfc3339(until), KeyID: keyID})
 }
 
-// signedAuthResponse signs an auth.response with the node's key, over the
-// FROM and TO the bridge writes on the reply: the node's URI, and the
-// request's FROM as the request spelt it.
+// signedAuthResponse is an auth.response to be signed with the node's key
+// when it is taken (Reply.sign), over the FROM and TO the bridge writes on
+// the reply: the node's URI, and the request's FROM as the request spelt
+// it.
 func (r *Registry) signedAuthResponse(e *Event, body authResponseBody) Reply {
 	body.EventID, body.Seq = e.ID, e.Seq
 	b, err := json.Marshal(body)
-	if err == nil && r.cfg.NodeKey == nil {
-		// A fold that answers no one (RegistryConfig.NodePublicKey).
-		return Reply{Type: protocol.TypeAuthResponse, Status: protocol.StatusOK, Body: b}
+	if err != nil {
+		return ErrorReply(protocol.StatusUnavailable, "the node could not write its answer: "+err.Error())
 	}
-	if err == nil {
-		var sig string
-		sig, err = protocol.Sign(r.cfg.NodeKey, r.node, e.Header(protocol.HeaderFrom), protocol.TypeAuthResponse, "", b)
-		if err == nil {
-			b, err = protocol.SetSignature(b, sig)
+	rep := Reply{Type: protocol.TypeAuthResponse, Status: protocol.StatusOK, Body: b}
+	if key := r.cfg.NodeKey; key != nil { // nil: a fold that answers no one (RegistryConfig.NodePublicKey)
+		node, to := r.node, e.Header(protocol.HeaderFrom)
+		rep.sign = func(b []byte) ([]byte, error) {
+			sig, err := protocol.Sign(key, node, to, protocol.TypeAuthResponse, "", b)
+			if err != nil {
+				return nil, err
+			}
+			return protocol.SetSignature(b, sig)
 		}
 	}
-	if err != nil {
-		b, _ = json.Marshal(errorBody{int(protocol.StatusUnavailable), "the node could not sign its answer: " + err.Error()})
-		return Reply{Type: protocol.TypeError, Status: protocol.StatusUnavailable, Body: b}
-	}
-	return Reply{Type: protocol.TypeAuthResponse, Status: protocol.StatusOK, Body: b}
+	return rep
 }
 
 func (r *Registry) authRejection(status protocol.Status, reason string) Reply {
