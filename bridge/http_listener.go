@@ -24,10 +24,23 @@ const HTTPConnectionsMax = 256 // connections
 // slots are taken, the connection idle longest is closed, as the server
 // may close any idle kept-alive connection; a client retries its request
 // on a new one.
+//
+// A connection whose client does not read its answer holds its slot, in
+// the server's eyes active, for the whole write timeout (a minute): 256
+// clients that asked for a page of history and read nothing kept
+// /healthz waiting in the listen backlog until the orchestrator gave up
+// on the node (helper-88). So when no connection is idle, the one whose
+// write has been stuck longest, for at least writeStallMax, is closed
+// instead: at capacity, clients that do not read their answers go first.
 func LimitListener(ln net.Listener, n int) *LimitedListener {
 	return &LimitedListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
-		idle: map[net.Conn]time.Time{}, wentIdle: make(chan struct{}, 1), grace: halfReceivedGrace}
+		idle: map[net.Conn]time.Time{}, open: map[*limitConn]struct{}{}, wentIdle: make(chan struct{}, 1), grace: halfReceivedGrace}
 }
+
+// writeStallMax is how long a write to a client must have been stuck
+// before its connection may be closed to make room: a client that reads
+// its answer takes it within milliseconds on any network the API serves.
+const writeStallMax = time.Second
 
 // LimitedListener is LimitListener's listener.
 type LimitedListener struct {
@@ -37,9 +50,10 @@ type LimitedListener struct {
 	closeOnce sync.Once
 
 	mu       sync.Mutex
-	idle     map[net.Conn]time.Time // open connections the server keeps alive between requests, since when
-	wentIdle chan struct{}          // a connection became idle (capacity 1)
-	grace    time.Duration          // halfReceivedGrace; set before serving
+	idle     map[net.Conn]time.Time  // open connections the server keeps alive between requests, since when
+	open     map[*limitConn]struct{} // every connection holding a slot
+	wentIdle chan struct{}           // a connection became idle (capacity 1)
+	grace    time.Duration           // halfReceivedGrace; set before serving
 }
 
 // halfReceivedGrace is how long after its last byte came in an idle
@@ -83,8 +97,17 @@ func (l *LimitedListener) Accept() (net.Conn, error) {
 // when it was accepted, so that it has halfReceivedGrace to send its
 // first bytes before it may be closed to make room.
 func (l *LimitedListener) limited(c net.Conn) *limitConn {
-	lc := &limitConn{Conn: c, release: func() { <-l.slots }}
+	lc := &limitConn{Conn: c}
+	lc.release = func() {
+		l.mu.Lock()
+		delete(l.open, lc)
+		l.mu.Unlock()
+		<-l.slots
+	}
 	lc.lastRead.Store(time.Now().UnixNano())
+	l.mu.Lock()
+	l.open[lc] = struct{}{}
+	l.mu.Unlock()
 	return lc
 }
 
@@ -108,10 +131,12 @@ func (l *LimitedListener) ConnState(c net.Conn, st http.ConnState) {
 	}
 }
 
-// closeIdlest closes the connection idle the longest, if any is. The
-// server calls a connection active only once a request's headers are in,
-// so one that read bytes within halfReceivedGrace is taking a request and
-// is left alone: closing it cost its client the answer.
+// closeIdlest closes the connection idle the longest, if any is, and
+// else the one whose write has been stuck longest, if one has been for
+// writeStallMax. The server calls a connection active only once a
+// request's headers are in, so one that read bytes within
+// halfReceivedGrace is taking a request and is left alone: closing it
+// cost its client the answer.
 func (l *LimitedListener) closeIdlest() {
 	l.mu.Lock()
 	var oldest net.Conn
@@ -123,6 +148,14 @@ func (l *LimitedListener) closeIdlest() {
 		}
 		if oldest == nil || t.Before(since) {
 			oldest, since = c, t
+		}
+	}
+	if oldest == nil {
+		stuck := now - int64(writeStallMax)
+		for lc := range l.open {
+			if w := lc.writing.Load(); w != 0 && w <= stuck {
+				oldest, stuck = lc, w
+			}
 		}
 	}
 	delete(l.idle, oldest)
@@ -141,8 +174,16 @@ type limitConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
-	// lastRead is when a read last returned bytes, in Unix nanoseconds.
-	lastRead atomic.Int64
+	// lastRead is when a read last returned bytes, and writing when the
+	// write in progress began (0: none), in Unix nanoseconds.
+	lastRead, writing atomic.Int64
+}
+
+func (c *limitConn) Write(b []byte) (int, error) {
+	c.writing.Store(time.Now().UnixNano())
+	n, err := c.Conn.Write(b)
+	c.writing.Store(0)
+	return n, err
 }
 
 func (c *limitConn) Read(b []byte) (int, error) {
