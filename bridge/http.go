@@ -20,9 +20,14 @@ import (
 
 // Bounds of the HTTP API.
 const (
-	healthTimeout = 2 * time.Second  // the health check's question to JetStream
-	seqWaitMax    = 10 * time.Second // how long ?seq=N waits for the projections
+	healthTimeout = 2 * time.Second // the health check's question to JetStream
+	seqWaitMax    = SeqWaitMax
 )
+
+// SeqWaitMax is how long a read waits for the projections to reach its
+// ?seq=N, or to end their replay after a start; a client should wait
+// longer than this for an answer.
+const SeqWaitMax = 10 * time.Second
 
 // requestBodyWait is how long the HTTP API lets a request's body take to
 // arrive, which it never reads.
@@ -422,12 +427,37 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 	return func(w http.ResponseWriter, r *http.Request) {
 		// Every answer says where the state stood, a refusal to wait too.
 		w.Header().Set("Aglx-Applied-Seq", strconv.FormatUint(api.Runner.Applied(), 10))
+		if scheme := r.PathValue("scheme"); scheme != "" {
+			// An address that is none is the client's mistake: looked up
+			// as written, /v1/reputation/foo/bar gave a score of 0.5 and
+			// an account's path in capitals "no account" (helper-88).
+			if _, err := protocol.ParseURI(scheme + "://" + r.PathValue("name")); err != nil {
+				writeJSON(w, http.StatusBadRequest, errBody(fmt.Sprintf("%s/%s is not an address: %v (write agent://bob.local as agent/bob.local)", scheme, r.PathValue("name"), err)))
+				return
+			}
+		}
+		var seq uint64 // the position asked for; 0: none
 		if s := r.URL.Query().Get("seq"); s != "" {
-			seq, err := strconv.ParseUint(s, 10, 64)
-			if err != nil {
+			var err error
+			if seq, err = strconv.ParseUint(s, 10, 64); err != nil {
 				writeJSON(w, http.StatusBadRequest, errBody("seq must be a sequence number"))
 				return
 			}
+			if durable := api.Log.Durable(); seq > durable {
+				// No acknowledgement named it: waiting would hold one of
+				// the waiters' places for nothing (helper-88).
+				writeJSON(w, http.StatusBadRequest, errBody(fmt.Sprintf("no acknowledgement has named seq %d: the log's last durable event is %d", seq, durable)))
+				return
+			}
+			if seq == 0 {
+				// Every state is at or past 0: read as without a position,
+				// which waits for the replay after a start. A client that
+				// sends its last ack's seq, 0 before its first, read a
+				// funded account as missing (helper-88).
+				r = stripSeq(r)
+			}
+		}
+		if seq > 0 {
 			if api.Runner.Applied() < seq {
 				if !api.takeWaiter(w) {
 					return
@@ -477,6 +507,15 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 	}
 }
 
+// stripSeq is r without its ?seq=.
+func stripSeq(r *http.Request) *http.Request {
+	q := r.URL.Query()
+	q.Del("seq")
+	r2 := r.Clone(r.Context())
+	r2.URL.RawQuery = q.Encode()
+	return r2
+}
+
 // takeWaiter takes one of the waitersMax places of reads that wait for a
 // log position, or answers 503 and reports false when none is free.
 func (api API) takeWaiter(w http.ResponseWriter) bool {
@@ -502,7 +541,7 @@ func (api API) giveWaiter() {
 
 // uriOf rebuilds scheme://name from a path, written canonically as the
 // node keys its state (agent/Worker05.local is agent://worker05.local);
-// what does not parse is left as it is, and is found nowhere.
+// viewAt has refused a path whose address does not parse.
 func uriOf(r *http.Request) string {
 	raw := r.PathValue("scheme") + "://" + r.PathValue("name")
 	if u, err := protocol.ParseURI(raw); err == nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/projections"
 )
 
@@ -280,8 +282,10 @@ func TestReadsWaitForTheReplay(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 		return rec.Code, rec.Body.String()
 	}
-	if code, body := get("/v1/stats"); code != http.StatusServiceUnavailable || !strings.Contains(body, "replaying") {
-		t.Fatalf("a read while replaying: %d %s; want 503 saying the node is replaying", code, body)
+	for _, path := range []string{"/v1/stats", "/v1/stats?seq=0"} { // seq 0 is no position (helper-88)
+		if code, body := get(path); code != http.StatusServiceUnavailable || !strings.Contains(body, "replaying") {
+			t.Fatalf("%s while replaying: %d %s; want 503 saying the node is replaying", path, code, body)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -300,6 +304,7 @@ func TestReadsWaitingForAPositionAreBounded(t *testing.T) {
 	stats := projections.NewStats()
 	runner := projections.NewRunner(l, quiet, stats) // never run: nothing is applied
 	h := HTTPHandler(API{Log: l, Runner: runner, Stats: stats, Edge: New(l, Config{}, quiet)})
+	appendEvents(t, l, 100) // durable, never applied
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type answer struct {
@@ -324,11 +329,12 @@ func TestReadsWaitingForAPositionAreBounded(t *testing.T) {
 	case <-time.After(seqWaitMax / 2):
 		t.Fatalf("none of %d reads for a position not reached was answered at once", waitersMax+1)
 	}
-	// A read that needs no wait is answered all the same.
+	// A read for a position no acknowledgement named is refused at once,
+	// and holds no place (helper-88).
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/stats?seq=0", nil))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("a read at seq 0 with the waiters full: %d %s", rec.Code, rec.Body.String())
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/stats?seq=101", nil))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "no acknowledgement has named seq 101") {
+		t.Fatalf("a read past the log's end with the waiters full: %d %s; want 400 saying so", rec.Code, rec.Body.String())
 	}
 	cancel()
 	for range waitersMax {
@@ -343,7 +349,8 @@ func TestReadsWaitingForAPositionAreBounded(t *testing.T) {
 // was made and then cut, so that an audit of a large ledger never got it.
 func TestSlowReadIsStillAnswered(t *testing.T) {
 	l, quiet := openBenchLog(t)
-	runner := projections.NewRunner(l, quiet) // never run: nothing to apply, seq 0 is there
+	runner := projections.NewRunner(l, quiet)
+	runUntilReady(t, runner) // nothing to apply
 	api := API{Log: l, Runner: runner}
 	const writeTimeout = 200 * time.Millisecond
 	srv := httptest.NewUnstartedServer(api.viewAt(func(*http.Request, uint64) (int, any) {
@@ -353,7 +360,7 @@ func TestSlowReadIsStillAnswered(t *testing.T) {
 	srv.Config.WriteTimeout = writeTimeout
 	srv.Start()
 	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL + "/?seq=0")
+	resp, err := srv.Client().Get(srv.URL + "/")
 	if err != nil {
 		t.Fatalf("a read slower than the server's WriteTimeout: %v; want its answer", err)
 	}
@@ -406,6 +413,7 @@ func TestRefusedReadsSayWhereTheStateIs(t *testing.T) {
 	stats := projections.NewStats()
 	runner := projections.NewRunner(l, quiet, stats) // never run: nothing is applied
 	h := HTTPHandler(API{Log: l, Runner: runner, Stats: stats, Edge: New(l, Config{}, quiet)})
+	appendEvents(t, l, 5)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the wait for seq 5 ends at once
 	rec := httptest.NewRecorder()
@@ -482,7 +490,17 @@ func TestDigestWaitingForAPositionHoldsNoOther(t *testing.T) {
 	reg := projections.NewRegistry(projections.RegistryConfig{NodeURI: "registry://localhost", NodeKey: nodeKey})
 	credits := projections.NewCredits("registry://localhost", reg, nil)
 	runner := projections.NewRunner(l, quiet, reg, credits)
-	ctx := runUntilReady(t, runner)
+	// Caught up, then stopped: the events appended next are durable, and
+	// never applied, so a digest at the last of them waits.
+	stop, stopRunner := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { runner.Run(stop); close(stopped) }()
+	<-runner.Ready()
+	stopRunner()
+	<-stopped
+	appendEvents(t, l, 1000)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	h := HTTPHandler(API{Log: l, Runner: runner, Credits: credits, Registry: reg})
 	waiting := make(chan int, 1)
 	go func() {
@@ -503,6 +521,26 @@ func TestDigestWaitingForAPositionHoldsNoOther(t *testing.T) {
 	case code := <-waiting:
 		t.Fatalf("the digest at seq 1000 was answered %d before the state got there", code)
 	default:
+	}
+}
+
+// appendEvents appends n events to l and waits until they are durable,
+// so that reads may ask for their positions (the API refuses positions no
+// acknowledgement named).
+func appendEvents(t *testing.T, l *events.Log, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ps := make([]*events.Pending, n)
+	for i := range ps {
+		id := fmt.Sprintf("01HTTPTEST%016d", i)
+		ps[i] = l.Append(ctx, &events.Envelope{ID: id, MsgID: id, Type: "agent.announce", From: "agent://x.local",
+			Transport: events.TransportUDP, ReceivedAt: time.Now().UTC(), Body: []byte(`{}`)})
+	}
+	for _, p := range ps {
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -530,6 +568,39 @@ func TestScoreNumber(t *testing.T) {
 	}{{0, "0"}, {500_000, "0.5"}, {850_000, "0.85"}, {37_500, "0.0375"}, {1, "0.000001"}, {1_000_000, "1"}} {
 		if got := string(scoreNumber(tc.in)); got != tc.want {
 			t.Errorf("scoreNumber(%d) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestAddressesThatAreNoneAre400: a path whose SCHEME/NAME is no AGLX
+// address is refused, not looked up as written (helper-88: a score of 0.5
+// for foo/bar, "no account" for an address in capitals).
+func TestAddressesThatAreNoneAre400(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	stats := projections.NewStats()
+	_, nodeKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := projections.NewRegistry(projections.RegistryConfig{NodeURI: "registry://localhost", NodeKey: nodeKey})
+	credits := projections.NewCredits("registry://localhost", reg, nil)
+	runner := projections.NewRunner(l, quiet, stats, reg, credits)
+	runUntilReady(t, runner)
+	h := HTTPHandler(API{Log: l, Runner: runner, Stats: stats, Credits: credits, Registry: reg, Edge: New(l, Config{}, quiet)})
+	for _, tc := range []struct {
+		path string
+		code int
+	}{
+		{"/v1/agents/foo/bar", http.StatusBadRequest},
+		{"/v1/accounts/agent/bob%20local", http.StatusBadRequest},
+		{"/v1/accounts/agent/bob.local", http.StatusNotFound}, // an address, with no account
+		{"/v1/accounts/agent/Bob.local", http.StatusNotFound}, // the same address in other letters
+		{"/v1/reputation/Agent/bob.local", http.StatusBadRequest}, // a scheme is lower case, as in FROM
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
+		if rec.Code != tc.code {
+			t.Errorf("GET %s: %d %s; want %d", tc.path, rec.Code, rec.Body.String(), tc.code)
 		}
 	}
 }

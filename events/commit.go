@@ -186,6 +186,7 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 		b.walSeq = walSeq
 		l.walLast = walSeq
 		l.nextSeq += uint64(len(b.events))
+		l.durable.Store(l.nextSeq - 1)
 		l.lastCommitErr.set(nil)
 	}
 	// The batch is on disk: every append in it is durable now. The event
@@ -309,6 +310,7 @@ func (l *Log) resync() bool {
 		}
 		l.walLast = seq
 		l.nextSeq = b.firstSeq + uint64(len(b.events))
+		l.durable.Store(l.nextSeq - 1)
 		l.lastCommitErr.set(nil) // a batch was stored after all
 		l.handOff(b)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aglx/ledger/protocol"
@@ -243,6 +244,9 @@ type Log struct {
 
 	// Owned by the committer goroutine once it runs.
 	nextSeq uint64 // the sequence the next event gets
+	// durable is nextSeq-1 as readers may see it: the last sequence an
+	// acknowledgement may have named (Durable).
+	durable atomic.Uint64
 	// carry is an append taken from the queue that did not fit the batch
 	// before: it starts the next one.
 	carry   *Pending
@@ -642,6 +646,12 @@ func (l *Log) setPublisherFailing(err error) {
 	err = fmt.Errorf("events: the event stream refuses events, so the log takes no new ones until it does (the write-ahead stream must not get ahead of it by more than it holds): %w", err)
 	l.pubErr.set(err)
 }
+
+// Durable is the last sequence the log has made durable, and so the
+// highest an acknowledgement may have named; the event stream may still
+// lack the last few (Published). A read that asks for a position past it
+// asks for something no acknowledgement named.
+func (l *Log) Durable() uint64 { return l.durable.Load() }
 
 // Published is the last sequence known to be in the event stream.
 func (l *Log) Published() uint64 {

@@ -32,6 +32,7 @@ func (l *Log) recover(ctx context.Context) error {
 	l.setPublished(last)
 	l.walLast = info.State.LastSeq
 	l.nextSeq = last + 1
+	l.durable.Store(last)
 	if last == 0 {
 		return nil
 	}

@@ -20,8 +20,12 @@ import (
 	"github.com/aglx/ledger/protocol"
 )
 
-// httpTimeout bounds one question to the node's HTTP API.
-const httpTimeout = 10 * time.Second
+// httpTimeout bounds one question to the node's HTTP API: longer than the
+// node lets a read wait for its replay or a position (bridge.SeqWaitMax),
+// so that the CLI prints the node's answer ("replaying, ask again")
+// instead of giving up at the same moment and blaming the address
+// (helper-88).
+const httpTimeout = bridge.SeqWaitMax + 10*time.Second
 
 // getJSON asks the node's HTTP API and decodes the answer into v.
 func getJSON(base, path string, v any) error {
