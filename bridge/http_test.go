@@ -593,8 +593,8 @@ func TestAddressesThatAreNoneAre400(t *testing.T) {
 	}{
 		{"/v1/agents/foo/bar", http.StatusBadRequest},
 		{"/v1/accounts/agent/bob%20local", http.StatusBadRequest},
-		{"/v1/accounts/agent/bob.local", http.StatusNotFound}, // an address, with no account
-		{"/v1/accounts/agent/Bob.local", http.StatusNotFound}, // the same address in other letters
+		{"/v1/accounts/agent/bob.local", http.StatusNotFound},     // an address, with no account
+		{"/v1/accounts/agent/Bob.local", http.StatusNotFound},     // the same address in other letters
 		{"/v1/reputation/Agent/bob.local", http.StatusBadRequest}, // a scheme is lower case, as in FROM
 	} {
 		rec := httptest.NewRecorder()
