@@ -104,11 +104,17 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 		for _, p := range rep.Problems {
 			fmt.Fprintln(stdout, "  -", p)
 		}
-		return exitCode(1)
+		return exitCode(auditDiscrepancies)
 	}
 	fmt.Fprintf(stdout, "\nOK: every posting to seq %d checked, the sum is zero, and the node's ledger matches the log there.\n", rep.AppliedSeq)
 	return nil
 }
+
+// auditDiscrepancies is aglx audit's exit status when it found the ledger
+// wrong, apart from 1, an audit that could not be made (the node or NATS
+// unreachable, --wait run out): a cron job must tell a wrong ledger from
+// an outage (helper-88).
+const auditDiscrepancies = 3
 
 // Bounds of waitApplied.
 const (

@@ -97,11 +97,14 @@ func startAuditNode(t *testing.T) auditNode {
 		http: "http://" + hln.Addr().String(), keyPath: keyPath, startFolds: start}
 }
 
-// mint credits to with amount through aglx mint.
+// mint credits to with amount through aglx mint. This node's edge
+// answers 202 and leaves the verdict to the state, which aglx mint calls
+// an unknown outcome (exit mintUnknown).
 func (n auditNode) mint(t *testing.T, to, amount string) {
 	t.Helper()
 	var out strings.Builder
-	if err := runMint([]string{"--key", n.keyPath, "--addr", n.tcp, "--http", n.http, "--to", to, "--amount", amount}, &out); err != nil {
+	err := runMint([]string{"--key", n.keyPath, "--addr", n.tcp, "--http", n.http, "--to", to, "--amount", amount}, &out)
+	if code, ok := err.(exitCode); err != nil && (!ok || code != mintUnknown) {
 		t.Fatalf("aglx mint = %v\n%s", err, out.String())
 	}
 }
@@ -227,9 +230,12 @@ func TestMintAgainWithItsTxIDMintsOnce(t *testing.T) {
 	n.startFolds()
 	const to = "agent://dave.local"
 	args := []string{"--key", n.keyPath, "--addr", n.tcp, "--http", n.http, "--to", to, "--amount", "5"}
+	// This test node answers 202 and leaves the verdict to the state: the
+	// outcome is unknown, which is no success (exit 3, helper-88).
+	unknown := func(err error) bool { code, ok := err.(exitCode); return ok && code == mintUnknown }
 	var first strings.Builder
-	if err := runMint(args, &first); err != nil {
-		t.Fatalf("aglx mint = %v\n%s", err, first.String())
+	if err := runMint(args, &first); !unknown(err) {
+		t.Fatalf("aglx mint = %v, want exit %d (recorded, outcome unknown)\n%s", err, mintUnknown, first.String())
 	}
 	_, rest, ok := strings.Cut(first.String(), "--tx-id ")
 	id, _, _ := strings.Cut(rest, ")")
@@ -237,7 +243,7 @@ func TestMintAgainWithItsTxIDMintsOnce(t *testing.T) {
 		t.Fatalf("aglx mint printed no transaction id to retry with:\n%s", first.String())
 	}
 	var again strings.Builder
-	if err := runMint(append(args, "--tx-id", id), &again); err != nil {
+	if err := runMint(append(args, "--tx-id", id), &again); !unknown(err) {
 		t.Fatalf("aglx mint --tx-id %s = %v\n%s", id, err, again.String())
 	}
 	// Both stored (this test node answers 202 and leaves the verdict to
@@ -280,5 +286,32 @@ func TestAuditWaitStopsOnCtrlC(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the wait went on after Ctrl-C")
+	}
+}
+
+// TestMintRefusesWhatItWouldMisread: a --reason of several words unquoted
+// recorded its first word and dropped the rest, and a --to that is no
+// address was announced as minted to before the node refused it
+// (helper-88). Both are refused before anything is sent.
+func TestMintRefusesWhatItWouldMisread(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // in the error; "" for exit status 2
+	}{
+		{[]string{"--to", "agent://a.local", "--amount", "5", "--reason", "my", "reason"}, ""},
+		{[]string{"--to", "a.local", "--amount", "5"}, "--to"},
+		{[]string{"--to", "Agent://a.local", "--amount", "5"}, "--to"},
+	} {
+		var out strings.Builder
+		err := runMint(append(tc.args, "--key", "/nonexistent", "--http", "http://127.0.0.1:1"), &out)
+		switch code, ok := err.(exitCode); {
+		case tc.want == "" && (!ok || code != 2):
+			t.Errorf("aglx mint %q = %v, want exit 2", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("aglx mint %q = %v, want an error naming %s", tc.args, err, tc.want)
+		}
+		if strings.Contains(out.String(), "minting") {
+			t.Errorf("aglx mint %q announced a mint it did not send:\n%s", tc.args, out.String())
+		}
 	}
 }

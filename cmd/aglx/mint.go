@@ -18,6 +18,10 @@ import (
 // with the node's key, which the ledger books against the issuance account.
 // It asks the node's HTTP API for its name and checks that the key file is
 // the node's key before it sends anything.
+// mintUnknown is aglx mint's exit status when the mint was recorded but
+// the ledger's verdict did not come in time: it may still be refused.
+const mintUnknown = 3
+
 func runMint(args []string, stdout io.Writer) error {
 	fs := newFlagSet("mint")
 	to := fs.String("to", "", "the account to credit, e.g. agent://worker05.local")
@@ -32,6 +36,16 @@ func runMint(args []string, stdout io.Writer) error {
 	}
 	if *to == "" || *amount == "" {
 		return errors.New("--to and --amount are required")
+	}
+	if fs.NArg() > 0 {
+		// --reason my reason recorded "my" and dropped the rest (helper-88).
+		fmt.Fprintf(fs.Output(), "aglx mint: unexpected %q: quote a --reason of several words\n", fs.Arg(0))
+		return exitCode(2)
+	}
+	if u, err := protocol.ParseURI(*to); err != nil {
+		return fmt.Errorf("--to: %w", err)
+	} else {
+		*to = u.String()
 	}
 	a, err := protocol.ParseAmount(*amount)
 	if err != nil {
@@ -102,7 +116,7 @@ func runMint(args []string, stdout io.Writer) error {
 		// Recorded, but the ledger's verdict did not come in time: the
 		// credit may still be refused (a limit, a figure out of range).
 		fmt.Fprintf(stdout, "\nrecorded, but the ledger's answer did not come in time: see `aglx balance %s` for whether %s was credited\n", *to, *amount)
-		return nil
+		return exitCode(mintUnknown) // not a success a script may go on from (helper-88)
 	}
 	// The ack's figures are the sender's: the node's issuance account,
 	// which goes negative by what it has issued. Say what happened.
