@@ -236,13 +236,16 @@ func HTTPHandler(api API) http.Handler {
 		if n := len(f.Status); n > protocol.LabelSizeMax {
 			return http.StatusBadRequest, errBody(fmt.Sprintf("status= is %d bytes; an agent's status is at most %d", n, protocol.LabelSizeMax))
 		}
-		agents := api.Registry.Agents(f)
+		agents, next := api.Registry.Agents(f)
 		out := map[string]any{"agents": agents}
+		if next != "" {
+			out["next"] = next // the page looked at its bound of agents: go on with ?after=
+		}
 		// A status is the agent's own word, so one that matches nothing
 		// cannot be refused as unknown: it may be a typo or a word no agent
 		// uses at the moment. The answer lists the ones in use instead, so
 		// that a client can tell (aglx agents makes it an error).
-		if f.Status != "" && len(agents) == 0 {
+		if f.Status != "" && len(agents) == 0 && next == "" {
 			if known, held := api.Registry.StatusKnown(f.Status); !known {
 				out["statuses"] = held
 			}

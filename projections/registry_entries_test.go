@@ -64,10 +64,10 @@ func TestTTLAndFetch(t *testing.T) {
 	}
 
 	// The registry's clock is the latest event time: 2 minutes.
-	if got := h.r.Agents(AgentFilter{Status: "expired"}); len(got) != 1 || got[0].AgentURI != a {
+	if got := pageOf(h.r.Agents(AgentFilter{Status: "expired"})); len(got) != 1 || got[0].AgentURI != a {
 		t.Errorf("Agents(EXPIRED) = %+v, want a", got)
 	}
-	if got := h.r.Agents(AgentFilter{Capability: "data.analyze"}); len(got) != 3 {
+	if got := pageOf(h.r.Agents(AgentFilter{Capability: "data.analyze"})); len(got) != 3 {
 		t.Errorf("Agents(data.analyze) = %d agents, want all 3 (expired ones included)", len(got))
 	}
 	d, _ := h.r.Agent(a)
@@ -104,8 +104,8 @@ func TestTTLAndFetch(t *testing.T) {
 	if !bytes.Equal(s1, s2) {
 		t.Errorf("replayed Snapshot differs:\n got %s\nwant %s", s2, s1)
 	}
-	v1, _ := json.Marshal(h.r.Agents(AgentFilter{}))
-	v2, _ := json.Marshal(r2.Agents(AgentFilter{}))
+	v1, _ := json.Marshal(pageOf(h.r.Agents(AgentFilter{})))
+	v2, _ := json.Marshal(pageOf(r2.Agents(AgentFilter{})))
 	if !bytes.Equal(v1, v2) {
 		t.Errorf("replayed Agents differ:\n got %s\nwant %s", v2, v1)
 	}
@@ -137,7 +137,7 @@ func TestFetchPages(t *testing.T) {
 	if len(all) != n || all[0] != "agent://n000.local" || all[n-1] != fmt.Sprintf("agent://n%03d.local", n-1) {
 		t.Errorf("pages gave %d entries (%s ... %s), want %d in order", len(all), all[0], all[len(all)-1], n)
 	}
-	if got := h.r.Agents(AgentFilter{After: "agent://n100.local", Limit: 5}); len(got) != 5 || got[0].AgentURI != "agent://n101.local" {
+	if got := pageOf(h.r.Agents(AgentFilter{After: "agent://n100.local", Limit: 5})); len(got) != 5 || got[0].AgentURI != "agent://n101.local" {
 		t.Errorf("Agents(after n100, 5) = %d starting %v", len(got), got)
 	}
 }
@@ -208,7 +208,7 @@ func TestSyncMerge(t *testing.T) {
 	if d, ok := h.r.Agent("agent://rumour.local"); !ok || d.Registered || d.Hint == nil {
 		t.Errorf("Agent(rumour) = %+v, want a hint only", d)
 	}
-	if got := h.r.Agents(AgentFilter{}); len(got) != 2 {
+	if got := pageOf(h.r.Agents(AgentFilter{})); len(got) != 2 {
 		t.Errorf("Agents() = %d, want 2: hints are not agents", len(got))
 	}
 }
@@ -341,7 +341,7 @@ func TestOwnRegistrationDropsWhatAPeerSaid(t *testing.T) {
 	if c, _ := h.r.Contact(sink, at.Add(time.Minute)); c != "127.0.0.1:7000" {
 		t.Errorf("Contact a minute after the agent registered = %q, want its address", c)
 	}
-	if got := h.r.Agents(AgentFilter{Limit: 10}); len(got) != 1 || got[0].Status != StatusReady || got[0].AgentID != "x-1" {
+	if got := pageOf(h.r.Agents(AgentFilter{Limit: 10})); len(got) != 1 || got[0].Status != StatusReady || got[0].AgentID != "x-1" {
 		t.Errorf("Agents = %+v; want the sink READY, with the agent_id the peer gave", got)
 	}
 	// A rebuild from the log reaches the same registry.
@@ -379,5 +379,38 @@ func TestStatusKnown(t *testing.T) {
 	}
 	if _, held := newHarness(t).r.StatusKnown("bogus"); held == nil || len(held) != 0 {
 		t.Errorf("StatusKnown on an empty registry lists %#v, want an empty list", held)
+	}
+}
+
+// pageOf is an Agents page without where to go on.
+func pageOf(page []AgentView, _ string) []AgentView { return page }
+
+// TestAgentsLooksAtABoundedNumber: a filter that matches few agents looks
+// at no more than AgentsScanMax of them for a page, and says where to go
+// on; the pages together list every match (helper-88: half a second under
+// the fold's read lock at a million agents).
+func TestAgentsLooksAtABoundedNumber(t *testing.T) {
+	h := newHarness(t)
+	const n = AgentsScanMax + 500
+	for i := range n {
+		caps := `[]`
+		if i%1000 == 999 {
+			caps = `["rare"]`
+		}
+		h.r.Apply(h.event(frame(fmt.Sprintf("agent://n%06d.local", i), testNode, protocol.TypeRegistryUpdate,
+			fmt.Sprintf(`{"agent_name":"N","capabilities":%s,"ttl":3600}`, caps)), regT0))
+	}
+	var all []AgentView
+	after, pages := "", 0
+	for {
+		page, next := h.r.Agents(AgentFilter{Capability: "rare", After: after})
+		all, pages = append(all, page...), pages+1
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if pages != 2 || len(all) != n/1000 {
+		t.Fatalf("%d pages listing %d agents; want 2 pages and every one of the %d", pages, len(all), n/1000)
 	}
 }

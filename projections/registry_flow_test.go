@@ -93,7 +93,7 @@ func TestFlowWithRealKeys(t *testing.T) {
 	if z, _ := h.r.Zone("research-hub"); len(z.Members) != 1 || z.Members[0].AgentURI != alice || !z.Members[0].Active {
 		t.Errorf("Zone(research-hub) = %+v; want alice, active", z)
 	}
-	if got := h.r.Agents(AgentFilter{Zone: "research-hub"}); len(got) != 1 || got[0].AgentURI != alice {
+	if got := pageOf(h.r.Agents(AgentFilter{Zone: "research-hub"})); len(got) != 1 || got[0].AgentURI != alice {
 		t.Errorf("Agents(zone research-hub) = %+v; want alice", got)
 	}
 

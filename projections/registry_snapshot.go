@@ -64,15 +64,29 @@ type AgentDetail struct {
 	Reputation float64 `json:"reputation"`
 }
 
+// AgentsScanMax bounds the agents one Agents query looks at. A page is
+// read under the fold's read lock, which holds up every reply, and a
+// filter that matches few agents walked all of them, up to a million:
+// half a second per anonymous request (helper-88). A query that stops
+// there says where to go on (next), as /v1/handshakes does.
+const AgentsScanMax = 10_000 // agents
+
 // Agents lists registered agents, expired ones included (they show as
-// EXPIRED), sorted by URI.
-func (r *Registry) Agents(f AgentFilter) []AgentView {
+// EXPIRED), sorted by URI. It looks at no more than AgentsScanMax; when it
+// stops there, next is the last URI it looked at, for f.After to go on
+// from, else "".
+func (r *Registry) Agents(f AgentFilter) (page []AgentView, next string) {
 	limit := f.Limit
 	if limit <= 0 || limit > AgentsPageMax {
 		limit = AgentsPageMax
 	}
 	out := []AgentView{}
+	scanned := 0
 	r.sorted.after(f.After, func(uri string) bool {
+		if scanned++; scanned > AgentsScanMax {
+			return false
+		}
+		next = uri
 		a := r.agents[uri]
 		if f.Status != "" && !strings.EqualFold(a.statusAt(r.now), f.Status) {
 			return true
@@ -87,7 +101,10 @@ func (r *Registry) Agents(f AgentFilter) []AgentView {
 		out = append(out, r.agentView(uri, a, zones))
 		return len(out) < limit
 	})
-	return out
+	if scanned <= AgentsScanMax {
+		next = "" // the page filled, or the registry ended
+	}
+	return out, next
 }
 
 // StatusesShownMax bounds the statuses StatusKnown lists.
@@ -101,9 +118,12 @@ const StatusesShownMax = 32 // statuses
 // protocol.LabelSizeMax bytes), so there is no closed list of statuses to
 // check a filter against: what the agents have is the best answer to a
 // filter that matches none of them, a typo or a word nobody uses now.
-// It walks every agent, as long as an Agents query that matches none, so
-// callers ask it only after one.
+// It walks every agent, so callers ask it only after an Agents query that
+// matched none in a registry of at most AgentsScanMax agents.
 func (r *Registry) StatusKnown(status string) (known bool, held []string) {
+	if len(r.agents) > AgentsScanMax {
+		return true, nil // too many to walk: say nothing
+	}
 	if strings.EqualFold(status, StatusReady) || strings.EqualFold(status, StatusExpired) {
 		return true, nil
 	}

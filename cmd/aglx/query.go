@@ -278,6 +278,9 @@ func runAgents(args []string, stdout io.Writer) error {
 		Agents []map[string]any `json:"agents"`
 		// Statuses are those in use, when no agent has the one asked.
 		Statuses *[]string `json:"statuses,omitempty"`
+		// Next is where to go on when the node stopped looking before the
+		// page filled (projections.AgentsScanMax).
+		Next string `json:"next,omitempty"`
 	}
 	if err := getJSON(*api, "/v1/agents?"+q.Encode(), &v); err != nil {
 		return err
@@ -297,7 +300,9 @@ func runAgents(args []string, stdout io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if n := len(v.Agents); n >= projections.AgentsPageMax {
+	if v.Next != "" {
+		fmt.Fprintf(stdout, "(the node looked at %d agents for this page and stopped; there may be more: add --after %s)\n", projections.AgentsScanMax, v.Next)
+	} else if n := len(v.Agents); n >= projections.AgentsPageMax {
 		fmt.Fprintf(stdout, "(a full page: there may be more; add --after %v)\n", v.Agents[n-1]["agent_uri"])
 	}
 	return nil
