@@ -187,6 +187,8 @@ type Server struct {
 	cfg Config
 	lg  *slog.Logger
 	n   counters
+	// binds bounds the auth.requests taken from one host (bind_limit.go).
+	binds *bindLimiter
 
 	mu sync.Mutex
 	// closing is set, under mu, when Shutdown begins; read under mu where
@@ -222,7 +224,7 @@ func New(log *events.Log, cfg Config, lg *slog.Logger) *Server {
 		lg = slog.Default()
 	}
 	s := &Server{
-		log: log, cfg: cfg.withDefaults(), lg: lg,
+		log: log, cfg: cfg.withDefaults(), lg: lg, binds: newBindLimiter(),
 		listeners: map[net.Listener]struct{}{},
 		packets:   map[net.PacketConn]struct{}{},
 		conns:     map[*conn]struct{}{},
