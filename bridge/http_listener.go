@@ -179,12 +179,28 @@ type limitConn struct {
 	lastRead, writing atomic.Int64
 }
 
+// Write writes b in pieces of writePieceMax, stamping writing before
+// each: net/http hands a whole body to one Write, and stamped once, a
+// client reading a third of a megabyte steadily over a slow link looked
+// stuck after a second and was cut (helper-89). Stuck now means no piece
+// went out for writeStallMax.
 func (c *limitConn) Write(b []byte) (int, error) {
-	c.writing.Store(time.Now().UnixNano())
-	n, err := c.Conn.Write(b)
-	c.writing.Store(0)
-	return n, err
+	defer c.writing.Store(0)
+	n := 0
+	for n < len(b) {
+		c.writing.Store(time.Now().UnixNano())
+		m, err := c.Conn.Write(b[n:min(len(b), n+writePieceMax)])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
+
+// writePieceMax is the most a connection writes at once: at 32 KiB a
+// piece, a client reading at 32 KB/s or more is never taken for stuck.
+const writePieceMax = 32 << 10 // bytes
 
 func (c *limitConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
