@@ -273,13 +273,13 @@ func (r *Registry) signedAuthResponse(e *Event, body authResponseBody) Reply {
 	rep := Reply{Type: protocol.TypeAuthResponse, Status: protocol.StatusOK, Body: b}
 	if key := r.cfg.NodeKey; key != nil { // nil: a fold that answers no one (RegistryConfig.NodePublicKey)
 		node, to := r.node, e.Header(protocol.HeaderFrom)
-		rep.sign = func(b []byte) ([]byte, error) {
+		rep.sign = &lazySignature{fn: func(b []byte) ([]byte, error) {
 			sig, err := protocol.Sign(key, node, to, protocol.TypeAuthResponse, "", b)
 			if err != nil {
 				return nil, err
 			}
 			return protocol.SetSignature(b, sig)
-		}
+		}}
 	}
 	return rep
 }

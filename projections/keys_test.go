@@ -80,6 +80,34 @@ func TestTheFoldSignsNoAuthResponse(t *testing.T) {
 	}
 }
 
+// TestAResendIsNotSignedAgain: a reply taken again (a resend answered
+// from the outbox) is signed once, not at every take: a resend stores
+// nothing and costs its sender nothing, and with an RSA node key each
+// signature cost milliseconds (helper-89).
+func TestAResendIsNotSignedAgain(t *testing.T) {
+	nk := &countingSigner{Signer: newRSA(t)}
+	h := newHarness(t, func(c *RegistryConfig) { c.NodeKey = nk })
+	k := newEd25519(t)
+	e := h.event(signed(t, k, frame("agent://a.local", testNode, protocol.TypeAuthRequest,
+		fmt.Sprintf(`{"agent_id":"a","public_key":%q,"timestamp":%q}`, pubText(t, k), ts(regT0)))), regT0)
+	h.applyEvent(e)
+	var first []byte
+	for i := range 20 {
+		rep, ok, err := h.out.Take(e.Seq)
+		if !ok || err != nil || rep.Type != protocol.TypeAuthResponse {
+			t.Fatalf("Take = %+v %v %v", rep, ok, err)
+		}
+		if i == 0 {
+			first = rep.Body
+		} else if !bytes.Equal(rep.Body, first) {
+			t.Fatalf("take %d differs from the first", i)
+		}
+	}
+	if n := nk.n.Load(); n != 1 {
+		t.Fatalf("20 takes of one reply made %d node signatures; want 1", n)
+	}
+}
+
 func TestAuthRequestKeys(t *testing.T) {
 	const erin = "agent://erin.local"
 	weak, err := rsa.GenerateKey(rand.Reader, 1024)

@@ -43,7 +43,19 @@ type Reply struct {
 	// and again for every auth.request in the log at each start, while
 	// every reply waited on the fold (helper-87). A replay answers no one,
 	// and a reply nobody takes is never signed.
-	sign func(body []byte) ([]byte, error)
+	sign *lazySignature
+}
+
+// lazySignature signs a reply's body once, when it is first taken, and
+// keeps the result for every later take: the copies of a Reply (the
+// outbox's, the registry's memory of answered requests) share it, so a
+// resend, which costs its sender nothing, does not cost the node a
+// signature each time (helper-89).
+type lazySignature struct {
+	fn   func(body []byte) ([]byte, error)
+	once sync.Once
+	body []byte
+	err  error
 }
 
 // signed is r with its body signed, if it is to be (sign).
@@ -51,11 +63,12 @@ func (r Reply) signed() Reply {
 	if r.sign == nil {
 		return r
 	}
-	b, err := r.sign(r.Body)
-	if err != nil {
-		return ErrorReply(protocol.StatusUnavailable, "the node could not sign its answer: "+err.Error())
+	ls := r.sign
+	ls.once.Do(func() { ls.body, ls.err = ls.fn(r.Body) })
+	if ls.err != nil {
+		return ErrorReply(protocol.StatusUnavailable, "the node could not sign its answer: "+ls.err.Error())
 	}
-	r.Body, r.sign = b, nil
+	r.Body, r.sign = ls.body, nil
 	return r
 }
 
