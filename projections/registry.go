@@ -180,6 +180,9 @@ type Registry struct {
 	// auth.requests, and a join pushed out of it within its window could
 	// be replayed for a fresh session token.
 	joins map[string]*recentMap[seenOutcome]
+	// joinsFull holds, by zone, the latest timestamp of a join refused
+	// because the zone's memory was full (zones.go).
+	joinsFull map[string]time.Time
 }
 
 // NewRegistry returns an empty registry. It panics if cfg fails Validate.

@@ -201,6 +201,10 @@ type registrySnapshot struct {
 	Sightings map[string]Sighting     `json:"sightings"`
 	Answered  map[string]seenOutcome  `json:"answered"`
 	Joins     map[string]seenOutcome  `json:"joins_answered"`
+	// JoinsFull is, by zone, the latest timestamp of a join the zone
+	// refused for a full memory (joinsFull); left out when there is none,
+	// as there was none before it.
+	JoinsFull map[string]time.Time `json:"joins_full,omitempty"`
 }
 
 type zoneSnapshot struct {
@@ -221,6 +225,7 @@ func (r *Registry) Snapshot() ([]byte, error) {
 		Sightings: r.sightings.all(),
 		Answered:  r.seen.all(),
 		Joins:     r.allJoins(),
+		JoinsFull: r.joinsFull,
 	}
 	for uri, kr := range r.keys {
 		s.Keys[uri] = kr.keys

@@ -254,12 +254,32 @@ func (r *Registry) zoneJoin(e *Event, p *protocol.ZoneJoin) {
 		return
 	}
 	key, joins := replayKey(e), r.zoneJoinsOf(p.ZoneID)
-	joins.dropWhile(func(o seenOutcome) bool { return o.At.Before(r.now.Add(-2 * r.window)) })
+	horizon := r.now.Add(-2 * r.window)
+	joins.dropWhile(func(o seenOutcome) bool { return o.At.Before(horizon) })
 	if _, replayed := joins.get(key); replayed {
 		r.zoneDeny(e, protocol.StatusConflict, p.ZoneID, "This zone.join was answered before; send a new one with a fresh timestamp")
 		return
 	}
+	// A join refused for a full memory (below) is not remembered, so one
+	// stamped no later than the latest such join may be a copy of one
+	// (read from the event stream, its ID removed), which, sent again once
+	// the memory had room, was admitted (helper-89). It is refused until
+	// no such copy can still be within the window.
+	if full, ok := r.joinsFull[p.ZoneID]; ok {
+		if full.Before(horizon) {
+			delete(r.joinsFull, p.ZoneID)
+		} else if !p.Timestamp.Time.After(full) {
+			r.zoneDeny(e, protocol.StatusConflict, p.ZoneID, "This zone.join is stamped no later than joins the zone refused while its memory was full; send a new one with a fresh timestamp")
+			return
+		}
+	}
 	if joins.len() >= ZoneJoinsMax {
+		if r.joinsFull == nil {
+			r.joinsFull = map[string]time.Time{}
+		}
+		if t := p.Timestamp.Time.UTC(); t.After(r.joinsFull[p.ZoneID]) {
+			r.joinsFull[p.ZoneID] = t
+		}
 		r.zoneDeny(e, protocol.StatusTooManyRequests, p.ZoneID, fmt.Sprintf(
 			"This zone answered %d joins in the last %s; send a new one with a fresh timestamp in a few minutes", ZoneJoinsMax, 2*r.window))
 		return
