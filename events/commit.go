@@ -135,7 +135,7 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 			digest = contentDigest(e)
 			if a, first, ok := l.ids.lookup(e.MsgID, e.ReceivedAt); ok {
 				if first != digest {
-					p.fail(protocol.Errorf(protocol.StatusConflict, "the ID %s was used for another message (TYPE, TO, CREDITS or body differ) within the last %s; a resend must be the same message, a new message needs a new ID",
+					p.fail(protocol.Errorf(protocol.StatusConflict, "the ID %s was used for another message (TYPE, TO, a header or the body differ) within the last %s; a resend must be the same message, a new message needs a new ID",
 						e.Header(protocol.HeaderID), l.cfg.DuplicateWindow))
 					continue
 				}

@@ -14,14 +14,16 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
+// mintUnknown is aglx mint's exit status when whether the mint was
+// booked is not known: it was recorded but the ledger's verdict did not
+// come in time, or it was sent and no answer, or a 5xx, came back (the
+// store may have taken it after all). Run it again with its --tx-id.
+const mintUnknown = 3
+
 // runMint issues credits: a credit.transfer from the node's own URI, signed
 // with the node's key, which the ledger books against the issuance account.
 // It asks the node's HTTP API for its name and checks that the key file is
 // the node's key before it sends anything.
-// mintUnknown is aglx mint's exit status when the mint was recorded but
-// the ledger's verdict did not come in time: it may still be refused.
-const mintUnknown = 3
-
 func runMint(args []string, stdout io.Writer) error {
 	fs := newFlagSet("mint")
 	to := fs.String("to", "", "the account to credit, e.g. agent://worker05.local")
@@ -34,13 +36,13 @@ func runMint(args []string, stdout io.Writer) error {
 	if stop, err := parseFlags(fs, args); stop {
 		return err
 	}
-	if *to == "" || *amount == "" {
-		return errors.New("--to and --amount are required")
-	}
 	if fs.NArg() > 0 {
 		// --reason my reason recorded "my" and dropped the rest (helper-88).
 		fmt.Fprintf(fs.Output(), "aglx mint: unexpected %q: quote a --reason of several words\n", fs.Arg(0))
 		return exitCode(2)
+	}
+	if *to == "" || *amount == "" {
+		return errors.New("--to and --amount are required")
 	}
 	if u, err := protocol.ParseURI(*to); err != nil {
 		return fmt.Errorf("--to: %w", err)
@@ -106,10 +108,19 @@ func runMint(args []string, stdout io.Writer) error {
 	}
 	reply, err := c.ReadReply()
 	if err != nil {
-		return fmt.Errorf("reading the reply: %w", err)
+		// Sent, and no answer: it may be booked. Exit 1 said "refused",
+		// and a script that minted again under a new id paid twice
+		// (helper-89).
+		fmt.Fprintf(stdout, "sent, but no answer came (%v): run again with --tx-id %s, and the ledger books it once\n", err, id)
+		return exitCode(mintUnknown)
 	}
 	stdout.Write(protocol.Encode(reply))
 	if reply.Type() == "error" {
+		if strings.HasPrefix(reply.Value(protocol.HeaderStatus), "5") {
+			// "may or may not be stored": the store may have taken it.
+			fmt.Fprintf(stdout, "\nthe node could not say whether it stored the mint: run again with --tx-id %s, and the ledger books it once\n", id)
+			return exitCode(mintUnknown)
+		}
 		return exitCode(1)
 	}
 	if strings.HasPrefix(reply.Value(protocol.HeaderStatus), "202") {

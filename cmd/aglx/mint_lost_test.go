@@ -1,0 +1,58 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aglx/ledger/bridge"
+	"github.com/aglx/ledger/protocol"
+)
+
+// TestMintWithALostReplyIsUnknown: a mint whose frame was written and
+// whose reply was lost (the node took it, then the connection dropped)
+// may be booked: aglx mint exits 3, outcome unknown, and says to run it
+// again with its --tx-id. It exited 1, which says "refused", and a script
+// that minted again under a new transaction id paid twice (helper-89).
+func TestMintWithALostReplyIsUnknown(t *testing.T) {
+	key, err := protocol.GenerateKey(protocol.KeyEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := protocol.MarshalPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(t.TempDir(), "node.key")
+	if err := os.WriteFile(keyPath, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(bridge.NodeInfo{Name: "registry://localhost", KeyID: protocol.KeyID(key.Public())})
+	}))
+	defer api.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // takes the frame, then the connection drops before the reply
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		d := protocol.NewDecoder(c, protocol.DecoderOptions{})
+		d.Decode()
+		c.Close()
+	}()
+	var out strings.Builder
+	err = runMint([]string{"--key", keyPath, "--addr", ln.Addr().String(), "--http", api.URL, "--to", "agent://a.local", "--amount", "5"}, &out)
+	if code, ok := err.(exitCode); !ok || code != mintUnknown {
+		t.Fatalf("aglx mint with the reply lost after sending = %v (exit 1: 'refused'); want exit %d, outcome unknown\n%s", err, mintUnknown, out.String())
+	}
+}
