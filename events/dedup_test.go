@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aglx/ledger/protocol"
 	"pgregory.net/rapid"
 )
 
@@ -176,5 +177,34 @@ func TestResendWithinTheWindowOutOfOrder(t *testing.T) {
 	}
 	if !a.Duplicate || a.Seq != first.Seq {
 		t.Fatalf("a resend received 119 s after the first = %+v; want a duplicate of seq %d", a, first.Seq)
+	}
+}
+
+// TestContentDigestOfHeaders: header names count in any letters and any
+// order of names, but one name's values in the order they came, since
+// every reader takes the first (helper-89).
+func TestContentDigestOfHeaders(t *testing.T) {
+	env := func(hs ...string) *Envelope {
+		e := &Envelope{Type: "ack", To: "agent://b.local", Body: []byte(`{}`)}
+		for i := 0; i < len(hs); i += 2 {
+			e.Headers = append(e.Headers, protocol.Header{Name: hs[i], Value: hs[i+1]})
+		}
+		return e
+	}
+	tests := []struct {
+		name string
+		a, b *Envelope
+		same bool
+	}{
+		{"names in other letters and order", env("X-A", "1", "X-B", "2"), env("x-b", "2", "x-a", "1"), true},
+		{"one name's values in another order", env("X-A", "1", "X-A", "2"), env("X-A", "2", "X-A", "1"), false},
+		{"a value moved to another name", env("X-A", "1", "X-B", "2"), env("X-A", "2", "X-B", "1"), false},
+		{"the key's headers do not count", env("FROM", "agent://a.local", "ID", "1"), env("FROM", "agent://c.local", "ID", "2"), true},
+		{"a name longer than a buffer", env(strings.Repeat("x", 200), "1"), env(strings.Repeat("X", 200), "1"), true},
+	}
+	for _, tc := range tests {
+		if got := contentDigest(tc.a) == contentDigest(tc.b); got != tc.same {
+			t.Errorf("%s: same digest %v, want %v", tc.name, got, tc.same)
+		}
 	}
 }
