@@ -49,6 +49,15 @@ type AuditReport struct {
 	Events, Postings, Accounts int
 	AppliedSeq                 uint64
 	Digest, NodeDigest         string
+	// Unvouched counts the credit messages in the node's name (mints,
+	// adjustments) that its current key does not vouch for, and that the
+	// ledger therefore did not book; UnvouchedFirst is the first one's
+	// seq. They are no discrepancy (the node's ledger refused them too),
+	// but an auditor must hear of them: a store started under another key
+	// (--take-over-store) refuses every earlier mint this way, and the
+	// balances they made are gone (helper-88).
+	Unvouched      int
+	UnvouchedFirst uint64
 	// Problems lists the first auditProblemsMax discrepancies;
 	// ProblemsTotal counts them all.
 	Problems      []string
@@ -95,6 +104,11 @@ func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodePub crypto.P
 		return d
 	}
 	credits.Observe = func(e *Event, out ledger.Outcome) {
+		if e.From == nodeURI && out.Status == protocol.StatusUnauthorized {
+			if rep.Unvouched++; rep.Unvouched == 1 {
+				rep.UnvouchedFirst = e.Seq
+			}
+		}
 		p := out.Posting
 		if p.Seq == 0 {
 			return

@@ -95,6 +95,10 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "node:            %s, key %s\naudited:         the log to seq %d (its end when the audit started: seq %d)\nevents folded:   %d (to seq %d)\npostings:        %d\naccounts:        %d\nledger digest:   %s\nnode digest:     %s\n",
 		node.Name, keyID, rep.AppliedSeq, end, rep.Events, rep.AppliedSeq, rep.Postings, rep.Accounts, rep.Digest, rep.NodeDigest)
+	if rep.Unvouched > 0 {
+		fmt.Fprintf(stdout, "\nnote: %d credit messages in the node's name (mints, adjustments), the first at seq %d, are not signed by its current key %s, and the ledger did not book them: was the store taken over under another key (--take-over-store), or are they forged? (docs/OPERATIONS.md, --node-key)\n",
+			rep.Unvouched, rep.UnvouchedFirst, keyID)
+	}
 	if len(rep.Problems) > 0 {
 		fmt.Fprintf(stdout, "\n%d discrepancies", rep.ProblemsTotal)
 		if rep.ProblemsTotal > len(rep.Problems) {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -49,5 +51,39 @@ func TestAuditChecksThePositionItIsGiven(t *testing.T) {
 				t.Fatalf("problems %q, want one with %q", got, tt.problem)
 			}
 		})
+	}
+}
+
+// TestAuditNotesMintsTheNodesKeyDoesNotVouchFor: a credit message in the
+// node's name that its key does not vouch for (a forgery here; after a
+// --take-over-store, every earlier mint) is refused by the ledger, live
+// and in the audit alike, so the digests agree; the audit says how many
+// there are and where the first is, since an auditor must hear of
+// balances the log once gave and the ledger no longer books (helper-88).
+func TestAuditNotesMintsTheNodesKeyDoesNotVouchFor(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	s := lfNewSession(t, m)
+	node := lfParty{uri: m.cfg.Name, key: m.key}
+	lfExpect(t, s.transfer(t, node, "agent://w.local", "5", "mint-w"), "ack", 200)
+	_, other, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := lfParty{uri: m.cfg.Name, key: other}
+	lfExpect(t, s.transfer(t, forged, "agent://w.local", "500", "mint-forged"), "error", 401)
+	forgedSeq := s.last
+	s.query(t, lfParty{uri: "agent://w.local"})
+	var live projections.Digest
+	if err := json.Unmarshal(lfGet(t, m, "/v1/ledger/digest", s.last), &live); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := projections.Audit(ctx, openLog(t, m), m.cfg.Name, m.key.Public(), live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) != 0 || rep.Unvouched != 1 || rep.UnvouchedFirst != forgedSeq {
+		t.Fatalf("audit: problems %q, unvouched %d (first at %d); want none, and 1 at seq %d", rep.Problems, rep.Unvouched, rep.UnvouchedFirst, forgedSeq)
 	}
 }
