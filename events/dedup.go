@@ -18,7 +18,10 @@ import (
 type idIndex struct {
 	window time.Duration
 	max    int
-	byKey  map[string]idEntry
+	// byKey is by a keyed 128-bit hash of the key, not the key: a key may
+	// be some 640 bytes (a long FROM, an ID of colons escaped), and at
+	// DedupEntriesMax keys the strings alone took 930 MB (helper-86).
+	byKey map[idHash]idEntry
 	// order is the keys in insertion order, oldest first, from head on;
 	// the forgotten ones before head are dropped in one copy once they
 	// are half of it. Copying the rest at every expiry instead cost every
@@ -36,13 +39,25 @@ type idEntry struct {
 }
 
 type idKey struct {
-	key string
+	key idHash
 	at  time.Time
 	add uint64
 }
 
+// idHash names a key by two 64-bit hashes under seeds of this process:
+// two keys share one only by a chance of 2^-128, and nobody can choose
+// keys that do, since the seeds are made at each start (the index is
+// rebuilt from the log then).
+type idHash [2]uint64
+
+var idSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+func hashID(key string) idHash {
+	return idHash{maphash.String(idSeeds[0], key), maphash.String(idSeeds[1], key)}
+}
+
 func newIDIndex(window time.Duration, max int) *idIndex {
-	return &idIndex{window: window, max: max, byKey: map[string]idEntry{}}
+	return &idIndex{window: window, max: max, byKey: map[idHash]idEntry{}}
 }
 
 // dedupRetention is how long the index keeps an ID for a duplicate window
@@ -192,15 +207,16 @@ func (x *idIndex) size() int { return len(x.order) - x.head }
 // contentDigest of that event.
 func (x *idIndex) lookup(key string, now time.Time) (Appended, uint64, bool) {
 	x.expire(now)
-	e, ok := x.byKey[key]
+	e, ok := x.byKey[hashID(key)]
 	return e.a, e.digest, ok
 }
 
 func (x *idIndex) add(key string, a Appended, at time.Time, digest uint64) {
 	x.adds++
-	x.byKey[key] = idEntry{a: a, add: x.adds, digest: digest}
-	x.order = append(x.order, idKey{key: key, at: at, add: x.adds})
+	h := hashID(key)
+	x.byKey[h] = idEntry{a: a, add: x.adds, digest: digest}
+	x.order = append(x.order, idKey{key: h, at: at, add: x.adds})
 	x.expire(at)
 }
 
-func (x *idIndex) remove(key string) { delete(x.byKey, key) }
+func (x *idIndex) remove(key string) { delete(x.byKey, hashID(key)) }

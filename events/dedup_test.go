@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -207,4 +208,31 @@ func TestContentDigestOfHeaders(t *testing.T) {
 			t.Errorf("%s: same digest %v, want %v", tc.name, got, tc.same)
 		}
 	}
+}
+
+// TestIDIndexDoesNotKeepTheKeys: the index keeps a fixed-size hash of
+// each key, not the key: at its bound of keys some 640 bytes long (a long
+// FROM, an ID of escaped colons) the strings alone took 930 MB
+// (helper-86).
+func TestIDIndexDoesNotKeepTheKeys(t *testing.T) {
+	const n = 50_000
+	host := strings.Repeat(strings.Repeat("h", 63)+".", 3) + strings.Repeat("h", 61)
+	id := strings.Repeat(":", protocol.IDSizeMax-8)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	x := newIDIndex(time.Hour, n)
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for i := range n {
+		x.add(ClientKey("registry://"+host+":65535", fmt.Sprintf("%s%08d", id, i)),
+			Appended{EventID: fmt.Sprintf("01TEST%020d", i), Seq: uint64(i + 1)}, at, 0)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+	t.Logf("%d bytes a key", per)
+	if per > 400 {
+		t.Fatalf("the index holds %d bytes a key of %d bytes; want a fixed size, far below the key", per, len(ClientKey("registry://"+host+":65535", id+"00000000")))
+	}
+	runtime.KeepAlive(x)
 }
