@@ -124,6 +124,15 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 		}
 		return buf
 	}
+	// resync may have waited for the publisher, whose repair may have
+	// failed meanwhile: asked again, so that the write-ahead stream gets
+	// no batch further ahead of a stream that refuses (helper-86).
+	if err := l.pubErr.get(); err != nil {
+		for _, p := range pend {
+			p.fail(err)
+		}
+		return buf
+	}
 	b := &batch{firstSeq: l.nextSeq}
 	stored := make([]*Pending, 0, len(pend)) // stored[i] appended b.events[i]
 	var dups []dupOf
