@@ -502,6 +502,11 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 		if finish, ok := body.(afterView); ok {
 			status, body = finish()
 		}
+		if d, ok := body.(projections.Digest); ok {
+			// A digest made earlier, answered again, is of its own
+			// position, not the state's now (helper-88).
+			at = d.AppliedSeq
+		}
 		// Not supported by every ResponseWriter (a test's recorder); the
 		// server's deadline then stands.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(ResponseWriteMax))

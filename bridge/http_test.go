@@ -604,3 +604,40 @@ func TestAddressesThatAreNoneAre400(t *testing.T) {
 		}
 	}
 }
+
+// TestACachedDigestSaysItsOwnPosition: a digest made earlier and answered
+// again says, in Aglx-Applied-Seq as in its body, the position it was
+// made at, not where the state is now (helper-88).
+func TestACachedDigestSaysItsOwnPosition(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	_, nodeKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := projections.NewRegistry(projections.RegistryConfig{NodeURI: "registry://localhost", NodeKey: nodeKey})
+	credits := projections.NewCredits("registry://localhost", reg, nil)
+	runner := projections.NewRunner(l, quiet, reg, credits)
+	ctx := runUntilReady(t, runner)
+	h := HTTPHandler(API{Log: l, Runner: runner, Credits: credits, Registry: reg})
+	get := func(path string) (string, projections.Digest) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		var d projections.Digest
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &d) != nil {
+			t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body.String())
+		}
+		return rec.Header().Get("Aglx-Applied-Seq"), d
+	}
+	appendEvents(t, l, 1)
+	if err := runner.WaitFor(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	get("/v1/ledger/digest?seq=1")
+	appendEvents(t, l, 1)
+	if err := runner.WaitFor(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if hdr, d := get("/v1/ledger/digest?seq=1"); d.AppliedSeq != 1 || hdr != "1" {
+		t.Fatalf("the digest made at seq 1, answered again at 2: body at %d, Aglx-Applied-Seq %q; want 1 and 1", d.AppliedSeq, hdr)
+	}
+}
