@@ -84,6 +84,42 @@ type API struct {
 	StoreFree func() (uint64, error)
 
 	waiters chan struct{} // reads waiting for a position (waitersMax); made by HTTPHandler
+	probe   *probeCache   // /healthz's last question to the stream; made by HTTPHandler
+}
+
+// probeCache keeps /healthz's last answer from the event stream for
+// probeFresh: every call asked JetStream for the stream's info, and one
+// client asked 12,000 times a second, slowing every ack (helper-88). One
+// question is in flight at a time; callers that come meanwhile wait for
+// its answer.
+type probeCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	last uint64
+	err  error
+}
+
+// probeFresh is how long /healthz reuses the stream's last answer.
+const probeFresh = 100 * time.Millisecond
+
+// lastSeq is probe's answer (Log.ProbeLastSeq), asked at most once per
+// probeFresh. An answer cut short by the caller's own context is not kept
+// for the others.
+func (c *probeCache) lastSeq(ctx context.Context, probe func(context.Context) (uint64, error)) (uint64, error) {
+	if c == nil {
+		return probe(ctx)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at) < probeFresh {
+		return c.last, c.err
+	}
+	last, err := probe(ctx)
+	if err != nil && ctx.Err() != nil {
+		return last, err
+	}
+	c.last, c.err, c.at = last, err, time.Now()
+	return last, err
 }
 
 // NodeInfo is what GET /v1/node says about the node.
@@ -119,6 +155,7 @@ type NodeInfo struct {
 //	GET /v1/reputation/{scheme}/{name}             an agent's score, ratings and last rating's seq
 func HTTPHandler(api API) http.Handler {
 	api.waiters = make(chan struct{}, waitersMax)
+	api.probe = &probeCache{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", api.health)
 	mux.HandleFunc("GET /readyz", api.ready)
@@ -390,7 +427,7 @@ func (api API) healthOf(rctx context.Context) (int, map[string]any) {
 	var last uint64
 	err := api.Log.StoreDown() // first: a store that is down does not answer the next question either
 	if err == nil {
-		last, err = api.Log.ProbeLastSeq(ctx) // healthTimeout bounds it
+		last, err = api.probe.lastSeq(ctx, api.Log.ProbeLastSeq) // healthTimeout bounds it
 	}
 	body := map[string]any{"status": "ok", "applied_seq": api.Runner.Applied(), "projections": "replaying"}
 	if err == nil {

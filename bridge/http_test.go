@@ -641,3 +641,32 @@ func TestACachedDigestSaysItsOwnPosition(t *testing.T) {
 		t.Fatalf("the digest made at seq 1, answered again at 2: body at %d, Aglx-Applied-Seq %q; want 1 and 1", d.AppliedSeq, hdr)
 	}
 }
+
+// TestHealthAsksTheStreamAtMostSoOften: /healthz reuses the stream's
+// answer for probeFresh, so that a client asking thousands of times a
+// second does not put as many questions to JetStream (helper-88); an
+// answer cut short by the caller's own context is not reused.
+func TestHealthAsksTheStreamAtMostSoOften(t *testing.T) {
+	c := &probeCache{}
+	asked := 0
+	probe := func(ctx context.Context) (uint64, error) {
+		asked++
+		return uint64(asked), ctx.Err()
+	}
+	ctx := context.Background()
+	for range 1000 {
+		if last, err := c.lastSeq(ctx, probe); err != nil || last != 1 {
+			t.Fatalf("a reused answer: %d %v", last, err)
+		}
+	}
+	if asked != 1 {
+		t.Fatalf("1,000 health checks at once asked the stream %d times; want 1", asked)
+	}
+	c = &probeCache{}
+	cut, cancel := context.WithCancel(ctx)
+	cancel()
+	c.lastSeq(cut, probe)
+	if last, err := c.lastSeq(ctx, probe); err != nil || last != 3 {
+		t.Fatalf("after an answer cut short by its caller: %d %v; want a fresh one", last, err)
+	}
+}
