@@ -18,56 +18,89 @@ import (
 // at most so many auth.requests a second from one host (an IPv4 address,
 // an IPv6 /64), and refuses the rest (429) before they are recorded. A
 // host that starts a thousand agents at once binds them all within the
-// burst; a flood of a million from one host takes more than a day.
+// burst; a flood of a million from one host takes more than a day. One
+// network (an IPv4 /24, an IPv6 /48) has a budget of its own as well, ten
+// hosts' worth: a /56 holds 256 /64s, whose budgets alone let a million
+// names be bound in five minutes (helper-90).
+//
+// A resend of an auth.request (same FROM and ID) is charged like the
+// first: the edge cannot tell it from a new one before the log does. A
+// host over its budget gets 429, which asks it to send again in a moment.
 const (
-	BindsPerHostPerSecondMax = 10   // auth.requests per second
-	BindsPerHostBurst        = 1000 // auth.requests
-	// bindHostsMax bounds the hosts whose budget is remembered. When it is
-	// full, the budgets that have filled up again are forgotten (a full
-	// budget is what a forgotten one starts as); if none has, the hosts
-	// not remembered share one budget until some have.
-	bindHostsMax = 4096 // hosts
+	BindsPerHostPerSecondMax = 10     // auth.requests per second
+	BindsPerHostBurst        = 1000   // auth.requests
+	BindsPerNetPerSecondMax  = 100    // auth.requests per second
+	BindsPerNetBurst         = 10_000 // auth.requests
+	// bindBudgetsMax bounds the hosts and networks whose budget is
+	// remembered. When it is full, the budgets that have filled up again
+	// are forgotten (a full budget is what a forgotten one starts as), at
+	// most once per bindSweepEvery, since each search walks the table
+	// under the lock every reader takes; until some are, the ones not
+	// remembered share one budget.
+	bindBudgetsMax = 4096 // hosts and networks
+	bindSweepEvery = 100 * time.Millisecond
 )
 
 // bindLimiter decides which auth.requests the edge takes. Every
 // connection's reader asks it, so it locks.
 type bindLimiter struct {
 	mu       sync.Mutex
-	hosts    map[string]*rate.Limiter
-	overflow *rate.Limiter // the hosts not remembered
+	budgets  map[string]*rate.Limiter // by host, and by "net " and network
+	overflow *rate.Limiter            // those not remembered
+	swept    time.Time                // the last search for full budgets
 }
 
 func newBindLimiter() *bindLimiter {
-	return &bindLimiter{hosts: map[string]*rate.Limiter{}, overflow: rate.NewLimiter(BindsPerHostPerSecondMax, BindsPerHostBurst)}
+	return &bindLimiter{budgets: map[string]*rate.Limiter{}, overflow: rate.NewLimiter(BindsPerHostPerSecondMax, BindsPerHostBurst)}
 }
 
-// allow reports whether an auth.request from host may be taken now.
-func (l *bindLimiter) allow(host string, now time.Time) bool {
+// allow reports whether an auth.request from peer (an address and port as
+// a connection recorded it) may be taken now: its host and its network
+// must each have a token, and neither is spent if the other has none.
+func (l *bindLimiter) allow(peer string, now time.Time) bool {
+	host, network := peerUnits(peer)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.hosts[host]
-	if b == nil {
-		if len(l.hosts) >= bindHostsMax {
-			for h, o := range l.hosts {
-				if o.TokensAt(now) >= BindsPerHostBurst {
-					delete(l.hosts, h)
-				}
-			}
-		}
-		if len(l.hosts) >= bindHostsMax {
-			return l.overflow.AllowN(now, 1)
-		}
-		b = rate.NewLimiter(BindsPerHostPerSecondMax, BindsPerHostBurst)
-		l.hosts[host] = b
+	n := l.budget("net "+network, BindsPerNetPerSecondMax, BindsPerNetBurst, now)
+	h := l.budget(host, BindsPerHostPerSecondMax, BindsPerHostBurst, now)
+	if n == h { // both on the overflow budget
+		return h.AllowN(now, 1)
 	}
-	return b.AllowN(now, 1)
+	if n.TokensAt(now) < 1 || h.TokensAt(now) < 1 {
+		return false
+	}
+	return h.AllowN(now, 1) && n.AllowN(now, 1)
 }
 
-// hostOfPeer is hostOf for a peer's address as a connection recorded it.
-func hostOfPeer(peer string) string {
+// budget is the budget under key, made if there is room. The caller
+// holds l.mu.
+func (l *bindLimiter) budget(key string, perSecond rate.Limit, burst int, now time.Time) *rate.Limiter {
+	if b := l.budgets[key]; b != nil {
+		return b
+	}
+	if len(l.budgets) >= bindBudgetsMax && now.Sub(l.swept) >= bindSweepEvery {
+		l.swept = now
+		for k, b := range l.budgets {
+			if b.TokensAt(now) >= float64(b.Burst()) {
+				delete(l.budgets, k)
+			}
+		}
+	}
+	if len(l.budgets) >= bindBudgetsMax {
+		return l.overflow
+	}
+	b := rate.NewLimiter(perSecond, burst)
+	l.budgets[key] = b
+	return b
+}
+
+// peerUnits are the host (hostOf) and the network (an IPv4 /24, an IPv6
+// /48) of a peer's address as a connection recorded it.
+func peerUnits(peer string) (host, network string) {
 	ap, err := netip.ParseAddrPort(peer)
 	if err != nil {
-		return peer
+		return peer, peer
 	}
-	return hostOf(&net.TCPAddr{IP: ap.Addr().Unmap().AsSlice(), Port: int(ap.Port())})
+	a := &net.TCPAddr{IP: ap.Addr().Unmap().AsSlice(), Port: int(ap.Port())}
+	return hostOf(a), prefixOf(a, 24, 48)
 }

@@ -517,7 +517,7 @@ func (s *Server) validate(it *item) (verify bool) {
 		s.refuse(it, err)
 		return
 	}
-	if msg.Info.Name == protocol.TypeAuthRequest && !s.binds.allow(hostOfPeer(it.peer), it.receivedAt) {
+	if msg.Info.Name == protocol.TypeAuthRequest && !s.binds.allow(it.peer, it.receivedAt) {
 		s.refuse(it, protocol.Errorf(protocol.StatusTooManyRequests, "more than %d auth.requests a second from this host (a burst of %d); send again in a moment", BindsPerHostPerSecondMax, BindsPerHostBurst))
 		return
 	}

@@ -70,6 +70,11 @@ func (l *Ledger) frozenTables() *Ledger {
 // Snapshot is Ledger.Snapshot of the state as it was frozen.
 func (f *Frozen) Snapshot() ([]byte, error) {
 	d := f.doc
+	// Sorted in copies: the Frozen stays as taken, and two Snapshots of
+	// it may run at once.
+	d.Accounts, d.Transactions = slices.Clone(d.Accounts), slices.Clone(d.Transactions)
+	d.AdjustKeys, d.RewardKeys = slices.Clone(d.AdjustKeys), slices.Clone(d.RewardKeys)
+	d.SignedKeys, d.TaskKeys = slices.Clone(d.SignedKeys), slices.Clone(d.TaskKeys)
 	sortDoc(&d)
 	if f.n > 0 { // none is null, as it always was: the digest of an empty ledger stays what it was
 		d.Postings = make([]snapshotPosting, f.n)

@@ -7,6 +7,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -105,6 +106,37 @@ func TestAResendIsNotSignedAgain(t *testing.T) {
 	}
 	if n := nk.n.Load(); n != 1 {
 		t.Fatalf("20 takes of one reply made %d node signatures; want 1", n)
+	}
+}
+
+// flakySigner fails its first signature.
+type flakySigner struct {
+	crypto.Signer
+	n atomic.Int64
+}
+
+func (f *flakySigner) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, error) {
+	if f.n.Add(1) == 1 {
+		return nil, errors.New("signer temporarily unavailable")
+	}
+	return f.Signer.Sign(r, d, o)
+}
+
+// TestASignatureThatFailedIsTriedAgain: a reply whose signature could not
+// be made is answered 503, which asks for the message again; the resend
+// is signed then, not handed the same 503 for the rest of the window
+// (helper-90).
+func TestASignatureThatFailedIsTriedAgain(t *testing.T) {
+	h := newHarness(t, func(c *RegistryConfig) { c.NodeKey = &flakySigner{Signer: newEd25519(t)} })
+	k := newEd25519(t)
+	e := h.event(signed(t, k, frame("agent://a.local", testNode, protocol.TypeAuthRequest,
+		fmt.Sprintf(`{"agent_id":"a","public_key":%q,"timestamp":%q}`, pubText(t, k), ts(regT0)))), regT0)
+	h.applyEvent(e)
+	if rep, _, _ := h.out.Take(e.Seq); rep.Status != protocol.StatusUnavailable {
+		t.Fatalf("the first take, the signer failing: %d %s; want 503", rep.Status, rep.Body)
+	}
+	if rep, _, _ := h.out.Take(e.Seq); rep.Type != protocol.TypeAuthResponse || rep.Status != protocol.StatusOK {
+		t.Fatalf("the resend: %s %d %s; want the signed auth.response", rep.Type, rep.Status, rep.Body)
 	}
 }
 

@@ -51,11 +51,14 @@ type Reply struct {
 // outbox's, the registry's memory of answered requests) share it, so a
 // resend, which costs its sender nothing, does not cost the node a
 // signature each time (helper-89).
+//
+// Only a signature is kept, not a failure to make one: the failure is
+// answered 503, which asks for the message again, and kept it would have
+// answered every resend with the same 503 (helper-90).
 type lazySignature struct {
 	fn   func(body []byte) ([]byte, error)
-	once sync.Once
-	body []byte
-	err  error
+	mu   sync.Mutex
+	body []byte // nil until signed
 }
 
 // signed is r with its body signed, if it is to be (sign).
@@ -64,11 +67,17 @@ func (r Reply) signed() Reply {
 		return r
 	}
 	ls := r.sign
-	ls.once.Do(func() { ls.body, ls.err = ls.fn(r.Body) })
-	if ls.err != nil {
-		return ErrorReply(protocol.StatusUnavailable, "the node could not sign its answer: "+ls.err.Error())
+	ls.mu.Lock()
+	if ls.body == nil {
+		b, err := ls.fn(r.Body)
+		if err != nil {
+			ls.mu.Unlock()
+			return ErrorReply(protocol.StatusUnavailable, "the node could not sign its answer: "+err.Error())
+		}
+		ls.body = b
 	}
 	r.Body, r.sign = ls.body, nil
+	ls.mu.Unlock()
 	return r
 }
 
