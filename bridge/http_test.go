@@ -483,12 +483,7 @@ func TestTrickledBodiesDoNotHoldTheSlots(t *testing.T) {
 // audit failed (helper-76).
 func TestDigestWaitingForAPositionHoldsNoOther(t *testing.T) {
 	l, quiet := openBenchLog(t)
-	_, nodeKey, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := projections.NewRegistry(projections.RegistryConfig{NodeURI: "registry://localhost", NodeKey: nodeKey})
-	credits := projections.NewCredits("registry://localhost", reg, nil)
+	reg, credits := ledgerFolds(t)
 	runner := projections.NewRunner(l, quiet, reg, credits)
 	// Caught up, then stopped: the events appended next are durable, and
 	// never applied, so a digest at the last of them waits.
@@ -578,12 +573,7 @@ func TestScoreNumber(t *testing.T) {
 func TestAddressesThatAreNoneAre400(t *testing.T) {
 	l, quiet := openBenchLog(t)
 	stats := projections.NewStats()
-	_, nodeKey, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := projections.NewRegistry(projections.RegistryConfig{NodeURI: "registry://localhost", NodeKey: nodeKey})
-	credits := projections.NewCredits("registry://localhost", reg, nil)
+	reg, credits := ledgerFolds(t)
 	runner := projections.NewRunner(l, quiet, stats, reg, credits)
 	runUntilReady(t, runner)
 	h := HTTPHandler(API{Log: l, Runner: runner, Stats: stats, Credits: credits, Registry: reg, Edge: New(l, Config{}, quiet)})
@@ -610,12 +600,7 @@ func TestAddressesThatAreNoneAre400(t *testing.T) {
 // made at, not where the state is now (helper-88).
 func TestACachedDigestSaysItsOwnPosition(t *testing.T) {
 	l, quiet := openBenchLog(t)
-	_, nodeKey, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := projections.NewRegistry(projections.RegistryConfig{NodeURI: "registry://localhost", NodeKey: nodeKey})
-	credits := projections.NewCredits("registry://localhost", reg, nil)
+	reg, credits := ledgerFolds(t)
 	runner := projections.NewRunner(l, quiet, reg, credits)
 	ctx := runUntilReady(t, runner)
 	h := HTTPHandler(API{Log: l, Runner: runner, Credits: credits, Registry: reg})
@@ -669,4 +654,15 @@ func TestHealthAsksTheStreamAtMostSoOften(t *testing.T) {
 	if last, err := c.lastSeq(ctx, probe); err != nil || last != 3 {
 		t.Fatalf("after an answer cut short by its caller: %d %v; want a fresh one", last, err)
 	}
+}
+
+// ledgerFolds is a registry and a ledger for a node with a key of its own.
+func ledgerFolds(t *testing.T) (*projections.Registry, *projections.Credits) {
+	t.Helper()
+	_, nodeKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := projections.NewRegistry(projections.RegistryConfig{NodeURI: "registry://localhost", NodeKey: nodeKey})
+	return reg, projections.NewCredits("registry://localhost", reg, nil)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -154,46 +153,12 @@ func TestRelayOwesWhatWaitsForALane(t *testing.T) {
 // slowAcker is an agent that acknowledges every frame, after delay.
 func slowAcker(t *testing.T, delay time.Duration) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
+	return agentListener(t, func(c net.Conn, f *protocol.Frame) bool {
+		time.Sleep(delay) // the agent's own pace, not a wait for the test
+		ack := &protocol.Frame{Headers: []protocol.Header{{Name: "FROM", Value: f.To()}, {Name: "TO", Value: f.From()}, {Name: "TYPE", Value: "ack"}}, Body: []byte(`{}`)}
+		_, err := c.Write(protocol.Encode(ack))
+		return err == nil
 	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go func() {
-				dec := protocol.NewDecoder(c, protocol.DecoderOptions{})
-				for {
-					f, err := dec.Decode()
-					if err != nil {
-						return
-					}
-					time.Sleep(delay) // the agent's own pace, not a wait for the test
-					ack := &protocol.Frame{Headers: []protocol.Header{{Name: "FROM", Value: f.To()}, {Name: "TO", Value: f.From()}, {Name: "TYPE", Value: "ack"}}, Body: []byte(`{}`)}
-					if _, err := c.Write(protocol.Encode(ack)); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
 }
 
 // TestRelayWaitingMessageIsNotStarvedByBusyLanes: 64 addressees that

@@ -217,11 +217,24 @@ func TestRelayResumesAfterRestart(t *testing.T) {
 // a delivery to it lasts until the relay's timeout.
 func tarpit(t *testing.T) (addr string, got <-chan struct{}) {
 	t.Helper()
+	ch := make(chan struct{}, 16)
+	addr = agentListener(t, func(c net.Conn, f *protocol.Frame) bool {
+		ch <- struct{}{}
+		return true
+	})
+	return addr, ch
+}
+
+// agentListener is an agent's own listener on loopback: it takes
+// connections and hands each frame it reads to serve, until serve says
+// to stop reading that connection. The test's end closes the listener and
+// every connection.
+func agentListener(t *testing.T, serve func(c net.Conn, f *protocol.Frame) bool) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := make(chan struct{}, 16)
 	var mu sync.Mutex
 	var conns []net.Conn
 	t.Cleanup(func() {
@@ -244,15 +257,15 @@ func tarpit(t *testing.T) (addr string, got <-chan struct{}) {
 			go func() {
 				dec := protocol.NewDecoder(c, protocol.DecoderOptions{})
 				for {
-					if _, err := dec.Decode(); err != nil {
+					f, err := dec.Decode()
+					if err != nil || !serve(c, f) {
 						return
 					}
-					ch <- struct{}{}
 				}
 			}()
 		}
 	}()
-	return ln.Addr().String(), ch
+	return ln.Addr().String()
 }
 
 // registerAt records agent uri at addr in m's registry.
