@@ -37,6 +37,11 @@ type LoadResult struct {
 	// the run, load generator included. Per frame, it is a figure that a
 	// busy machine disturbs far less than a rate.
 	CPU time.Duration
+	// LateP50 and LateP99 are, for a paced run, how late the generator
+	// wrote its frames after they were due: part of every latency above,
+	// and the generator's, not the node's (time.Sleep overshoots on a busy
+	// machine). A reader of a paced p99 needs it beside (helper-91).
+	LateP50, LateP99 time.Duration
 }
 
 // CPUPerFrame is CPU divided by the frames answered.
@@ -52,6 +57,7 @@ func (ld Load) Run(ctx context.Context) (LoadResult, error) {
 	conns := max(ld.Conns, 1)
 	per := ld.Frames / conns
 	lat := make([][]time.Duration, conns)
+	late := make([][]time.Duration, conns)
 	errs := make([]int, conns)
 	var wg sync.WaitGroup
 	var firstErr error
@@ -62,8 +68,8 @@ func (ld Load) Run(ctx context.Context) (LoadResult, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, e, err := ld.runConn(ctx, c, per, conns, start)
-			lat[c], errs[c] = l, e
+			l, lt, e, err := ld.runConn(ctx, c, per, conns, start)
+			lat[c], late[c], errs[c] = l, lt, e
 			if err != nil {
 				mu.Lock()
 				firstErr = err
@@ -91,18 +97,29 @@ func (ld Load) Run(ctx context.Context) (LoadResult, error) {
 		res.P99 = all[len(all)*99/100]
 		res.Max = all[len(all)-1]
 	}
+	if ld.Rate > 0 {
+		all = all[:0]
+		for c := range late {
+			all = append(all, late[c]...)
+		}
+		slices.Sort(all)
+		if len(all) > 0 {
+			res.LateP50, res.LateP99 = all[len(all)/2], all[len(all)*99/100]
+		}
+	}
 	return res, nil
 }
 
-func (ld Load) runConn(ctx context.Context, c, per, conns int, start time.Time) ([]time.Duration, int, error) {
+func (ld Load) runConn(ctx context.Context, c, per, conns int, start time.Time) (lat, late []time.Duration, errors int, err error) {
 	cl, err := Dial(ctx, ld.Addr)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	defer cl.Close()
 	// due[i] is when frame i was due, as an offset from start: a
 	// time.Time holds a pointer, and the collector would scan them all.
 	due := make([]time.Duration, per)
+	late = make([]time.Duration, 0, per)
 	var interval time.Duration
 	if ld.Rate > 0 {
 		interval = time.Duration(float64(time.Second) * float64(conns) / ld.Rate)
@@ -120,6 +137,9 @@ func (ld Load) runConn(ctx context.Context, c, per, conns int, start time.Time) 
 				}
 			}
 			due[i] = d
+			if interval > 0 {
+				late = append(late, time.Since(start)-d)
+			}
 			if cl.Write(ld.Frame(c*per+i)) != nil {
 				return
 			}
@@ -127,12 +147,11 @@ func (ld Load) runConn(ctx context.Context, c, per, conns int, start time.Time) 
 		}
 		cl.CloseWrite()
 	}()
-	lat := make([]time.Duration, 0, per)
-	errors := 0
+	lat = make([]time.Duration, 0, per)
 	for i := 0; i < per; i++ {
 		f, err := cl.ReadReply()
 		if err != nil {
-			return nil, 0, fmt.Errorf("connection %d, reply %d of %d: %w", c, i, per, err)
+			return nil, nil, 0, fmt.Errorf("connection %d, reply %d of %d: %w", c, i, per, err)
 		}
 		<-sent
 		lat = append(lat, time.Since(start)-due[i])
@@ -140,5 +159,5 @@ func (ld Load) runConn(ctx context.Context, c, per, conns int, start time.Time) 
 			errors++
 		}
 	}
-	return lat, errors, nil
+	return lat, late, errors, nil
 }
