@@ -17,7 +17,9 @@ import (
 func TestBenchIngestRefusesARunWithRefusals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	bad := func(int) []byte { return []byte("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.explode\n\n{}\n") }
+	bad := func(int) []byte {
+		return []byte("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.explode\n\n{}\n")
+	}
 	_, _, err := benchIngest(ctx, t.TempDir()+"/node", 0, bridge.Load{Conns: 2, Frames: 20, Frame: bad})
 	if err == nil || !strings.Contains(err.Error(), "20 of 20 frames were refused") {
 		t.Fatalf("a run of refused frames: %v; want it failed", err)
