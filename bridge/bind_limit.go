@@ -32,11 +32,9 @@ const (
 	BindsPerNetPerSecondMax  = 100    // auth.requests per second
 	BindsPerNetBurst         = 10_000 // auth.requests
 	// bindBudgetsMax bounds the hosts and networks whose budget is
-	// remembered. When it is full, the budgets that have filled up again
-	// are forgotten (a full budget is what a forgotten one starts as), at
-	// most once per bindSweepEvery, since each search walks the table
-	// under the lock every reader takes; until some are, the ones not
-	// remembered share one budget.
+	// remembered (rateTable, searched for full budgets at most once per
+	// bindSweepEvery, under the lock every reader takes); the ones the
+	// table has no room for share one budget.
 	bindBudgetsMax = 4096 // hosts and networks
 	bindSweepEvery = 100 * time.Millisecond
 )
@@ -45,13 +43,12 @@ const (
 // connection's reader asks it, so it locks.
 type bindLimiter struct {
 	mu       sync.Mutex
-	budgets  map[string]*rate.Limiter // by host, and by "net " and network
-	overflow *rate.Limiter            // those not remembered
-	swept    time.Time                // the last search for full budgets
+	budgets  rateTable     // by host, and by "net " and network
+	overflow *rate.Limiter // those not remembered
 }
 
 func newBindLimiter() *bindLimiter {
-	return &bindLimiter{budgets: map[string]*rate.Limiter{}, overflow: rate.NewLimiter(BindsPerHostPerSecondMax, BindsPerHostBurst)}
+	return &bindLimiter{budgets: newRateTable(bindBudgetsMax, bindSweepEvery), overflow: rate.NewLimiter(BindsPerHostPerSecondMax, BindsPerHostBurst)}
 }
 
 // allow reports whether an auth.request from peer (an address and port as
@@ -75,22 +72,13 @@ func (l *bindLimiter) allow(peer string, now time.Time) bool {
 // budget is the budget under key, made if there is room. The caller
 // holds l.mu.
 func (l *bindLimiter) budget(key string, perSecond rate.Limit, burst int, now time.Time) *rate.Limiter {
-	if b := l.budgets[key]; b != nil {
+	if b := l.budgets.get(key); b != nil {
 		return b
 	}
-	if len(l.budgets) >= bindBudgetsMax && now.Sub(l.swept) >= bindSweepEvery {
-		l.swept = now
-		for k, b := range l.budgets {
-			if b.TokensAt(now) >= float64(b.Burst()) {
-				delete(l.budgets, k)
-			}
-		}
-	}
-	if len(l.budgets) >= bindBudgetsMax {
+	b := rate.NewLimiter(perSecond, burst)
+	if !l.budgets.add(key, b, now) {
 		return l.overflow
 	}
-	b := rate.NewLimiter(perSecond, burst)
-	l.budgets[key] = b
 	return b
 }
 

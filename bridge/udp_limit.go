@@ -45,12 +45,11 @@ const (
 // has its own and is its only user, so it takes no lock.
 type udpLimiter struct {
 	all   *rate.Limiter
-	hosts map[string]*rate.Limiter
-	swept time.Time // the last search for full budgets
+	hosts rateTable // by host and by network
 }
 
 func newUDPLimiter() *udpLimiter {
-	return &udpLimiter{all: rate.NewLimiter(UDPPerSecondMax, UDPBurst), hosts: make(map[string]*rate.Limiter)}
+	return &udpLimiter{all: rate.NewLimiter(UDPPerSecondMax, UDPBurst), hosts: newRateTable(udpHostsMax, udpSweepEvery)}
 }
 
 // allow reports whether a datagram from addr may be read now. A host over
@@ -79,10 +78,10 @@ func (l *udpLimiter) allow(addr net.Addr, now time.Time) bool {
 	// one /48, each refused by its network's budget, filled it faster
 	// than it was swept).
 	if newH && h.TokensAt(now) < float64(h.Burst()) {
-		l.remember(host, h, now)
+		l.hosts.add(host, h, now)
 	}
 	if newN && n.TokensAt(now) < float64(n.Burst()) {
-		l.remember(network, n, now)
+		l.hosts.add(network, n, now)
 	}
 	return ok
 }
@@ -92,34 +91,12 @@ func (l *udpLimiter) allow(addr net.Addr, now time.Time) bool {
 // full, unless the table is full of budgets in use: then it starts
 // empty, or changing one's address would be a fresh burst.
 func (l *udpLimiter) budget(key string, r rate.Limit, b int, now time.Time) (*rate.Limiter, bool) {
-	if h := l.hosts[key]; h != nil {
+	if h := l.hosts.get(key); h != nil {
 		return h, false
 	}
 	h := rate.NewLimiter(r, b)
-	if l.full(now) {
+	if l.hosts.full(now) {
 		h.AllowN(now, b)
 	}
 	return h, true
-}
-
-// full reports whether the table has no room, after forgetting the
-// budgets that have filled up again (at most one search every
-// udpSweepEvery).
-func (l *udpLimiter) full(now time.Time) bool {
-	if len(l.hosts) >= udpHostsMax && now.Sub(l.swept) >= udpSweepEvery {
-		l.swept = now
-		for k, h := range l.hosts {
-			if h.TokensAt(now) >= float64(h.Burst()) {
-				delete(l.hosts, k)
-			}
-		}
-	}
-	return len(l.hosts) >= udpHostsMax
-}
-
-// remember keeps the budget of key, if there is room.
-func (l *udpLimiter) remember(key string, h *rate.Limiter, now time.Time) {
-	if !l.full(now) {
-		l.hosts[key] = h
-	}
 }

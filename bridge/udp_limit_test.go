@@ -60,8 +60,8 @@ func TestUDPLimiter(t *testing.T) {
 			if got == 0 || got > UDPBurst {
 				t.Fatalf("%d hosts at once: %d taken, want some and at most the global burst %d", 3*UDPBurst, got, UDPBurst)
 			}
-			if len(l.hosts) > udpHostsMax {
-				t.Fatalf("%d budgets remembered, want at most %d", len(l.hosts), udpHostsMax)
+			if len(l.hosts.m) > udpHostsMax {
+				t.Fatalf("%d budgets remembered, want at most %d", len(l.hosts.m), udpHostsMax)
 			}
 		}},
 		{"one network: its own bound", func(t *testing.T, l *udpLimiter) {
@@ -143,8 +143,8 @@ func TestUDPLimiterKeepsRoomForAgentsUnderSpoofing(t *testing.T) {
 		if l.allow(agent, now.Add(time.Second)) {
 			taken++
 		}
-		if len(l.hosts) > udpHostsMax {
-			t.Fatalf("%d budgets remembered, want at most %d", len(l.hosts), udpHostsMax)
+		if len(l.hosts.m) > udpHostsMax {
+			t.Fatalf("%d budgets remembered, want at most %d", len(l.hosts.m), udpHostsMax)
 		}
 	}
 	if taken != rounds {
@@ -180,8 +180,8 @@ func TestUDPLimiterOneNetworkOfFreshHosts(t *testing.T) {
 				}
 			}
 		}
-		if len(l.hosts) > udpHostsMax {
-			t.Fatalf("%d budgets remembered, want at most %d", len(l.hosts), udpHostsMax)
+		if len(l.hosts.m) > udpHostsMax {
+			t.Fatalf("%d budgets remembered, want at most %d", len(l.hosts.m), udpHostsMax)
 		}
 	}
 	if taken != sent {

@@ -127,15 +127,7 @@ func TestAppendRefusesAnotherMessageUnderAUsedID(t *testing.T) {
 			e := testEnvelope(10+i, "task.assign", "agent://a.local", "agent://b.local")
 			e.MsgID = first.MsgID
 			tc.edit(e)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			a, err := l.Append(ctx, e).Wait(ctx)
-			switch {
-			case tc.want == 0 && (err != nil || !a.Duplicate || a.EventID != first.ID):
-				t.Fatalf("resend = %+v, %v; want a duplicate of %s", a, err, first.ID)
-			case tc.want != 0 && protocol.StatusOf(err) != tc.want:
-				t.Fatalf("another message under the ID = %+v, %v; want %d", a, err, tc.want)
-			}
+			appendUnderUsedID(t, l, e, first.ID, tc.want)
 		})
 	}
 	if last, _ := l.LastSeq(context.Background()); last != 1 {
@@ -171,16 +163,24 @@ func TestAppendWeighsEveryHeaderOfAResend(t *testing.T) {
 			e := testEnvelope(10+i, "credit.deny", "agent://a.local", "agent://b.local")
 			e.MsgID = first.MsgID
 			e.Headers = append(e.Headers, tc.headers...)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			a, err := l.Append(ctx, e).Wait(ctx)
-			switch {
-			case tc.want == 0 && (err != nil || !a.Duplicate || a.EventID != first.ID):
-				t.Fatalf("resend = %+v, %v; want a duplicate of %s", a, err, first.ID)
-			case tc.want != 0 && protocol.StatusOf(err) != tc.want:
-				t.Fatalf("another message under the ID = %+v, %v; want %d", a, err, tc.want)
-			}
+			appendUnderUsedID(t, l, e, first.ID, tc.want)
 		})
+	}
+}
+
+// appendUnderUsedID appends e, sent under the ID of the event firstID,
+// and checks the answer: with want 0, a duplicate of that event; else an
+// error with status want.
+func appendUnderUsedID(t *testing.T, l *Log, e *Envelope, firstID string, want protocol.Status) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, err := l.Append(ctx, e).Wait(ctx)
+	switch {
+	case want == 0 && (err != nil || !a.Duplicate || a.EventID != firstID):
+		t.Fatalf("resend = %+v, %v; want a duplicate of %s", a, err, firstID)
+	case want != 0 && protocol.StatusOf(err) != want:
+		t.Fatalf("another message under the ID = %+v, %v; want %d", a, err, want)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"io"
@@ -48,18 +49,7 @@ func startAuditNode(t *testing.T) auditNode {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close(context.Background()) })
-	key, err := protocol.GenerateKey(protocol.KeyEd25519)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pem, err := protocol.MarshalPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPath := filepath.Join(t.TempDir(), "node.key")
-	if err := os.WriteFile(keyPath, pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	key, keyPath := nodeKeyFile(t)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	registry := projections.NewRegistry(projections.RegistryConfig{NodeURI: name, NodeKey: key})
 	credits := projections.NewCredits(name, registry, nil)
@@ -314,4 +304,22 @@ func TestMintRefusesWhatItWouldMisread(t *testing.T) {
 			t.Errorf("aglx mint %q announced a mint it did not send:\n%s", tc.args, out.String())
 		}
 	}
+}
+
+// nodeKeyFile makes a node key and writes it where aglx mint reads one.
+func nodeKeyFile(t *testing.T) (crypto.Signer, string) {
+	t.Helper()
+	key, err := protocol.GenerateKey(protocol.KeyEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := protocol.MarshalPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(t.TempDir(), "node.key")
+	if err := os.WriteFile(keyPath, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return key, keyPath
 }

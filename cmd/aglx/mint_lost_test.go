@@ -5,8 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,18 +18,7 @@ import (
 // again with its --tx-id. It exited 1, which says "refused", and a script
 // that minted again under a new transaction id paid twice (helper-89).
 func TestMintWithALostReplyIsUnknown(t *testing.T) {
-	key, err := protocol.GenerateKey(protocol.KeyEd25519)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pem, err := protocol.MarshalPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPath := filepath.Join(t.TempDir(), "node.key")
-	if err := os.WriteFile(keyPath, pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	key, keyPath := nodeKeyFile(t)
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(bridge.NodeInfo{Name: "registry://localhost", KeyID: protocol.KeyID(key.Public())})
 	}))

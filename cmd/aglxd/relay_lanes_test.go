@@ -35,19 +35,9 @@ func TestRelaySlowAddresseesLeaveLanesForOthers(t *testing.T) {
 	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true; c.relayTimeout = timeout })
 	sink := listenAgent(t, "127.0.0.1:0")
 	registerAt(t, m, "agent://sink.local", sink.ln.Addr().String())
-	for i := range relayLanes {
-		addr, _ := tarpit(t)
-		registerAt(t, m, fmt.Sprintf("agent://slow%02d.local", i), addr)
-	}
+	registerTarpits(t, m)
 	c := dial(t, m.TCPAddr())
-	send := func(to, task string) {
-		t.Helper()
-		c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://src.local\nTO: %s\nTYPE: task.cancel\n\n{\"task_id\": %q, \"reason\": \"r\"}\n", to, task))
-		c.Flush()
-		if f, _ := readReply(t, c); f.Value(protocol.HeaderStatus) != "202 Accepted" {
-			t.Fatalf("task.cancel to %s: %s %s", to, f.Value(protocol.HeaderStatus), f.Body)
-		}
-	}
+	send := func(to, task string) { t.Helper(); relayCancel(t, c, to, task) }
 	// waitFor polls the relay's counters until ok holds.
 	waitFor := func(what string, ok func(bridge.RelayCounters) bool) bridge.RelayCounters {
 		t.Helper()
@@ -110,21 +100,9 @@ func TestRelayOwesWhatWaitsForALane(t *testing.T) {
 	m := startNodeWith(t, dir, cfg)
 	sink := listenAgent(t, "127.0.0.1:0")
 	registerAt(t, m, "agent://sink.local", sink.ln.Addr().String())
-	for i := range relayLanes {
-		addr, _ := tarpit(t)
-		registerAt(t, m, fmt.Sprintf("agent://slow%02d.local", i), addr)
-	}
+	registerTarpits(t, m)
 	c := dial(t, m.TCPAddr())
-	send := func(to string) uint64 {
-		t.Helper()
-		c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://src.local\nTO: %s\nTYPE: task.cancel\n\n{\"task_id\": \"t\", \"reason\": \"r\"}\n", to))
-		c.Flush()
-		f, a := readReply(t, c)
-		if f.Value(protocol.HeaderStatus) != "202 Accepted" {
-			t.Fatalf("task.cancel to %s: %s %s", to, f.Value(protocol.HeaderStatus), f.Body)
-		}
-		return a.Seq
-	}
+	send := func(to string) uint64 { t.Helper(); return relayCancel(t, c, to, "t") }
 	for i := range relayLanes {
 		send(fmt.Sprintf("agent://slow%02d.local", i))
 	}
@@ -210,4 +188,26 @@ func TestRelayWaitingMessageIsNotStarvedByBusyLanes(t *testing.T) {
 		}
 		burst(slow...)
 	}
+}
+
+// registerTarpits registers relayLanes tarpits, agent://slowNN.local.
+func registerTarpits(t *testing.T, m *Main) {
+	t.Helper()
+	for i := range relayLanes {
+		addr, _ := tarpit(t)
+		registerAt(t, m, fmt.Sprintf("agent://slow%02d.local", i), addr)
+	}
+}
+
+// relayCancel sends a task.cancel to another agent on c, which the node
+// must record for the relay (202), and returns its event's seq.
+func relayCancel(t *testing.T, c *bridge.Client, to, task string) uint64 {
+	t.Helper()
+	c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://src.local\nTO: %s\nTYPE: task.cancel\n\n{\"task_id\": %q, \"reason\": \"r\"}\n", to, task))
+	c.Flush()
+	f, a := readReply(t, c)
+	if f.Value(protocol.HeaderStatus) != "202 Accepted" {
+		t.Fatalf("task.cancel to %s: %s %s", to, f.Value(protocol.HeaderStatus), f.Body)
+	}
+	return a.Seq
 }
