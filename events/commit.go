@@ -34,6 +34,12 @@ const (
 func (l *Log) commitLoop() {
 	defer l.wg.Done()
 	defer close(l.toPublish)
+	defer func() {
+		// Appends that raced the stop into the queue after the last
+		// look at it above: fail them, as Append does for those after.
+		close(l.committerGone)
+		l.failStranded()
+	}()
 	buf := make([]byte, 0, BatchBytesMax+envelopeOverhead)
 	for {
 		p := l.carry

@@ -280,6 +280,10 @@ type Log struct {
 
 	stopOnce sync.Once
 	stop     chan struct{}
+	// committerGone is closed when the committer has returned: an append
+	// queued after that would wait for ever, so it is failed instead
+	// (failStranded).
+	committerGone chan struct{}
 	wg       sync.WaitGroup
 }
 
@@ -351,6 +355,8 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 		ids:       newIDIndex(dedupRetention(cfg.DuplicateWindow), DedupEntriesMax),
 		stop:      make(chan struct{}),
 		pubCh:     make(chan struct{}),
+
+		committerGone: make(chan struct{}),
 	}
 	if err := l.recover(ctx); err != nil {
 		return nil, err
@@ -561,12 +567,38 @@ func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
 	}
 	select {
 	case l.queue <- p:
+		// With the log stopped, select may still pick the queue; if the
+		// committer has already gone, nobody would take p, and its
+		// writer would wait for ever (helper-86). If it has not, it
+		// takes p, or fails it as it leaves.
+		select {
+		case <-l.committerGone:
+			l.failStranded()
+		default:
+		}
 	case <-l.stop:
-		p.fail(errors.New("events: the log is closing"))
+		p.fail(errClosing)
 	case <-ctx.Done():
 		p.fail(ctx.Err())
 	}
 	return p
+}
+
+// errClosing fails the appends that came too late for the committer.
+var errClosing = errors.New("events: the log is closing")
+
+// failStranded fails every append left in the queue once the committer
+// has gone. Each is taken off the queue by one receive, so none is failed
+// twice, whoever else drains at the same time.
+func (l *Log) failStranded() {
+	for {
+		select {
+		case p := <-l.queue:
+			p.fail(errClosing)
+		default:
+			return
+		}
+	}
 }
 
 // newPending is an append of env, not yet queued.

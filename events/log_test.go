@@ -353,3 +353,27 @@ func TestReadLeavesNoConsumers(t *testing.T) {
 		t.Fatalf("after 20 finished reads the event stream has %d consumers", n)
 	}
 }
+
+// TestAppendAfterCloseIsAnswered: an append that races the log's close
+// gets an answer, never a wait for ever. Append's select picked the queue
+// half the time even with the log stopped, and with the committer gone
+// nobody took it: the connection's writer waited on it until the process
+// ended (helper-86).
+func TestAppendAfterCloseIsAnswered(t *testing.T) {
+	l, _ := openTestLog(t, t.TempDir())
+	ctx := context.Background()
+	appendAll(t, l, testEnvelope(1, "ack", "agent://a.local", "agent://b.local"))
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i < 66; i++ {
+		p := l.Append(ctx, testEnvelope(i, "ack", "agent://a.local", "agent://b.local"))
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := p.Wait(wctx)
+		timedOut := wctx.Err() != nil
+		cancel()
+		if err == nil || timedOut {
+			t.Fatalf("append %d after close: %v, want the log's refusal at once", i, err)
+		}
+	}
+}
