@@ -284,7 +284,7 @@ type Log struct {
 	// queued after that would wait for ever, so it is failed instead
 	// (failStranded).
 	committerGone chan struct{}
-	wg       sync.WaitGroup
+	wg            sync.WaitGroup
 }
 
 // Open creates the streams if they do not exist or brings their
