@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
 )
 
@@ -53,6 +54,10 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 	if api.Handshakes != nil {
 		put("aglx_handshakes_pending", "gauge", "Requests between agents waiting for their answer (GET /v1/handshakes?state=pending).", api.Handshakes.Pending())
 	}
+	nc := events.ReadClientCounters()
+	put("aglx_nats_client_errors_total", "counter", "Asynchronous errors the node's NATS connections reported, slow consumers included (the node's log has each).", nc.AsyncErrors)
+	put("aglx_nats_slow_consumers_total", "counter", "Times a subscription of the node fell behind and its NATS client dropped messages for it (a read's consumer starts again where it lacks one: nothing lost).", nc.SlowConsumers)
+	put("aglx_nats_disconnects_total", "counter", "Times a NATS connection of the node was lost (appends fail with 503 until it is back).", nc.Disconnects)
 	put("aglx_published_seq", "gauge", "The last event known to be in the event stream.", api.Log.Published())
 	cs := api.Log.CommitStats()
 	put("aglx_wal_commits_total", "counter", "Group commits written to the write-ahead stream.", cs.Commits)

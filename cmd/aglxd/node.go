@@ -104,20 +104,22 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("--nats-listen %s, --data %s: %w", m.cfg.NATSListen, m.cfg.DataDir, err)
 		}
 		m.ns = ns
-		m.nc, err = ns.Connect("aglxd")
+		m.nc, err = ns.Connect("aglxd", events.ClientEvents(m.lg, "aglxd")...)
 		if err != nil {
 			return err
 		}
-		if m.commitNC, err = ns.Connect("aglxd-commit"); err != nil {
+		if m.commitNC, err = ns.Connect("aglxd-commit", events.ClientEvents(m.lg, "aglxd-commit")...); err != nil {
 			return err
 		}
 		m.lg.Info("embedded NATS JetStream started", "store", m.cfg.DataDir, "client_url", m.NATSURL(), "fsync", m.cfg.Fsync)
 	} else {
-		m.nc, err = nats.Connect(m.cfg.NATSURL, nats.Name("aglxd"), nats.MaxReconnects(-1), nats.CustomInboxPrefix(events.NodeInboxPrefix))
+		m.nc, err = nats.Connect(m.cfg.NATSURL, append(events.ClientEvents(m.lg, "aglxd"),
+			nats.Name("aglxd"), nats.MaxReconnects(-1), nats.CustomInboxPrefix(events.NodeInboxPrefix))...)
 		if err != nil {
 			return fmt.Errorf("connect to %s: %w", redactURLs(m.cfg.NATSURL), err)
 		}
-		m.commitNC, err = nats.Connect(m.cfg.NATSURL, nats.Name("aglxd-commit"), nats.MaxReconnects(-1), nats.CustomInboxPrefix(events.NodeInboxPrefix))
+		m.commitNC, err = nats.Connect(m.cfg.NATSURL, append(events.ClientEvents(m.lg, "aglxd-commit"),
+			nats.Name("aglxd-commit"), nats.MaxReconnects(-1), nats.CustomInboxPrefix(events.NodeInboxPrefix))...)
 		if err != nil {
 			return fmt.Errorf("connect to %s: %w", redactURLs(m.cfg.NATSURL), err)
 		}
