@@ -35,12 +35,11 @@ func DigestOf(c *Credits, applied uint64) (Digest, error) {
 func DigestLater(c *Credits, applied uint64) func() (Digest, error) {
 	frozen, seq := c.L.Freeze(), c.L.Seq()
 	return func() (Digest, error) {
-		snap, err := frozen.Snapshot()
-		if err != nil {
+		h := sha256.New()
+		if _, err := frozen.WriteTo(h); err != nil {
 			return Digest{}, err
 		}
-		sum := sha256.Sum256(snap)
-		return Digest{AppliedSeq: applied, LedgerSeq: seq, SHA256: hex.EncodeToString(sum[:])}, nil
+		return Digest{AppliedSeq: applied, LedgerSeq: seq, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 	}
 }
 
