@@ -2,6 +2,9 @@ package bridge
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/aglx/ledger/events"
@@ -24,23 +27,50 @@ func TestWithEvent(t *testing.T) {
 	}
 }
 
+// TestParsePeer: a peer names how it is trusted (its TLS certificate by CA
+// file or pin, or plain TCP asked for by name), and a peer that does not,
+// or names it wrong, is refused at start with the reason.
 func TestParsePeer(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "cert.pem")
+	if err := os.WriteFile(ca, testCertPEM(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const pin = "0b:54:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd"
+	wantPin, _ := ParsePin(pin)
 	tests := []struct {
 		in   string
 		want Peer
-		ok   bool
+		err  string // empty: accepted
 	}{
-		{"registry://backup.local@127.0.0.1:2594", Peer{URI: "registry://backup.local", Addr: "127.0.0.1:2594"}, true},
-		{"registry://Backup.Local@h:1", Peer{URI: "registry://backup.local", Addr: "h:1"}, true},
-		{"agent://x@127.0.0.1:1", Peer{}, false},
-		{"registry://backup.local", Peer{}, false},
-		{"registry://backup.local@", Peer{}, false},
-		{"backup@1.2.3.4:5", Peer{}, false},
+		{"registry://backup.local@127.0.0.1:2594?plain", Peer{URI: "registry://backup.local", Addr: "127.0.0.1:2594", Plain: true}, ""},
+		{"registry://Backup.Local@h:1?plain", Peer{URI: "registry://backup.local", Addr: "h:1", Plain: true}, ""},
+		{"registry://backup.local@h:2596?ca=" + ca, Peer{URI: "registry://backup.local", Addr: "h:2596", CA: ca}, ""},
+		{"registry://backup.local@h:2596?pin=" + pin, Peer{URI: "registry://backup.local", Addr: "h:2596", Pin: wantPin}, ""},
+		{"registry://backup.local@h:2596?ca=" + ca + "&pin=" + pin, Peer{URI: "registry://backup.local", Addr: "h:2596", CA: ca, Pin: wantPin}, ""},
+		{"registry://backup.local@127.0.0.1:2594", Peer{}, "say how to trust the peer"},
+		{"registry://backup.local@h:1?", Peer{}, "say how to trust the peer"},
+		{"registry://backup.local@h:1?plain&pin=" + pin, Peer{}, "does not go with"},
+		{"registry://backup.local@h:1?pin=00ff", Peer{}, "not a SHA-256 fingerprint"},
+		{"registry://backup.local@h:1?ca=/nonexistent/cert.pem", Peer{}, "no such file"},
+		{"registry://backup.local@h:1?tls", Peer{}, `"tls" is not`},
+		{"registry://backup.local@h?plain", Peer{}, "is not HOST:PORT"},
+		{"agent://x@127.0.0.1:1?plain", Peer{}, "must be a registry:// URI"},
+		{"registry://backup.local", Peer{}, "want registry://NAME@HOST:PORT"},
+		{"registry://backup.local@", Peer{}, "want registry://NAME@HOST:PORT"},
+		{"backup@1.2.3.4:5?plain", Peer{}, "is not an AGLX address"},
 	}
 	for _, tc := range tests {
 		got, err := ParsePeer(tc.in)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("ParsePeer(%q) = %+v, %v; want %+v, ok %v", tc.in, got, err, tc.want, tc.ok)
+		switch {
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("ParsePeer(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("ParsePeer(%q) = %+v, %v; want an error saying %q", tc.in, got, err, tc.err)
+		}
+		if err == nil {
+			if again, err := ParsePeer(got.String()); err != nil || again != got {
+				t.Errorf("ParsePeer(%q.String() = %q) = %+v, %v; want it again", tc.in, got.String(), again, err)
+			}
 		}
 	}
 }
@@ -65,4 +95,19 @@ func TestRelayAllowed(t *testing.T) {
 			t.Errorf("allowed(%q) = %v, want %v", tc.addr, got, tc.want)
 		}
 	}
+}
+
+// testCertPEM is a self-made certificate in PEM, as a node makes its own.
+func testCertPEM(t *testing.T) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := ensureSelfSigned(cert, key, []string{"localhost"}, false); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -51,17 +53,37 @@ func syncWait(interval, last time.Duration, failed bool) time.Duration {
 }
 
 // Peer is a registry this node pushes its registry to: its URI (the TO of
-// the registry.sync frames) and its AGLX TCP address.
+// the registry.sync frames), its AGLX address, and how its answers are
+// trusted. The entries are signed, so nobody on the path can change them;
+// but the peer's registry.ack, which makes this node move past them, is
+// trusted only as far as the connection is: over plain TCP anyone on the
+// path could answer a push with a forged ack, and this node would not
+// send those entries again until they changed (helper-87). So a peer is
+// reached over TLS, trusting its certificate as `aglx send` does (CA, a
+// PEM file such as the peer's DATA/tls/cert.pem, or Pin, its SHA-256
+// fingerprint), unless Plain says plain TCP, which the operator must ask
+// for by name.
 type Peer struct {
-	URI  string
-	Addr string
+	URI   string
+	Addr  string
+	CA    string // PEM file of certificates to trust for the peer's TLS port
+	Pin   string // the peer's certificate's fingerprint, as ParsePin returns it
+	Plain bool   // plain TCP: the peer's acks are not authenticated
 }
 
-// ParsePeer reads "registry://backup.local@HOST:PORT".
+// ParsePeer reads "registry://NAME@HOST:PORT?TRUST", where TRUST is
+// ca=FILE or pin=FINGERPRINT (or both, joined by &) for the peer's TLS
+// port, or plain for its TCP port. With neither the peer is refused: a
+// push whose acknowledgement anyone on the path could forge is not the
+// default.
 func ParsePeer(s string) (Peer, error) {
-	uri, addr, ok := strings.Cut(s, "@")
+	uri, rest, ok := strings.Cut(s, "@")
+	addr, query, _ := strings.Cut(rest, "?")
 	if !ok || addr == "" {
-		return Peer{}, fmt.Errorf("%q: want registry://NAME@HOST:PORT", s)
+		return Peer{}, fmt.Errorf("%q: want registry://NAME@HOST:PORT?ca=FILE, ?pin=FINGERPRINT or ?plain", s)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return Peer{}, fmt.Errorf("%q: %s is not HOST:PORT: %w", s, addr, err)
 	}
 	u, err := protocol.ParseURI(uri)
 	if err != nil {
@@ -70,7 +92,75 @@ func ParsePeer(s string) (Peer, error) {
 	if u.Scheme != protocol.SchemeRegistry {
 		return Peer{}, fmt.Errorf("%q: a peer must be a registry:// URI", s)
 	}
-	return Peer{URI: u.String(), Addr: addr}, nil
+	p := Peer{URI: u.String(), Addr: addr}
+	for _, opt := range strings.Split(query, "&") {
+		name, value, _ := strings.Cut(opt, "=")
+		switch {
+		case name == "ca" && value != "":
+			p.CA = value
+		case name == "pin" && value != "":
+			if p.Pin, err = ParsePin(value); err != nil {
+				return Peer{}, fmt.Errorf("%q: %w", s, err)
+			}
+		case opt == "plain":
+			p.Plain = true
+		case opt == "" && query == "":
+		default:
+			return Peer{}, fmt.Errorf("%q: %q is not ca=FILE, pin=FINGERPRINT or plain", s, opt)
+		}
+	}
+	switch {
+	case p.Plain && (p.CA != "" || p.Pin != ""):
+		return Peer{}, fmt.Errorf("%q: plain is TCP without TLS; it does not go with ca= or pin=", s)
+	case !p.Plain && p.CA == "" && p.Pin == "":
+		return Peer{}, fmt.Errorf("%q: say how to trust the peer: ?ca=FILE (its DATA/tls/cert.pem) or ?pin=FINGERPRINT (GET /v1/node's tls_sha256) for its TLS port, "+
+			"or ?plain for its TCP port, where anyone on the path can forge its registry.ack and make this node skip entries", s)
+	}
+	if _, err := p.tlsConfig(); err != nil {
+		return Peer{}, fmt.Errorf("%q: %w", s, err)
+	}
+	return p, nil
+}
+
+// tlsConfig is the client configuration for the peer's TLS port, nil for a
+// plain peer. It reads the CA file each time: a peer's new certificate is
+// taken at the next push, without a restart.
+func (p Peer) tlsConfig() (*tls.Config, error) {
+	if p.Plain {
+		return nil, nil
+	}
+	host, _, err := net.SplitHostPort(p.Addr)
+	if err != nil {
+		return nil, err
+	}
+	return ClientTLS(p.CA, p.Pin, host)
+}
+
+// dial connects to the peer as its trust says.
+func (p Peer) dial(ctx context.Context) (*Client, error) {
+	cfg, err := p.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		return Dial(ctx, p.Addr)
+	}
+	return DialTLS(ctx, p.Addr, cfg)
+}
+
+// String is the peer as ParsePeer reads it.
+func (p Peer) String() string {
+	var opts []string
+	if p.CA != "" {
+		opts = append(opts, "ca="+p.CA)
+	}
+	if p.Pin != "" {
+		opts = append(opts, "pin="+p.Pin)
+	}
+	if p.Plain {
+		opts = append(opts, "plain")
+	}
+	return p.URI + "@" + p.Addr + "?" + strings.Join(opts, "&")
 }
 
 // Federation pushes the registry entries that changed since the last
@@ -137,7 +227,7 @@ func (f *Federation) push(ctx context.Context, seq uint64) (uint64, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, syncDialTimeout)
 	defer cancel()
-	c, err := Dial(ctx, f.Peer.Addr)
+	c, err := f.Peer.dial(ctx)
 	if err != nil {
 		return seq, err
 	}

@@ -124,7 +124,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "use this NATS server (with JetStream) instead of the embedded one")
 	fs.IntVar(&c.Replicas, "replicas", c.Replicas, "servers of the --nats-url cluster that keep a copy of each stream (1, 3 or 5; the embedded server: 1)")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream store, keys)")
-	fs.Func("sync-to", "push registry changes to this peer registry, registry://NAME@HOST:PORT (repeatable)", func(v string) error {
+	fs.Func("sync-to", "push registry changes to this peer registry: registry://NAME@HOST:TLSPORT?ca=FILE or ?pin=FINGERPRINT, or registry://NAME@HOST:PORT?plain over plain TCP (repeatable)", func(v string) error {
 		c.SyncTo = append(c.SyncTo, v)
 		return nil
 	})

@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -120,9 +123,8 @@ func TestFederationConverges(t *testing.T) {
 	}()
 	a := startNodeWith(t, t.TempDir(), func(c *Config) {
 		c.Name = "registry://main.local"
-		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + addrB}, 100*time.Millisecond
+		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + addrB + "?plain"}, 100*time.Millisecond
 	})
-	addrA := a.TCPAddr()
 	register(t, a, "agent://node42.local")
 	// Wait until the first node has failed to reach the absent peer.
 	for deadline := time.Now().Add(30 * time.Second); a.federations[0].Failures() == 0; time.Sleep(20 * time.Millisecond) {
@@ -135,7 +137,8 @@ func TestFederationConverges(t *testing.T) {
 	lnB.(*net.TCPListener).SetDeadline(time.Time{})
 	b := startNodeWith(t, t.TempDir(), func(c *Config) {
 		c.Name, c.Listen = "registry://backup.local", addrB
-		c.SyncTo, c.SyncInterval = []string{"registry://main.local@" + addrA}, 100*time.Millisecond
+		// Over TLS, trusting a's own certificate: the other way is plain.
+		c.SyncTo, c.SyncInterval = []string{"registry://main.local@" + a.TLSAddr() + "?ca=" + filepath.Join(a.cfg.DataDir, "tls", "cert.pem")}, 100*time.Millisecond
 		c.tcpLn = lnB
 	})
 	// Each takes the other's syncs once it has bound the other's key;
@@ -179,7 +182,7 @@ func TestFederationPacksBySize(t *testing.T) {
 	b := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name = "registry://backup.local" })
 	a := startNodeWith(t, t.TempDir(), func(c *Config) {
 		c.Name = "registry://main.local"
-		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + b.TCPAddr()}, 100*time.Millisecond
+		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + b.TCPAddr() + "?plain"}, 100*time.Millisecond
 	})
 	bindPeer(t, b, a)
 	// 700 entries of some 850 bytes in JSON: more than one 512 KiB body.
@@ -226,7 +229,7 @@ func TestFederationNeedsABoundKey(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := startNodeWith(t, t.TempDir(), func(c *Config) {
 				c.Name = "registry://main.local"
-				c.SyncTo, c.SyncInterval = []string{tt.peer + "@" + b.TCPAddr()}, 100*time.Millisecond
+				c.SyncTo, c.SyncInterval = []string{tt.peer + "@" + b.TCPAddr() + "?plain"}, 100*time.Millisecond
 			})
 			if tt.bind {
 				bindPeer(t, b, a)
@@ -283,7 +286,7 @@ func TestFederationTakesAnAckInAnyCase(t *testing.T) {
 	}()
 	a := startNodeWith(t, t.TempDir(), func(c *Config) {
 		c.Name = "registry://main.local"
-		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + ln.Addr().String()}, 100*time.Millisecond
+		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + ln.Addr().String() + "?plain"}, 100*time.Millisecond
 	})
 	next := func() string {
 		t.Helper()
@@ -306,5 +309,56 @@ func TestFederationTakesAnAckInAnyCase(t *testing.T) {
 	}
 	if strings.Contains(b, "agent://first.local") {
 		t.Fatalf("the push after an ack from registry://Backup.LOCAL carried the first agent again (failures %d): %s", a.federations[0].Failures(), b)
+	}
+}
+
+// certFingerprint is the fingerprint of a node's own TLS certificate.
+func certFingerprint(t *testing.T, m *Main) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(m.cfg.DataDir, "tls", "cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatal("no PEM block in the node's cert.pem")
+	}
+	return bridge.Fingerprint(blk.Bytes)
+}
+
+// TestFederationTrustsOnlyThePeer: a push over TLS goes only to the peer
+// its trust names. Another node at the peer's address (someone on the
+// path, answering with a registry.ack of its own) gets nothing and can
+// make the pusher skip nothing: the handshake fails, the push counts as
+// failed, and the entries wait for the real peer. Over plain TCP such an
+// answer was taken as the peer's (helper-87).
+func TestFederationTrustsOnlyThePeer(t *testing.T) {
+	peer := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name = "registry://backup.local" })
+	// An impostor under the peer's name, with a certificate of its own,
+	// which has bound the pusher's key: it would merge and ack a push.
+	impostor := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name = "registry://backup.local" })
+	for i, tc := range []struct {
+		name  string
+		trust string
+	}{
+		{"the peer's certificate as CA", "ca=" + filepath.Join(peer.cfg.DataDir, "tls", "cert.pem")},
+		{"the peer's certificate pinned", "pin=" + certFingerprint(t, peer)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := startNodeWith(t, t.TempDir(), func(c *Config) {
+				c.Name = fmt.Sprintf("registry://main%d.local", i)
+				c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + impostor.TLSAddr() + "?" + tc.trust}, 100*time.Millisecond
+			})
+			bindPeer(t, impostor, a)
+			register(t, a, "agent://node42.local")
+			for deadline := time.Now().Add(30 * time.Second); a.federations[0].Failures() < 3; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the push to the impostor did not fail")
+				}
+			}
+			if ids := agentIDs(t, impostor); len(ids) != 0 {
+				t.Fatalf("the impostor took the push: %v", ids)
+			}
+		})
 	}
 }

@@ -264,7 +264,12 @@ func (m *Main) Run(ctx context.Context) error {
 		m.federations = append(m.federations, fed)
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); fed.Run(runCtx) }()
-		m.lg.Info("pushing registry changes", "peer", peer.URI, "addr", peer.Addr, "every", m.cfg.SyncInterval)
+		if peer.Plain {
+			m.lg.Warn("pushing registry changes over plain TCP: anyone on the path can answer a push with a forged registry.ack, and this node would not send those entries again until they change; use the peer's TLS port with ?ca= or ?pin= (OPERATIONS.md, Federation)",
+				"peer", peer.URI, "addr", peer.Addr, "every", m.cfg.SyncInterval)
+		} else {
+			m.lg.Info("pushing registry changes over TLS", "peer", peer.URI, "addr", peer.Addr, "every", m.cfg.SyncInterval)
+		}
 	}
 	if m.ns != nil {
 		m.wg.Add(1)

@@ -201,7 +201,7 @@ func TestFederationPushEndsAtShutdown(t *testing.T) {
 	peer, got := tarpit(t)
 	m := startNodeWith(t, t.TempDir(), func(c *Config) {
 		c.Name = "registry://main.local"
-		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + peer}, 100*time.Millisecond
+		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + peer + "?plain"}, 100*time.Millisecond
 	})
 	register(t, m, "agent://node42.local")
 	select {
