@@ -552,6 +552,17 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 	}
 }
 
+// ifKept is fn on a node that keeps the fold a path reads (kept), and on
+// one that does not, 404 with without, the same at each of the fold's
+// paths. It runs inside view, as fn would: an address that is none and
+// a ?seq= not reached are answered first, as for every read.
+func ifKept(kept bool, without string, fn func(r *http.Request) (int, any)) func(r *http.Request) (int, any) {
+	if !kept {
+		return func(*http.Request) (int, any) { return http.StatusNotFound, errBody(without) }
+	}
+	return fn
+}
+
 // stripSeq is r without its ?seq=.
 func stripSeq(r *http.Request) *http.Request {
 	q := r.URL.Query()

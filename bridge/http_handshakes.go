@@ -17,10 +17,9 @@ import (
 // A list gives the totals, the number pending, and one page, oldest request
 // first; its "next", when there is one, is the after= of the next page.
 func (api API) handshakeRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/handshakes", api.view(func(r *http.Request) (int, any) {
-		if api.Handshakes == nil {
-			return http.StatusNotFound, errBody("this node does not track handshakes")
-		}
+	const without = "this node does not track handshakes"
+	kept := api.Handshakes != nil
+	mux.HandleFunc("GET /v1/handshakes", api.view(ifKept(kept, without, func(r *http.Request) (int, any) {
 		q := r.URL.Query()
 		after, limit, err := pageOf(r, projections.HandshakesPageMax)
 		if err != nil {
@@ -47,11 +46,8 @@ func (api API) handshakeRoutes(mux *http.ServeMux) {
 			out["next"] = page.Next
 		}
 		return http.StatusOK, out
-	}))
-	mux.HandleFunc("GET /v1/handshakes/{seq}", api.view(func(r *http.Request) (int, any) {
-		if api.Handshakes == nil {
-			return http.StatusNotFound, errBody("this node does not track handshakes")
-		}
+	})))
+	mux.HandleFunc("GET /v1/handshakes/{seq}", api.view(ifKept(kept, without, func(r *http.Request) (int, any) {
 		seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
 		if err != nil {
 			return http.StatusBadRequest, errBody(fmt.Sprintf("%q is not a sequence number", r.PathValue("seq")))
@@ -61,5 +57,5 @@ func (api API) handshakeRoutes(mux *http.ServeMux) {
 			return http.StatusNotFound, errBody(fmt.Sprintf("no handshake opened at seq %d is kept: the event there is no request, it was refused, or it ended long enough ago to be let go (see the log)", seq))
 		}
 		return http.StatusOK, h
-	}))
+	})))
 }

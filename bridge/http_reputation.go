@@ -19,16 +19,12 @@ import (
 // the model holds ("score_millionths"), so that a reader can compare it
 // with a zone's minimum without rounding.
 func (api API) reputationRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/reputation", api.view(func(r *http.Request) (int, any) {
-		if api.Reputation == nil {
-			return http.StatusNotFound, errBody("this node keeps no reputation model")
-		}
+	const without = "this node keeps no reputation model"
+	kept := api.Reputation != nil
+	mux.HandleFunc("GET /v1/reputation", api.view(ifKept(kept, without, func(r *http.Request) (int, any) {
 		return http.StatusOK, map[string]any{"counts": api.Reputation.M.Counts(), "rated": api.Reputation.M.Rated()}
-	}))
-	mux.HandleFunc("GET /v1/reputation/{scheme}/{name}", api.view(func(r *http.Request) (int, any) {
-		if api.Reputation == nil {
-			return http.StatusNotFound, errBody("this node keeps no reputation model")
-		}
+	})))
+	mux.HandleFunc("GET /v1/reputation/{scheme}/{name}", api.view(ifKept(kept, without, func(r *http.Request) (int, any) {
 		uri := uriOf(r)
 		a, rated := api.Reputation.M.Agent(uri)
 		return http.StatusOK, map[string]any{
@@ -39,7 +35,7 @@ func (api API) reputationRoutes(mux *http.ServeMux) {
 			"ratings":          a.Ratings,
 			"last_seq":         a.LastSeq,
 		}
-	}))
+	})))
 }
 
 // scoreNumber writes millionths as the decimal number they are, with no
