@@ -21,8 +21,11 @@ import (
 // Bounds of the HTTP API.
 const (
 	healthTimeout = 2 * time.Second // the health check's question to JetStream
-	seqWaitMax    = SeqWaitMax
 )
+
+// seqWaitMax is how long a read waits for ?seq=N; a variable only so that
+// a test need not wait it out.
+var seqWaitMax = SeqWaitMax
 
 // SeqWaitMax is how long a read waits for the projections to reach its
 // ?seq=N, or to end their replay after a start; a client should wait
@@ -48,6 +51,38 @@ const ResponseWriteMax = time.Minute
 // replayWaitMax is how long a read without ?seq= waits for the replay after
 // a start; a variable only so that a test need not wait it out.
 var replayWaitMax = seqWaitMax
+
+// Retry-After of the API's 503s whose wait the node cannot know (the
+// ledger digest's wait between two digests it knows, and says). Each is a
+// second: the refusals cost the node little, and a longer wait would keep
+// a client that honours it from an answer it could have had sooner.
+const (
+	// replayRetryAfter answers a read that gave up waiting for the
+	// projections to reach a position (?seq=, or the end of the replay
+	// after a start), and /readyz while they replay. How long a replay or
+	// a lag lasts depends on the log and the load, which the node does not
+	// estimate; the read waited seqWaitMax already, and the next waits
+	// again on the node's side, so a second between asks is only there to
+	// keep a client from spinning.
+	replayRetryAfter = time.Second
+	// waitersRetryAfter answers a read refused because waitersMax reads
+	// wait for a position already: a place is free as soon as one of them
+	// is answered, when the fold moves on, usually within milliseconds,
+	// at the latest after seqWaitMax.
+	waitersRetryAfter = time.Second
+	// digestBusyRetryAfter answers a ledger digest asked while another is
+	// being made: the making takes from milliseconds to many seconds with
+	// the ledger's size, unknown until it is done, and the digest being
+	// made may be the one asked for, answered again once made (aglx audit
+	// asks again once a second).
+	digestBusyRetryAfter = time.Second
+	// logDownRetryAfter answers /healthz and /readyz while the log takes no
+	// appends: the cause may pass within a second (NATS back: the log asks
+	// for the write-ahead stream's state once a second) or need an
+	// operator (a full disk), and a health check costs one cached question
+	// to the stream (probeFresh).
+	logDownRetryAfter = time.Second
+)
 
 // waitersMax bounds the reads waiting for a log position (?seq=, or the
 // replay after a start). A waiting read holds an HTTP slot that no idle
@@ -129,7 +164,8 @@ type NodeInfo struct {
 // HTTPHandler serves the node's HTTP API. In paths an AGLX URI
 // scheme://name is written scheme/name. Money is a JSON string throughout.
 // Any read takes ?seq=N to wait until the projections have applied the
-// event at N (read-your-writes after an ack).
+// event at N (read-your-writes after an ack). Every 503 carries
+// Retry-After, in whole seconds (retryAfter).
 //
 //	GET /healthz                                   200 when the log answers, else 503
 //	GET /readyz                                    as /healthz, and 503 while the projections replay
@@ -338,6 +374,9 @@ func readOnly(mux *http.ServeMux) http.Handler {
 
 func (api API) health(w http.ResponseWriter, r *http.Request) {
 	status, body := api.healthOf(r.Context())
+	if status != http.StatusOK {
+		retryAfter(w.Header(), logDownRetryAfter)
+	}
 	writeJSON(w, status, body)
 }
 
@@ -348,8 +387,12 @@ func (api API) health(w http.ResponseWriter, r *http.Request) {
 // supervisor does not restart a node for replaying a long log.
 func (api API) ready(w http.ResponseWriter, r *http.Request) {
 	status, body := api.healthOf(r.Context())
-	if status == http.StatusOK && body["projections"] != "ready" {
+	switch {
+	case status != http.StatusOK:
+		retryAfter(w.Header(), logDownRetryAfter)
+	case body["projections"] != "ready":
 		status, body["status"] = http.StatusServiceUnavailable, "replaying"
+		retryAfter(w.Header(), replayRetryAfter)
 	}
 	writeJSON(w, status, body)
 }
@@ -452,8 +495,8 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 			ctx, cancel := context.WithTimeout(r.Context(), seqWaitMax)
 			defer cancel()
 			if err := api.Runner.WaitFor(ctx, seq); err != nil {
-				writeJSON(w, http.StatusServiceUnavailable, errBody(fmt.Sprintf("the state has not reached seq %d within %s (it is at %d); ask again, or without ?seq=",
-					seq, seqWaitMax, api.Runner.Applied())))
+				writeUnavailable(w, replayRetryAfter, fmt.Sprintf("the state has not reached seq %d within %s (it is at %d); ask again, or without ?seq=",
+					seq, seqWaitMax, api.Runner.Applied()))
 				return
 			}
 		} else if !api.caughtUp() {
@@ -472,8 +515,8 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 			case <-r.Context().Done():
 				return
 			case <-t.C:
-				writeJSON(w, http.StatusServiceUnavailable, errBody(fmt.Sprintf("the node is replaying its log after a start (applied seq %d); ask again once /readyz says ready, or read at a position with ?seq=",
-					api.Runner.Applied())))
+				writeUnavailable(w, replayRetryAfter, fmt.Sprintf("the node is replaying its log after a start (applied seq %d); ask again once /readyz says ready, or read at a position with ?seq=",
+					api.Runner.Applied()))
 				return
 			}
 		}
@@ -483,6 +526,10 @@ func (api API) viewAt(fn func(r *http.Request, applied uint64) (int, any)) http.
 		api.Runner.View(func(applied uint64) { at = applied; status, body = fn(r, applied) })
 		if finish, ok := body.(afterView); ok {
 			status, body = finish()
+		}
+		if u, ok := body.(unavailable); ok {
+			retryAfter(w.Header(), u.wait)
+			body = errBody(u.msg)
 		}
 		if d, ok := body.(projections.Digest); ok {
 			// A digest made earlier, answered again, is of its own
@@ -527,8 +574,7 @@ func (api API) takeWaiter(w http.ResponseWriter) bool {
 	case api.waiters <- struct{}{}:
 		return true
 	default:
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, errBody(fmt.Sprintf("%d reads are waiting for a log position already; ask again", waitersMax)))
+		writeUnavailable(w, waitersRetryAfter, fmt.Sprintf("%d reads are waiting for a log position already; ask again", waitersMax))
 		return false
 	}
 }
@@ -600,6 +646,28 @@ func limitOf(s string) (int, error) {
 }
 
 func errBody(msg string) map[string]string { return map[string]string{"error": msg} }
+
+// unavailable is the body of a 503 that a handler under viewAt gives:
+// viewAt writes wait as Retry-After, and msg as the error.
+type unavailable struct {
+	wait time.Duration
+	msg  string
+}
+
+// writeUnavailable answers 503 with msg as the error, and wait as
+// Retry-After.
+func writeUnavailable(w http.ResponseWriter, wait time.Duration, msg string) {
+	retryAfter(w.Header(), wait)
+	writeJSON(w, http.StatusServiceUnavailable, errBody(msg))
+}
+
+// retryAfter sets Retry-After to wait in whole seconds, rounded up, so
+// that a client that honours it does not ask before the wait is over, and
+// at least 1: the header counts whole seconds, and 0 asks again at once.
+func retryAfter(h http.Header, wait time.Duration) {
+	secs := max(1, int64((wait+time.Second-1)/time.Second))
+	h.Set("Retry-After", strconv.FormatInt(secs, 10))
+}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -38,8 +38,9 @@ type ledgerDigests struct {
 // for as long, so a digest already made at or past the position asked
 // for is answered again, and a new one is made only when the last one's
 // making took at most a tenth of the time since: otherwise 503, with when
-// to ask again. A caller asking while one is being made is answered 503
-// at once.
+// to ask again, in the message and, rounded up to whole seconds, in
+// Retry-After. A caller asking while one is being made is answered 503 at
+// once.
 func (api API) ledgerDigest(digest *ledgerDigests) func(r *http.Request, applied uint64) (int, any) {
 	return func(r *http.Request, applied uint64) (int, any) {
 		// Tried, not waited for, and only once the read has its position:
@@ -48,7 +49,7 @@ func (api API) ledgerDigest(digest *ledgerDigests) func(r *http.Request, applied
 		// every other digest at 503 for that wait (helper-76). TryLock
 		// never blocks, so the View holds up the fold for nothing.
 		if !digest.TryLock() {
-			return http.StatusServiceUnavailable, errBody("a ledger digest is being made; ask again in a moment (aglx audit does, within --wait)")
+			return http.StatusServiceUnavailable, unavailable{digestBusyRetryAfter, "a ledger digest is being made; ask again in a moment (aglx audit does, within --wait)"}
 		}
 		want, _ := strconv.ParseUint(r.URL.Query().Get("seq"), 10, 64) // checked by viewAt
 		if digest.have && (digest.at == applied || (want > 0 && digest.at >= want)) {
@@ -57,8 +58,8 @@ func (api API) ledgerDigest(digest *ledgerDigests) func(r *http.Request, applied
 		}
 		if wait := digestDutyMax*digest.cost - time.Since(digest.done); digest.have && wait > 0 {
 			defer digest.Unlock()
-			return http.StatusServiceUnavailable, errBody(fmt.Sprintf("the last digest (at seq %d) took %s to make; a new one may be made in %s: ask again then, or with ?seq= at most %d for that one",
-				digest.at, digest.cost.Round(time.Millisecond), wait.Round(time.Millisecond), digest.at))
+			return http.StatusServiceUnavailable, unavailable{wait, fmt.Sprintf("the last digest (at seq %d) took %s to make; a new one may be made in %s: ask again then, or with ?seq= at most %d for that one",
+				digest.at, digest.cost.Round(time.Millisecond), wait.Round(time.Millisecond), digest.at)}
 		}
 		start := time.Now()
 		digestOf := projections.DigestLater(api.Credits, applied)

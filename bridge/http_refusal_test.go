@@ -1,14 +1,20 @@
 package bridge
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/projections"
 )
 
@@ -88,4 +94,147 @@ func serveHTTP(t *testing.T, h http.Handler) string {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
+}
+
+// TestRefusalsSayWhenToAskAgain: every 503 of the HTTP API carries
+// Retry-After, in whole seconds and at least 1: the wait its body says,
+// rounded up (the ledger digest's), or a fixed wait where the node cannot
+// know it. Until 2026-12-01 only the refusal for too many waiting reads
+// carried one.
+func TestRefusalsSayWhenToAskAgain(t *testing.T) {
+	defer func(r, s time.Duration) { replayWaitMax, seqWaitMax = r, s }(replayWaitMax, seqWaitMax)
+	replayWaitMax, seqWaitMax = 100*time.Millisecond, 100*time.Millisecond
+	fixed := func(d time.Duration) func(string) (time.Duration, time.Duration) {
+		return func(string) (time.Duration, time.Duration) { return d, d }
+	}
+	for _, tc := range []struct {
+		name string
+		// serve makes the API's state that is refused, and says the path
+		// to ask.
+		serve func(t *testing.T) (http.Handler, string)
+		says  string
+		// wait gives the least and the most the wait may be, from the
+		// body: Retry-After is it rounded up to seconds.
+		wait func(body string) (lo, hi time.Duration)
+	}{
+		{"readyz while replaying", func(t *testing.T) (http.Handler, string) {
+			return HTTPHandler(replayingAPI(t)), "/readyz"
+		}, `"status": "replaying"`, fixed(replayRetryAfter)},
+		{"healthz with the store down", func(t *testing.T) (http.Handler, string) {
+			return HTTPHandler(storeDownAPI(t)), "/healthz"
+		}, "the disk is full", fixed(logDownRetryAfter)},
+		{"readyz with the store down", func(t *testing.T) (http.Handler, string) {
+			return HTTPHandler(storeDownAPI(t)), "/readyz"
+		}, "the disk is full", fixed(logDownRetryAfter)},
+		{"a read while replaying", func(t *testing.T) (http.Handler, string) {
+			return HTTPHandler(replayingAPI(t)), "/v1/stats"
+		}, "replaying its log after a start", fixed(replayRetryAfter)},
+		{"a read at a position not reached", func(t *testing.T) (http.Handler, string) {
+			api := replayingAPI(t)
+			appendEvents(t, api.Log, 3) // durable, never applied
+			return HTTPHandler(api), "/v1/stats?seq=3"
+		}, "has not reached seq 3", fixed(replayRetryAfter)},
+		{"a read with every waiting place taken", func(t *testing.T) (http.Handler, string) {
+			api := replayingAPI(t)
+			api.waiters = make(chan struct{}, 1)
+			api.waiters <- struct{}{}
+			return api.view(func(*http.Request) (int, any) { return http.StatusOK, "read" }), "/"
+		}, "reads are waiting for a log position", fixed(waitersRetryAfter)},
+		{"a digest while one is made", func(t *testing.T) (http.Handler, string) {
+			api := caughtUpAPI(t)
+			making := &ledgerDigests{}
+			making.Lock()
+			return api.viewAt(api.ledgerDigest(making)), "/"
+		}, "a ledger digest is being made", fixed(digestBusyRetryAfter)},
+		{"a digest too soon after the last", func(t *testing.T) (http.Handler, string) {
+			api := caughtUpAPI(t) // at seq 1
+			last := &ledgerDigests{have: true, at: 0, done: time.Now(), cost: 250 * time.Millisecond}
+			return api.viewAt(api.ledgerDigest(last)), "/"
+		}, "took 250ms to make; a new one may be made in", func(body string) (time.Duration, time.Duration) {
+			// The body's wait is rounded to the millisecond.
+			_, in, _ := strings.Cut(body, "may be made in ")
+			in, _, _ = strings.Cut(in, ":")
+			d, err := time.ParseDuration(in)
+			if err != nil {
+				t.Fatalf("the digest's wait %q: %v", in, err)
+			}
+			return d - time.Millisecond/2, d + time.Millisecond/2
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, path := tc.serve(t)
+			a := getAnswer(t, serveHTTP(t, h)+path)
+			if a.code != http.StatusServiceUnavailable || !strings.Contains(string(a.body), tc.says) || !json.Valid(a.body) {
+				t.Fatalf("GET %s = %d %s; want 503 in JSON saying %q", path, a.code, a.body, tc.says)
+			}
+			lo, hi := tc.wait(string(a.body))
+			least, most := max(1, int64(math.Ceil(lo.Seconds()))), max(1, int64(math.Ceil(hi.Seconds())))
+			got := a.header.Get("Retry-After")
+			if n, err := strconv.ParseInt(got, 10, 64); err != nil || n < least || n > most {
+				t.Errorf("GET %s: Retry-After %q; want %d to %d (seconds) for %s", path, got, least, most, a.body)
+			}
+		})
+	}
+}
+
+// replayingAPI is the API of a node whose projections never catch up
+// with the log: nothing is applied.
+func replayingAPI(t *testing.T) API {
+	t.Helper()
+	l, quiet := openBenchLog(t)
+	stats := projections.NewStats()
+	runner := projections.NewRunner(l, quiet, stats) // never run
+	return API{Log: l, Runner: runner, Stats: stats, Edge: New(l, Config{}, quiet)}
+}
+
+// caughtUpAPI is the API of a node with a ledger whose projections have
+// applied its log, one event.
+func caughtUpAPI(t *testing.T) API {
+	t.Helper()
+	l, quiet := openBenchLog(t)
+	appendEvents(t, l, 1)
+	reg, credits := ledgerFolds(t)
+	runner := projections.NewRunner(l, quiet, reg, credits)
+	ctx, cancel := context.WithTimeout(runUntilReady(t, runner), 20*time.Second)
+	defer cancel()
+	if err := runner.WaitFor(ctx, 1); err != nil {
+		t.Fatalf("the projections never applied seq 1: %v", err)
+	}
+	return API{Log: l, Runner: runner, Credits: credits, Registry: reg}
+}
+
+// storeDownAPI is the API of a node whose store takes nothing more, as
+// on the embedded server once a write met a full disk.
+func storeDownAPI(t *testing.T) API {
+	t.Helper()
+	nc := benchServer(t, 0)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	down := func() error { return errors.New("the disk is full") }
+	l, err := events.Open(context.Background(), nc, events.Config{ExclusiveWriter: true, StoreDown: down}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	stats := projections.NewStats()
+	runner := projections.NewRunner(l, quiet, stats)
+	runUntilReady(t, runner)
+	return API{Log: l, Runner: runner, Stats: stats, Edge: New(l, Config{}, quiet)}
+}
+
+// TestRetryAfterRoundsUp: Retry-After is a wait in whole seconds, rounded
+// up so that a client does not ask before it is over, and never 0.
+func TestRetryAfterRoundsUp(t *testing.T) {
+	for _, tc := range []struct {
+		wait time.Duration
+		want string
+	}{
+		{-time.Second, "1"}, {0, "1"}, {time.Nanosecond, "1"}, {999 * time.Millisecond, "1"}, {time.Second, "1"},
+		{time.Second + time.Nanosecond, "2"}, {2499 * time.Millisecond, "3"}, {time.Hour, "3600"},
+	} {
+		h := http.Header{}
+		retryAfter(h, tc.wait)
+		if got := h.Get("Retry-After"); got != tc.want {
+			t.Errorf("retryAfter(%v) = %q, want %q", tc.wait, got, tc.want)
+		}
+	}
 }
