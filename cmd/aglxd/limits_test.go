@@ -184,8 +184,8 @@ func TestHTTPAnswersWhileStarting(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), `"status":"starting"`) {
-			t.Fatalf("GET %s while starting: %d %s; want 503 starting", path, resp.StatusCode, b)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), `"status":"starting"`) || resp.Header.Get("Retry-After") != "1" {
+			t.Fatalf("GET %s while starting: %d %s, Retry-After %q; want 503 starting, and 1", path, resp.StatusCode, b, resp.Header.Get("Retry-After"))
 		}
 	}
 }

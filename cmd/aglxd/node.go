@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -305,10 +306,16 @@ func (m *Main) serveHTTPEarly() error {
 	return nil
 }
 
+// startingRetryAfter is the Retry-After of the 503 "starting": how long
+// the start takes (seconds on a long log) the node cannot know until it
+// is done, and a second between asks is what a health check asks anyway,
+// while the answer costs nothing.
+const startingRetryAfter = 1 // seconds
+
 // startingHandler answers every request while the node starts.
 func startingHandler(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Retry-After", strconv.Itoa(startingRetryAfter))
 	w.WriteHeader(http.StatusServiceUnavailable)
 	io.WriteString(w, `{"status":"starting","error":"the node is starting: it repairs its event stream and rebuilds its duplicate index before it serves"}`+"\n")
 }
