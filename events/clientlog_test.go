@@ -42,6 +42,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// serverWithClientEvents starts an embedded server for the test and
+// returns ClientEvents' options for a connection named test-conn, logging
+// into out.
+func serverWithClientEvents(t *testing.T) (*Server, *syncBuffer, []nats.Option) {
+	t.Helper()
+	s, err := StartServer(ServerConfig{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	out := &syncBuffer{}
+	return s, out, ClientEvents(slog.New(slog.NewTextHandler(out, nil)), "test-conn")
+}
+
 // TestSlowConsumerIsLoggedWithItsMeaning: when the NATS client drops
 // messages for one of the node's subscriptions, the node's log says so,
 // with the subject and what it costs (a read's consumer starts again and
@@ -55,14 +69,8 @@ func TestSlowConsumerIsLoggedWithItsMeaning(t *testing.T) {
 		{"a wildcard subscription", NodeInboxPrefix + ".REPLIES.*", "was to receive is lost"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := StartServer(ServerConfig{DataDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Shutdown()
-			var out syncBuffer
-			lg := slog.New(slog.NewTextHandler(&out, nil))
-			nc, err := s.Connect("test", ClientEvents(lg, "test-conn")...)
+			s, out, opts := serverWithClientEvents(t)
+			nc, err := s.Connect("test", opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,15 +118,9 @@ func TestLostConnectionIsLogged(t *testing.T) {
 		{"the node closes it", func(_ *Server, nc *nats.Conn) { nc.Close() }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := StartServer(ServerConfig{DataDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Shutdown()
-			var out syncBuffer
-			lg := slog.New(slog.NewTextHandler(&out, nil))
+			s, out, opts := serverWithClientEvents(t)
 			closed := make(chan struct{})
-			nc, err := s.Connect("test", append(ClientEvents(lg, "test-conn"),
+			nc, err := s.Connect("test", append(opts,
 				nats.MaxReconnects(1), nats.ReconnectWait(10*time.Millisecond), // the node's reconnect; once here
 				nats.ClosedHandler(func(*nats.Conn) { close(closed) }))...)
 			if err != nil {
