@@ -56,6 +56,9 @@ func TestHelpHasOneForm(t *testing.T) {
 				lines[2] != "" || lines[3] != "flags:" || !strings.HasPrefix(lines[4], "  -") {
 				t.Fatalf("aglx %s -h, exit %d:\n%s\nwant %q, then %q as a sentence, then the flags", c.name, code, out, want, c.what)
 			}
+			if again, code := runAglx(t, "help", c.name); code != 0 || again != out {
+				t.Fatalf("aglx help %s, exit %d:\n%s\nwant what aglx %s -h prints", c.name, code, again, c.name)
+			}
 		})
 	}
 	out, code := runAglx(t, "-h")

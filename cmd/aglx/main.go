@@ -83,6 +83,11 @@ func main() {
 		fmt.Fprint(os.Stderr, usage())
 		os.Exit(2)
 	}
+	if len(os.Args) > 2 && os.Args[1] == "help" {
+		// "aglx help mint" printed the general usage, not mint's
+		// (helper-93): it is "aglx mint -h".
+		os.Args = []string{os.Args[0], os.Args[2], "-h"}
+	}
 	var err error
 	switch os.Args[1] {
 	case "send":

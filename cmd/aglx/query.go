@@ -295,7 +295,7 @@ func runAgents(args []string, stdout io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "agent\tagent_id\tstatus\tlast_seen\tcapabilities")
 	for _, a := range v.Agents {
-		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\n", a["agent_uri"], a["agent_id"], a["status"], a["last_seen"], a["capabilities"])
+		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\n", a["agent_uri"], a["agent_id"], a["status"], a["last_seen"], orDash(a["capabilities"]))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -208,3 +208,34 @@ func TestPrintFields(t *testing.T) {
 		t.Fatalf("printFields = %q, want %q", out.String(), want)
 	}
 }
+
+// TestAgentsTableHasNoNil: an agent with no capabilities (one a peer
+// synced has none) shows "-" in aglx agents' table, not Go's "<nil>"
+// (helper-93).
+func TestAgentsTableHasNoNil(t *testing.T) {
+	n := startAuditNode(t)
+	n.startFolds()
+	in := "AGLX/1.0 TCP\nFROM: agent://bare.local\nTO: registry://localhost\nTYPE: registry.update\n\n" +
+		`{"agent_name": "B", "agent_type": "worker", "status": "READY", "ttl": 3600}` + "\n"
+	var out strings.Builder
+	if err := runSend([]string{"--addr", n.tcp}, strings.NewReader(in), &out); err != nil {
+		t.Fatalf("registering: %v\n%s", err, out.String())
+	}
+	var v map[string]any
+	if err := getJSON(n.http, "/v1/agents?seq=1", &v); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := runAgents([]string{"--http", n.http}, &out); err != nil {
+		t.Fatal(err)
+	}
+	line := ""
+	for l := range strings.Lines(out.String()) {
+		if strings.HasPrefix(l, "agent://bare.local") {
+			line = l
+		}
+	}
+	if line == "" || strings.Contains(line, "<nil>") || !strings.HasSuffix(strings.TrimSpace(line), " -") {
+		t.Fatalf("aglx agents:\n%s\nwant agent://bare.local's row ending in - for no capabilities", out.String())
+	}
+}
