@@ -280,3 +280,31 @@ func TestZoneJoinCannotTakeAKeyedAgentsSession(t *testing.T) {
 		fmt.Sprintf(`{"zone_id":"research-hub","timestamp":%q}`, ts(at(4*time.Second))))), at(4*time.Second), protocol.TypeAck, protocol.StatusOK)
 	h.mustReply(join(5*time.Second), at(5*time.Second), protocol.TypeZoneConfirm, protocol.StatusOK)
 }
+
+// FuzzParseZones: whatever a zone file holds, ParseZones returns zones
+// that pass the same checks as configured ones, or an error; it never
+// panics; a file it takes is read the same way every time (ZonesDigest is
+// what a start compares with the last start's).
+func FuzzParseZones(f *testing.F) {
+	f.Add([]byte(`{"zones": [{"id": "research-hub", "secret": "000102030405060708090a0b0c0d0e0f", "min_reputation": 0.6, "role": "member"}]}`))
+	f.Add([]byte(`{"zones": [{"id": "a", "secret": "base64:AAECAwQFBgcICQoLDA0ODw=="}, {"id": "b", "secret": "101112131415161718191a1b1c1d1e1f", "min_reputation": 0}]}`))
+	f.Add([]byte(`{"zones": []}`))
+	f.Add([]byte(`{"zones": [{"id": "a", "secret": "00", "min_reputation": 1.5}]}`))
+	f.Add([]byte(`{"zones": null} {}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		zones, err := ParseZones(b)
+		if err != nil {
+			if zones != nil {
+				t.Fatalf("ParseZones failed (%v) and returned zones too", err)
+			}
+			return
+		}
+		if err := checkZones(zones); err != nil {
+			t.Fatalf("ParseZones took %q, whose zones checkZones refuses: %v", b, err)
+		}
+		again, err := ParseZones(b)
+		if err != nil || ZonesDigest(again) != ZonesDigest(zones) {
+			t.Fatalf("the same file read twice gave other zones: %v", err)
+		}
+	})
+}
