@@ -159,6 +159,9 @@ type NodeInfo struct {
 	KeyID     string `json:"key_id"`
 	TLS       string `json:"tls,omitempty"`
 	TLSPin    string `json:"tls_sha256,omitempty"`
+	// Version is the node's build (Version), so that an operator can
+	// tell which one runs.
+	Version string `json:"version"`
 }
 
 // HTTPHandler serves the node's HTTP API. In paths an AGLX URI
@@ -170,7 +173,7 @@ type NodeInfo struct {
 //	GET /healthz                                   200 when the log answers, else 503
 //	GET /readyz                                    as /healthz, and 503 while the projections replay
 //	GET /metrics                                   counters in the Prometheus text format
-//	GET /v1/node                                   name, public key, TLS fingerprint
+//	GET /v1/node                                   name, public key, TLS fingerprint, version
 //	GET /v1/stats                                  counts by TYPE, sender, transport; edge and relay counters
 //	GET /v1/accounts/{scheme}/{name}               balance, available, pending, totals
 //	GET /v1/accounts/{scheme}/{name}/entries       postings with running balances (?after=SEQ&limit=N)
