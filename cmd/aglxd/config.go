@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -109,9 +110,15 @@ const (
 // replicasMax is the most copies JetStream keeps of a stream.
 const replicasMax = 5 // servers
 
+// errVersion is parseFlags' answer to --version, as flag.ErrHelp is to
+// -h: print the version and exit 0, before any other flag is checked and
+// anything is made (no data dir, no lock, no port).
+var errVersion = errors.New("--version")
+
 func parseFlags(args []string) (Config, error) {
 	c := DefaultConfig()
 	fs := flag.NewFlagSet("aglxd", flag.ContinueOnError)
+	version := fs.Bool("version", false, "print the build's version (module version or commit, its time, Go version) and exit")
 	fs.StringVar(&c.Name, "name", c.Name, "the node's own AGLX URI")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "AGLX over TCP: address to listen on")
 	fs.StringVar(&c.TLSListen, "tls-listen", c.TLSListen, "AGLX over TLS: address to listen on (empty: off); security messages are accepted only here")
@@ -144,6 +151,9 @@ func parseFlags(args []string) (Config, error) {
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if *version {
+		return c, errVersion
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())

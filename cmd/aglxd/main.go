@@ -13,12 +13,18 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/aglx/ledger/bridge"
 )
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		if errors.Is(err, errVersion) {
+			fmt.Println("aglxd", bridge.Version())
 			os.Exit(0)
 		}
 		fmt.Fprintln(os.Stderr, "aglxd:", err)

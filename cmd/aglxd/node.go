@@ -70,6 +70,8 @@ func NewMain(cfg Config, lg *slog.Logger) *Main { return &Main{cfg: cfg, lg: lg}
 // Run starts every part and returns once the node serves. The parts keep
 // running until Close.
 func (m *Main) Run(ctx context.Context) error {
+	// First, so that the log of a start that fails says which build failed.
+	m.lg.Info("aglxd starting", "version", bridge.Version())
 	if m.cfg.DataDir != "" { // with --nats-url the data dir may be left out
 		lock, err := lockDataDir(m.cfg.DataDir)
 		if err != nil {
@@ -241,7 +243,7 @@ func (m *Main) Run(ctx context.Context) error {
 		pub, _ := protocol.MarshalPublicKey(m.key.Public())
 		api := bridge.API{
 			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Handshakes: m.handshakes, Reputation: m.reputation, Edge: m.bridge, Relay: m.relay,
-			Node:  bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr()},
+			Node:  bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr(), Version: bridge.Version()},
 			Certs: m.tlsCerts,
 		}
 		if m.ns != nil {
