@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -16,6 +17,8 @@ import (
 	"text/tabwriter"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/aglx/ledger/bridge"
 )
 
 // command is one of aglx's commands as its help shows it: args are its
@@ -39,6 +42,7 @@ var commands = []command{
 	{"agents", "", "list the registry's agents", ""},
 	{"agent", "URI", "show one agent: its entry, keys, zones and status history", ""},
 	{"handshakes", "", "list requests between agents and what became of them (--agent URI --state pending)", ""},
+	{"version", "", "print the build aglx was made from: its module version or commit, the commit's time, and the Go version", ""},
 }
 
 // usage is `aglx -h`, in the form of every command's own: the usage line,
@@ -56,9 +60,9 @@ func usage() string {
 }
 
 // newFlagSet makes the flag set of the command named, whose -h prints its
-// usage line, what it does in one sentence, then its flags. The commands'
-// help came in two forms (Go's "Usage of aglx tail:" and a usage line of
-// their own) before they shared this.
+// usage line, what it does in one sentence, then its flags, if it has
+// any. The commands' help came in two forms (Go's "Usage of aglx tail:"
+// and a usage line of their own) before they shared this.
 func newFlagSet(name string) *flag.FlagSet {
 	i := slices.IndexFunc(commands, func(c command) bool { return c.name == name })
 	if i < 0 {
@@ -71,9 +75,18 @@ func newFlagSet(name string) *flag.FlagSet {
 		if c.more != "" {
 			sentence += "; " + c.more
 		}
+		flags := 0
+		fs.VisitAll(func(*flag.Flag) { flags++ })
+		line := "aglx " + name + " " + c.args
+		if flags > 0 {
+			line = "aglx " + name + " [flags] " + c.args
+		}
 		r, n := utf8.DecodeRuneInString(sentence)
-		fmt.Fprintf(fs.Output(), "usage: %s\n%c%s.\n\nflags:\n", strings.TrimSpace("aglx "+name+" [flags] "+c.args), unicode.ToUpper(r), sentence[n:])
-		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "usage: %s\n%c%s.\n", strings.TrimSpace(line), unicode.ToUpper(r), sentence[n:])
+		if flags > 0 {
+			fmt.Fprint(fs.Output(), "\nflags:\n")
+			fs.PrintDefaults()
+		}
 	}
 	return fs
 }
@@ -119,6 +132,8 @@ func main() {
 		err = runKeygen(os.Args[2:], os.Stdout)
 	case "sign":
 		err = runSign(os.Args[2:], os.Stdin, os.Stdout)
+	case "version", "--version", "-version":
+		err = runVersion(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage())
 		return
@@ -146,6 +161,19 @@ func parseFlags(fs *flag.FlagSet, args []string) (stop bool, err error) {
 		return true, exitCode(2)
 	}
 	return false, nil
+}
+
+// runVersion prints the build aglx was made from (bridge.Version).
+func runVersion(args []string, stdout io.Writer) error {
+	fs := newFlagSet("version")
+	if stop, err := parseFlags(fs, args); stop {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("aglx version takes no argument, got %q", fs.Arg(0))
+	}
+	_, err := fmt.Fprintln(stdout, "aglx", bridge.Version())
+	return err
 }
 
 // exitCode ends the program with a status and no message: the output has
