@@ -54,6 +54,11 @@ func TestParsePeer(t *testing.T) {
 		{"registry://backup.local@h:1?ca=/nonexistent/cert.pem", Peer{}, "no such file"},
 		{"registry://backup.local@h:1?tls", Peer{}, `"tls" is not`},
 		{"registry://backup.local@h?plain", Peer{}, "is not HOST:PORT"},
+		{"registry://backup.local@h:?plain", Peer{}, "is not a number"},
+		{"registry://backup.local@h:https?plain", Peer{}, "is not a number"},
+		{"registry://backup.local@h:1?ca=/nonexistent/cert.pem&ca=" + ca, Peer{}, "given twice"},
+		{"registry://backup.local@h:1?pin=" + pin + "&pin=" + pin, Peer{}, "given twice"},
+		{"registry://backup.local@[::1]:2596?ca=" + ca, Peer{URI: "registry://backup.local", Addr: "[::1]:2596", CA: ca}, ""},
 		{"agent://x@127.0.0.1:1?plain", Peer{}, "must be a registry:// URI"},
 		{"registry://backup.local", Peer{}, "want registry://NAME@HOST:PORT"},
 		{"registry://backup.local@", Peer{}, "want registry://NAME@HOST:PORT"},
@@ -61,6 +66,11 @@ func TestParsePeer(t *testing.T) {
 	}
 	for _, tc := range tests {
 		got, err := ParsePeer(tc.in)
+		if err == nil {
+			if err = got.CheckTrust(); err != nil {
+				got = Peer{}
+			}
+		}
 		switch {
 		case tc.err == "" && (err != nil || got != tc.want):
 			t.Errorf("ParsePeer(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)

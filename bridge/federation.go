@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -82,8 +83,10 @@ func ParsePeer(s string) (Peer, error) {
 	if !ok || addr == "" {
 		return Peer{}, fmt.Errorf("%q: want registry://NAME@HOST:PORT?ca=FILE, ?pin=FINGERPRINT or ?plain", s)
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
+	if _, port, err := net.SplitHostPort(addr); err != nil {
 		return Peer{}, fmt.Errorf("%q: %s is not HOST:PORT: %w", s, addr, err)
+	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return Peer{}, fmt.Errorf("%q: %s is not HOST:PORT: port %q is not a number from 0 to 65535", s, addr, port)
 	}
 	u, err := protocol.ParseURI(uri)
 	if err != nil {
@@ -96,6 +99,8 @@ func ParsePeer(s string) (Peer, error) {
 	for _, opt := range strings.Split(query, "&") {
 		name, value, _ := strings.Cut(opt, "=")
 		switch {
+		case (name == "ca" && p.CA != "") || (name == "pin" && p.Pin != ""):
+			return Peer{}, fmt.Errorf("%q: %s= is given twice; give it once (to trust two certificates, put both in the CA file)", s, name)
 		case name == "ca" && value != "":
 			p.CA = value
 		case name == "pin" && value != "":
@@ -106,7 +111,7 @@ func ParsePeer(s string) (Peer, error) {
 			p.Plain = true
 		case opt == "" && query == "":
 		default:
-			return Peer{}, fmt.Errorf("%q: %q is not ca=FILE, pin=FINGERPRINT or plain", s, opt)
+			return Peer{}, fmt.Errorf("%q: %q is not ca=FILE, pin=FINGERPRINT or plain (options are joined by &, so a CA file's path cannot hold one)", s, opt)
 		}
 	}
 	switch {
@@ -116,10 +121,18 @@ func ParsePeer(s string) (Peer, error) {
 		return Peer{}, fmt.Errorf("%q: say how to trust the peer: ?ca=FILE (its DATA/tls/cert.pem) or ?pin=FINGERPRINT (GET /v1/node's tls_sha256) for its TLS port, "+
 			"or ?plain for its TCP port, where anyone on the path can forge its registry.ack and make this node skip entries", s)
 	}
-	if _, err := p.tlsConfig(); err != nil {
-		return Peer{}, fmt.Errorf("%q: %w", s, err)
-	}
 	return p, nil
+}
+
+// CheckTrust says whether the peer's trust can be used now: its CA file
+// read and holding a certificate. ParsePeer leaves the file alone, so that
+// a node whose CA file is missing for a moment after its start (replaced
+// by rm and cp) fails those pushes and takes the file at the next one,
+// instead of pushing to no peer at all (helper-94); a start checks it
+// once, to refuse a path that is wrong.
+func (p Peer) CheckTrust() error {
+	_, err := p.tlsConfig()
+	return err
 }
 
 // tlsConfig is the client configuration for the peer's TLS port, nil for a

@@ -57,7 +57,7 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 	nc := events.ReadClientCounters()
 	put("aglx_nats_client_errors_total", "counter", "Asynchronous errors the node's NATS connections reported, slow consumers included (the node's log has each).", nc.AsyncErrors)
 	put("aglx_nats_slow_consumers_total", "counter", "Times a subscription of the node fell behind and its NATS client dropped messages for it (a read's consumer starts again where it lacks one: nothing lost).", nc.SlowConsumers)
-	put("aglx_nats_disconnects_total", "counter", "Times a NATS connection of the node was lost (appends fail with 503 until it is back).", nc.Disconnects)
+	put("aglx_nats_disconnects_total", "counter", "Times a NATS connection of the node was lost (the log says which, and what waits until it is back).", nc.Disconnects)
 	put("aglx_published_seq", "gauge", "The last event known to be in the event stream.", api.Log.Published())
 	cs := api.Log.CommitStats()
 	put("aglx_wal_commits_total", "counter", "Group commits written to the write-ahead stream.", cs.Commits)

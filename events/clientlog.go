@@ -25,7 +25,11 @@ import (
 //
 // No line is rate-limited: the library reports a slow consumer once until
 // the subscription catches up, and reconnects at most once per its wait.
-func ClientEvents(lg *slog.Logger, name string) []nats.Option {
+//
+// lost says what the node cannot do while this connection is down, for
+// the log line: the connections differ (the commit connection takes the
+// appends; the other copies events to the event stream and reads).
+func ClientEvents(lg *slog.Logger, name, lost string) []nats.Option {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
@@ -49,7 +53,7 @@ func ClientEvents(lg *slog.Logger, name string) []nats.Option {
 				return // the node closed it itself, as when it stops
 			}
 			clientCounters.disconnects.Add(1)
-			lg.Warn("NATS connection lost; appends fail with 503 until it is back", "err", err)
+			lg.Warn("NATS connection lost; until it is back, "+lost, "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			lg.Info("NATS connection back", "server", nc.ConnectedUrlRedacted())
@@ -62,7 +66,8 @@ func ClientEvents(lg *slog.Logger, name string) []nats.Option {
 // deliveries come to a plain inbox under NodeInboxPrefix: when the client
 // drops one, the ordered consumer sees the gap and starts again at the
 // first event it lacks, so the read loses nothing but time (the client
-// library's own design: nats.go processMsg). The same happens when the
+// library's own design: nats.go jetstream/ordered.go, which checks each
+// delivery's consumer sequence and resets on a gap). The same happens when the
 // dropped message was a heartbeat, which the client puts in the same
 // bounded channel as the events: a read slower than its deliveries (a cold
 // replay whose folds take longer than the stream takes to send) can fill

@@ -53,7 +53,7 @@ func serverWithClientEvents(t *testing.T) (*Server, *syncBuffer, []nats.Option) 
 	}
 	t.Cleanup(s.Shutdown)
 	out := &syncBuffer{}
-	return s, out, ClientEvents(slog.New(slog.NewTextHandler(out, nil)), "test-conn")
+	return s, out, ClientEvents(slog.New(slog.NewTextHandler(out, nil)), "test-conn", "the test waits")
 }
 
 // TestSlowConsumerIsLoggedWithItsMeaning: when the NATS client drops
@@ -136,7 +136,7 @@ func TestLostConnectionIsLogged(t *testing.T) {
 			}
 			// The client runs its callbacks in order on one goroutine:
 			// the disconnect's ran before the close's.
-			got := strings.Contains(out.String(), "NATS connection lost")
+			got := strings.Contains(out.String(), "NATS connection lost; until it is back, the test waits")
 			if got != tc.logged {
 				t.Errorf("logged a lost connection: %v, want %v:\n%s", got, tc.logged, out.String())
 			}

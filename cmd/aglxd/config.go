@@ -196,7 +196,11 @@ func (c Config) Validate() error {
 		return err
 	}
 	for _, p := range c.SyncTo {
-		if _, err := bridge.ParsePeer(p); err != nil {
+		peer, err := bridge.ParsePeer(p)
+		if err == nil {
+			err = peer.CheckTrust()
+		}
+		if err != nil {
 			return fmt.Errorf("--sync-to: %w", err)
 		}
 	}

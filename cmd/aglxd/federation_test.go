@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -360,5 +363,53 @@ func TestFederationTrustsOnlyThePeer(t *testing.T) {
 				t.Fatalf("the impostor took the push: %v", ids)
 			}
 		})
+	}
+}
+
+// TestFederationTakesTheCAFileBack: the peer's CA file is read at each
+// push, so a push that found it gone fails and a later one, once it is
+// back, goes through. When the file was read only at the start, a node
+// whose file was missing at that moment pushed to no peer for good
+// (helper-94).
+func TestFederationTakesTheCAFileBack(t *testing.T) {
+	b := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name = "registry://backup.local" })
+	cert, err := os.ReadFile(filepath.Join(b.cfg.DataDir, "tls", "cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := filepath.Join(t.TempDir(), "peer.pem")
+	if err := os.WriteFile(ca, cert, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Relay, cfg.DataDir, cfg.Name = false, t.TempDir(), "registry://main.local"
+	cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.SyncTo, cfg.SyncInterval = []string{"registry://backup.local@" + b.TLSAddr() + "?ca=" + ca}, 100*time.Millisecond
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(ca); err != nil { // between the check and the start: replaced by rm and cp, say
+		t.Fatal(err)
+	}
+	a := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := a.Run(context.Background()); err != nil {
+		a.Close(context.Background())
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(context.Background()) })
+	bindPeer(t, b, a)
+	register(t, a, "agent://node42.local")
+	for deadline := time.Now().Add(30 * time.Second); a.federations[0].Failures() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a push without its CA file did not fail")
+		}
+	}
+	if err := os.WriteFile(ca, cert, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); agentIDs(t, b)["agent://node42.local"] == ""; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the push did not go through once the CA file was back")
+		}
 	}
 }

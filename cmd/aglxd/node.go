@@ -64,6 +64,13 @@ type Main struct {
 	wg     sync.WaitGroup
 }
 
+// What the node cannot do while one of its NATS connections is down, for
+// the log line that says it was lost (events.ClientEvents).
+const (
+	lostCommit = "appends fail with 503 (the write-ahead stream is written over this connection)"
+	lostMain   = "acknowledged events wait to be copied to the event stream, so the projections, the relay and the answers that wait for a fold (202 after the wait) fall behind; appends go on"
+)
+
 // NewMain returns a node that will run with cfg.
 func NewMain(cfg Config, lg *slog.Logger) *Main { return &Main{cfg: cfg, lg: lg} }
 
@@ -107,21 +114,21 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("--nats-listen %s, --data %s: %w", m.cfg.NATSListen, m.cfg.DataDir, err)
 		}
 		m.ns = ns
-		m.nc, err = ns.Connect("aglxd", events.ClientEvents(m.lg, "aglxd")...)
+		m.nc, err = ns.Connect("aglxd", events.ClientEvents(m.lg, "aglxd", lostMain)...)
 		if err != nil {
 			return err
 		}
-		if m.commitNC, err = ns.Connect("aglxd-commit", events.ClientEvents(m.lg, "aglxd-commit")...); err != nil {
+		if m.commitNC, err = ns.Connect("aglxd-commit", events.ClientEvents(m.lg, "aglxd-commit", lostCommit)...); err != nil {
 			return err
 		}
 		m.lg.Info("embedded NATS JetStream started", "store", m.cfg.DataDir, "client_url", m.NATSURL(), "fsync", m.cfg.Fsync)
 	} else {
-		m.nc, err = nats.Connect(m.cfg.NATSURL, append(events.ClientEvents(m.lg, "aglxd"),
+		m.nc, err = nats.Connect(m.cfg.NATSURL, append(events.ClientEvents(m.lg, "aglxd", lostMain),
 			nats.Name("aglxd"), nats.MaxReconnects(-1), nats.CustomInboxPrefix(events.NodeInboxPrefix))...)
 		if err != nil {
 			return fmt.Errorf("connect to %s: %w", redactURLs(m.cfg.NATSURL), err)
 		}
-		m.commitNC, err = nats.Connect(m.cfg.NATSURL, append(events.ClientEvents(m.lg, "aglxd-commit"),
+		m.commitNC, err = nats.Connect(m.cfg.NATSURL, append(events.ClientEvents(m.lg, "aglxd-commit", lostCommit),
 			nats.Name("aglxd-commit"), nats.MaxReconnects(-1), nats.CustomInboxPrefix(events.NodeInboxPrefix))...)
 		if err != nil {
 			return fmt.Errorf("connect to %s: %w", redactURLs(m.cfg.NATSURL), err)
@@ -262,7 +269,10 @@ func (m *Main) Run(ctx context.Context) error {
 		}()
 	}
 	for _, ps := range m.cfg.SyncTo {
-		peer, _ := bridge.ParsePeer(ps)
+		peer, err := bridge.ParsePeer(ps) // Validate took it; a Config built by code may not have been validated
+		if err != nil {
+			return fmt.Errorf("--sync-to: %w", err)
+		}
 		fed := &bridge.Federation{Peer: peer, NodeURI: m.cfg.Name, Key: m.key, Runner: m.runner, Registry: m.registry, Interval: m.cfg.SyncInterval, Log: m.lg}
 		m.federations = append(m.federations, fed)
 		m.wg.Add(1)
