@@ -221,6 +221,13 @@ func (h *Handshakes) Apply(e *Event) {
 			b.counts.Unauthenticated++
 			return
 		}
+		if b.auth != nil && b.auth.Authenticate(e).Auth == AuthValid && b.copies.seen(replayKey(e)) {
+			// A copy of a signed retry that opened its handshake
+			// already: it cancelled the very handshake the retry had
+			// opened before open saw it was a copy (helper-96).
+			b.counts.Repeated++
+			return
+		}
 		if q := b.find(familyTask, e.From, "", p.OriginalTaskID); q != nil && q.State == HandshakePending {
 			if q.Deadline.Before(b.now) {
 				// Past its deadline, not yet reached by the expiry bound.

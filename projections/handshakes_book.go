@@ -45,6 +45,9 @@ type handshakeBook struct {
 	auth Authenticator
 	// copies holds the signed requests opened lately, for open.
 	copies signedCopies
+	// answerCopies holds the signed answers, cancellations and retries
+	// applied lately (signedCopy), so that a copy of one ends nothing.
+	answerCopies signedCopies
 	// lastSeq is the highest seq applied: an event at or below it was
 	// applied already (a log read twice) and is skipped.
 	lastSeq uint64
@@ -93,6 +96,7 @@ func (b *handshakeBook) advance(t time.Time) {
 		b.now = t.UTC()
 	}
 	b.copies.expire(b.now)
+	b.answerCopies.expire(b.now)
 	for n := 0; n < HandshakesExpiryMax && len(b.deadlines) > 0 && b.deadlines[0].Deadline.Before(b.now); n++ {
 		b.close(b.deadlines[0], HandshakeExpired, "", "", 0, "")
 	}
@@ -231,7 +235,23 @@ func (b *handshakeBook) answerPair(e *Event, family, state, detail string, amoun
 		b.answer(e, q, state, detail)
 		return
 	}
-	open := b.byPair[indexKey(family, requester, responder)]
+	pair := indexKey(family, requester, responder)
+	// The pair's requests past their deadline that the expiry bound has
+	// not reached yet expire first, as they would have with fewer others
+	// due: the oldest of the pair was taken even when overdue, and the
+	// answer counted late while the pair's live request stayed pending,
+	// so what an answer ended hung on how many strangers' handshakes fell
+	// due at once (helper-96). At most HandshakesPairMax.
+	var due []*Handshake
+	for _, seq := range b.byPair[pair] {
+		if q := b.bySeq[seq]; q.Deadline.Before(b.now) {
+			due = append(due, q)
+		}
+	}
+	for _, q := range due {
+		b.close(q, HandshakeExpired, "", "", 0, "")
+	}
+	open := b.byPair[pair]
 	if len(open) == 0 {
 		b.answer(e, nil, state, detail)
 		return
@@ -252,6 +272,10 @@ func (b *handshakeBook) answerPair(e *Event, family, state, detail string, amoun
 func (b *handshakeBook) cancel(e *Event, family, key, reason string) {
 	if !b.authentic(e) {
 		b.counts.Unauthenticated++
+		return
+	}
+	if b.signedCopy(e) {
+		b.counts.Repeated++
 		return
 	}
 	q := b.find(family, e.From, e.To, key)
@@ -277,6 +301,8 @@ func (b *handshakeBook) answer(e *Event, q *Handshake, state, detail string) {
 	switch {
 	case !b.authentic(e):
 		b.counts.Unauthenticated++
+	case b.signedCopy(e):
+		b.counts.Repeated++
 	case q == nil || q.Responder != e.From:
 		b.counts.Unmatched[e.Type]++
 	case q.State == HandshakePending && q.Deadline.Before(b.now):
@@ -287,6 +313,33 @@ func (b *handshakeBook) answer(e *Event, q *Handshake, state, detail string) {
 	default:
 		b.end(q, e, state, detail)
 	}
+}
+
+// signedCopy reports whether e, a signed answer, cancellation or retry, is
+// a copy of one applied within its signature window, and remembers it if
+// not. A signed message sent again byte for byte still verifies in the
+// window, and its ID and IN-REPLY-TO are not signed: whoever held a copy
+// of a mentor's feedback (the mentee it was relayed to, any reader of the
+// log) could send it again, aimed at the mentee's next request, end that
+// request in the mentor's name, and leave the mentor's real answer to it
+// matching nothing, its rating lost (helper-96). So the first of identical
+// signed answers counts and the rest end nothing; a mentor answering two
+// requests with the same words in the same second must vary them (or name
+// each request in IN-REPLY-TO with bodies that differ). Unsigned messages
+// are anyone's to forge anyway (authentic decides whether they count).
+func (b *handshakeBook) signedCopy(e *Event) bool {
+	if b.auth == nil {
+		return false
+	}
+	if v := b.auth.Authenticate(e).Auth; v != AuthValid && v != AuthNode {
+		return false
+	}
+	k := replayKey(e)
+	if b.answerCopies.seen(k) {
+		return true
+	}
+	b.answerCopies.add(k, b.now.Add(signedCopyWindow))
+	return false
 }
 
 // end closes q with e as its answer.
@@ -401,10 +454,10 @@ func (h *deadlineHeap) Pop() any {
 // verifies, whatever the node's configuration.
 const signedCopyWindow = 2 * signatureWindowMax
 
-// SignedCopiesMax bounds the signed requests remembered; past it the
-// oldest are forgotten early, and a copy of one of them could open a
-// handshake again.
-const SignedCopiesMax = 100_000 // requests
+// SignedCopiesMax bounds the signed requests remembered, and apart from
+// them the signed answers; past it the oldest are forgotten early, and a
+// copy of one of them could open or end a handshake again.
+const SignedCopiesMax = 100_000 // messages, in each of the two
 
 // signedCopies remembers the signed requests opened lately, by their
 // replay key, until their copies can no longer verify.

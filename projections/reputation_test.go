@@ -98,9 +98,9 @@ func mentorAsked(t *testing.T, mentor, mentee string) (*hsHarness, crypto.Signer
 }
 
 // TestFeedbackCountsOnce: the same signed feedback sent again, to answer
-// the mentee's next request, moves nothing the second time; nor does an
-// event applied twice, or a feedback under the id of one that ended a
-// handshake (helper-78).
+// the mentee's next request, moves nothing the second time and leaves that
+// request to the mentor's own answer; nor does an event applied twice, or
+// a feedback under the id of one that ended a handshake, count (helper-78).
 func TestFeedbackCountsOnce(t *testing.T) {
 	const mentor, mentee = hsOther, hsWorker
 	h, k, menteeKey := mentorAsked(t, mentor, mentee)
@@ -115,12 +115,17 @@ func TestFeedbackCountsOnce(t *testing.T) {
 	if got := h.scores.Score(mentee); got != once {
 		t.Fatalf("the same feedback sent again moved the score from %d to %d", once, got)
 	}
+	// The copy ended nothing, so the mentee's second request waits for
+	// the mentor's own answer, which counts (helper-96: the copy ended it,
+	// and the real answer matched nothing).
+	ended := h.send(signed(t, k, stamped(feedback(mentor, mentee, "0.25"), h.at.Add(time.Second))), time.Second)
+	now := h.scores.Score(mentee)
+	if now == once {
+		t.Fatal("the mentor's answer to the second request moved nothing: the copy before it took the request")
+	}
 	// The mentor's later, unsolicited feedback under the id of the event
 	// that last ended a handshake: it ends nothing, so it counts nothing
 	// (helper-78: EndedBy handed back the earlier ending).
-	h.send(askFor(t, h, mentee, mentor, menteeKey, "t-3"), time.Second)
-	ended := h.send(signed(t, k, stamped(feedback(mentor, mentee, "0.25"), h.at.Add(time.Second))), time.Second)
-	now := h.scores.Score(mentee)
 	e := h.event(signed(t, k, stamped(feedback(mentor, mentee, "0.5"), h.at.Add(2*time.Second))), h.at.Add(2*time.Second))
 	e.ID = ended.ID
 	h.applyEvent(e)
