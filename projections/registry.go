@@ -76,6 +76,16 @@ type RegistryConfig struct {
 	NodePublicKey crypto.PublicKey
 	// Zones are the zones agents may join (ParseZones).
 	Zones []Zone
+	// SyncFrom names the peer registries whose registry.sync this node
+	// takes (aglxd --sync-from), as canonical URIs. A peer's key is bound
+	// by the auth.request that any registry:// name may send for itself,
+	// so the binding alone said nothing of whether the operator trusts
+	// the peer: anyone could name itself registry://ANYTHING, bind a key
+	// and sync, overwrite or invent entries, and have the node sign them
+	// on to its own peers (helper-97). None: no registry.sync is taken.
+	// Like the zones, it is an input of the fold: a start with another
+	// list folds the syncs of the log by it.
+	SyncFrom []string
 	// TokenKey derives zone session tokens. It is never stored or
 	// written; without it the tokens a replay derives would differ.
 	TokenKey []byte
@@ -122,6 +132,19 @@ func (c *RegistryConfig) Validate() error {
 	if err := checkZones(c.Zones); err != nil {
 		return fmt.Errorf("registry: %w", err)
 	}
+	for _, peer := range c.SyncFrom {
+		u, err := protocol.ParseURI(peer)
+		switch {
+		case err != nil:
+			return fmt.Errorf("registry: sync peer: %w", err)
+		case u.Scheme != protocol.SchemeRegistry:
+			return fmt.Errorf("registry: sync peer %q: a peer is a registry:// URI", peer)
+		case u.String() != peer:
+			return fmt.Errorf("registry: sync peer %q must be written canonically, as %q", peer, u.String())
+		case peer == c.NodeURI:
+			return fmt.Errorf("registry: sync peer %q is this node", peer)
+		}
+	}
 	if len(c.Zones) > 0 && len(c.TokenKey) < tokenKeySizeMin {
 		return fmt.Errorf("registry: zones need a session token key of at least %d bytes", tokenKeySizeMin)
 	}
@@ -134,6 +157,7 @@ func (c *RegistryConfig) Validate() error {
 // never concurrently with Apply.
 type Registry struct {
 	cfg       RegistryConfig
+	syncFrom  map[string]bool // cfg.SyncFrom
 	node      string
 	nodePub   crypto.PublicKey
 	nodeKeyID string
@@ -212,6 +236,10 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 		joins:     map[string]*recentMap[seenOutcome]{},
 	}
 	r.zones, r.zoneIDs = newZoneStates(cfg.Zones)
+	r.syncFrom = map[string]bool{}
+	for _, peer := range cfg.SyncFrom {
+		r.syncFrom[peer] = true
+	}
 	return r
 }
 

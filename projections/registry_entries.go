@@ -341,6 +341,10 @@ func (r *Registry) sync(e *Event, p *protocol.RegistrySync) {
 	case e.From == r.node:
 		r.refuse(e, protocol.StatusForbidden, "a registry does not sync with itself")
 		return
+	case !r.syncFrom[e.From]:
+		r.refuse(e, protocol.StatusForbidden, fmt.Sprintf(
+			"this node takes registry.sync only from the peers its operator names (aglxd --sync-from); %s is not one", e.From))
+		return
 	case r.last.v.Auth == AuthInvalid:
 		r.refuse(e, protocol.StatusUnauthorized, r.last.v.Reason)
 		return
@@ -351,6 +355,14 @@ func (r *Registry) sync(e *Event, p *protocol.RegistrySync) {
 		// have the node sign them on to its own peers (helper-68).
 		r.refuse(e, protocol.StatusUnauthorized, fmt.Sprintf(
 			"a registry.sync must be signed with a key bound to %s: its operator binds the peer's node key here first, with an auth.request over TLS signed with it (docs/OPERATIONS.md, \"Federation\")", e.From))
+		return
+	}
+	if reason := r.signedOutOfOrder(e); reason != "" {
+		// A copy of an older sync, resent within its window by whoever
+		// held it (a reader of the log, anyone on the path of a plain
+		// push), put back what the peer had since changed, and the node
+		// sent it on (helper-97).
+		r.refuse(e, protocol.StatusConflict, reason)
 		return
 	}
 	merged := 0
@@ -491,6 +503,12 @@ type Sighting struct {
 // address. It is never answered.
 func (r *Registry) announce(e *Event, p *protocol.AgentAnnounce) {
 	if r.last.v.Auth == AuthInvalid {
+		return
+	}
+	if r.last.v.Auth == AuthValid && r.signedOutOfOrder(e) != "" {
+		// A copy of an older signed announce (a datagram anyone on the
+		// path may keep) brought back an entry that had expired
+		// (helper-97). Announces are never answered.
 		return
 	}
 	var uptime *int64

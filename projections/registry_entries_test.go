@@ -148,8 +148,13 @@ func TestSyncMerge(t *testing.T) {
 	h := newHarness(t)
 	h.register("agent://self.local", 3600, regT0)
 	mark := h.seq
+	// Each sync is stamped a second after the one before, as a pusher's
+	// are: a sync stamped as the last one and the same is a copy (409).
+	pushes := 0
 	sync := func(entries string, at time.Time) Reply {
-		return h.mustReply(h.syncFrame(peer, entries, at), at, protocol.TypeRegistryAck, protocol.StatusOK)
+		f := h.syncFrame(peer, entries, at.Add(time.Duration(pushes)*time.Second))
+		pushes++
+		return h.mustReply(f, at, protocol.TypeRegistryAck, protocol.StatusOK)
 	}
 	entry := func(id, uri, status, lastSeen string) string {
 		return fmt.Sprintf(`{"agent_id":%q,"agent_uri":%q,"status":%q,"last_seen":%q,"ttl":600}`, id, uri, status, lastSeen)
@@ -329,7 +334,7 @@ func FuzzFetchAfter(f *testing.F) {
 func TestOwnRegistrationDropsWhatAPeerSaid(t *testing.T) {
 	const sink = "agent://sink.local"
 	h := newHarness(t)
-	h.mustReply(h.syncFrame("registry://evil.local",
+	h.mustReply(h.syncFrame(testPeer,
 		fmt.Sprintf(`{"agent_id":"x-1","agent_uri":%q,"status":"GONE","last_seen":%q,"ttl":0}`, sink, ts(regT0)), regT0),
 		regT0, protocol.TypeRegistryAck, protocol.StatusOK)
 	at := regT0.Add(time.Second)

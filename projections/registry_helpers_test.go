@@ -24,6 +24,9 @@ import (
 
 const testNode = "registry://global.aglx.net"
 
+// testPeer is the peer registry the harness takes registry.sync from.
+const testPeer = "registry://peer.local"
+
 var (
 	regT0            = time.Date(2025, 10, 29, 18, 0, 0, 0, time.UTC)
 	testZoneSecretA  = []byte("research-hub secret: 0123456789abcdef")
@@ -99,7 +102,7 @@ func (h *harness) syncFrame(peer, entries string, at time.Time) *protocol.Frame 
 func newHarness(t *testing.T, edit ...func(*RegistryConfig)) *harness {
 	t.Helper()
 	h := &harness{t: t}
-	h.cfg = RegistryConfig{NodeURI: testNode, NodeKey: nodeKey, Zones: testZonesDefault, TokenKey: testTokenKey}
+	h.cfg = RegistryConfig{NodeURI: testNode, NodeKey: nodeKey, Zones: testZonesDefault, TokenKey: testTokenKey, SyncFrom: []string{testPeer}}
 	for _, f := range edit {
 		f(&h.cfg)
 	}

@@ -154,12 +154,22 @@ func TestReferenceExamples(t *testing.T) {
 		t.Errorf("zone.confirm role = %q, want member", role)
 	}
 
-	// Example 12, at the registry it is addressed to, is unsigned, from a
-	// peer whose key is not bound there: refused, and nothing merged
-	// (a signed sync from a bound peer is merged: TestSyncMerge).
-	backup := newHarness(t, func(c *RegistryConfig) { c.NodeURI = "registry://backup.local" })
-	backup.mustReply(readReference(t, "12"), at("18:55:00"), protocol.TypeError, protocol.StatusUnauthorized)
-	if d, ok := backup.r.Agent("agent://node42.local"); ok {
-		t.Errorf("backup Agent(node42) = %+v; want nothing from an unsigned sync", d)
+	// Example 12, at the registry it is addressed to: from a peer the
+	// operator did not name (--sync-from), refused 403; from one it did,
+	// still refused, 401, since it is unsigned and the peer's key is not
+	// bound there. Nothing merged either way (a signed sync from a named,
+	// bound peer is merged: TestSyncMerge).
+	for _, tc := range []struct {
+		syncFrom []string
+		status   protocol.Status
+	}{
+		{nil, protocol.StatusForbidden},
+		{[]string{"registry://main.local"}, protocol.StatusUnauthorized},
+	} {
+		backup := newHarness(t, func(c *RegistryConfig) { c.NodeURI, c.SyncFrom = "registry://backup.local", tc.syncFrom })
+		backup.mustReply(readReference(t, "12"), at("18:55:00"), protocol.TypeError, tc.status)
+		if d, ok := backup.r.Agent("agent://node42.local"); ok {
+			t.Errorf("backup (sync from %v) Agent(node42) = %+v; want nothing from an unsigned sync", tc.syncFrom, d)
+		}
 	}
 }

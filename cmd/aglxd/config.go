@@ -42,6 +42,10 @@ type Config struct {
 	// "registry://NAME@HOST:PORT"; SyncInterval is how often.
 	SyncTo       []string
 	SyncInterval time.Duration
+	// SyncFrom are the peer registries whose registry.sync this node
+	// takes (projections.RegistryConfig.SyncFrom), in canonical form;
+	// none: it takes none.
+	SyncFrom []string
 	// TakeOverStore lets the node start on a store written under another
 	// name or key (events.Config.TakeOver).
 	TakeOverStore bool
@@ -136,6 +140,10 @@ func parseFlags(args []string) (Config, error) {
 		return nil
 	})
 	fs.DurationVar(&c.SyncInterval, "sync-interval", bridge.SyncIntervalDefault, "how often to push registry changes to --sync-to peers")
+	fs.Func("sync-from", "take registry.sync from this peer registry, registry://NAME, once its key is bound here (repeatable; none: no peer's sync is taken)", func(v string) error {
+		c.SyncFrom = append(c.SyncFrom, v)
+		return nil
+	})
 	fs.BoolVar(&c.Relay, "relay", c.Relay, "deliver messages agents address to each other to the address each addressee registered")
 	fs.BoolVar(&c.TakeOverStore, "take-over-store", false, "start on a store another --name or node key wrote (a lost key, a renamed node): that node's own mints and registry entries are void on replay")
 	fs.StringVar(&c.RelayNetworks, "relay-networks", c.RelayNetworks, "comma-separated CIDRs the relay may connect to (agents choose the addresses: widen with care)")
@@ -194,6 +202,19 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.RelayPrefixes(); err != nil {
 		return err
+	}
+	for _, p := range c.SyncFrom {
+		u, err := protocol.ParseURI(p)
+		switch {
+		case err != nil:
+			return fmt.Errorf("--sync-from %q: %s", p, protocol.ReasonOf(err))
+		case u.Scheme != protocol.SchemeRegistry:
+			return fmt.Errorf("--sync-from %q: a peer is a registry, registry://NAME", p)
+		case u.String() != p:
+			return fmt.Errorf("--sync-from %q: write it in canonical form, %q", p, u.String())
+		case p == c.Name:
+			return fmt.Errorf("--sync-from %q: that is this node's own --name", p)
+		}
 	}
 	for _, p := range c.SyncTo {
 		peer, err := bridge.ParsePeer(p)

@@ -125,7 +125,7 @@ func TestFederationConverges(t *testing.T) {
 		}
 	}()
 	a := startNodeWith(t, t.TempDir(), func(c *Config) {
-		c.Name = "registry://main.local"
+		c.Name, c.SyncFrom = "registry://main.local", []string{"registry://backup.local"}
 		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + addrB + "?plain"}, 100*time.Millisecond
 	})
 	register(t, a, "agent://node42.local")
@@ -139,7 +139,7 @@ func TestFederationConverges(t *testing.T) {
 	<-refusing
 	lnB.(*net.TCPListener).SetDeadline(time.Time{})
 	b := startNodeWith(t, t.TempDir(), func(c *Config) {
-		c.Name, c.Listen = "registry://backup.local", addrB
+		c.Name, c.Listen, c.SyncFrom = "registry://backup.local", addrB, []string{"registry://main.local"}
 		// Over TLS, trusting a's own certificate: the other way is plain.
 		c.SyncTo, c.SyncInterval = []string{"registry://main.local@" + a.TLSAddr() + "?ca=" + filepath.Join(a.cfg.DataDir, "tls", "cert.pem")}, 100*time.Millisecond
 		c.tcpLn = lnB
@@ -182,7 +182,7 @@ func registerWithStatus(t *testing.T, m *Main, agent, status string) {
 // protocol.LabelSizeMax bytes, so no entry is too large for a body; the
 // push still skips and counts one that would be.)
 func TestFederationPacksBySize(t *testing.T) {
-	b := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name = "registry://backup.local" })
+	b := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name, c.SyncFrom = "registry://backup.local", []string{"registry://main.local"} })
 	a := startNodeWith(t, t.TempDir(), func(c *Config) {
 		c.Name = "registry://main.local"
 		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + b.TCPAddr() + "?plain"}, 100*time.Millisecond
@@ -220,7 +220,7 @@ func TestFederationPacksBySize(t *testing.T) {
 // another name was answered with a plain ack, counted as done, and its
 // entries were never sent again.
 func TestFederationNeedsABoundKey(t *testing.T) {
-	b := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name = "registry://backup.local" })
+	b := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name, c.SyncFrom = "registry://backup.local", []string{"registry://main.local"} })
 	tests := []struct {
 		name, peer string
 		bind       bool
@@ -336,10 +336,13 @@ func certFingerprint(t *testing.T, m *Main) string {
 // failed, and the entries wait for the real peer. Over plain TCP such an
 // answer was taken as the peer's (helper-87).
 func TestFederationTrustsOnlyThePeer(t *testing.T) {
-	peer := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name = "registry://backup.local" })
+	peer := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name, c.SyncFrom = "registry://backup.local", []string{"registry://main.local"} })
 	// An impostor under the peer's name, with a certificate of its own,
-	// which has bound the pusher's key: it would merge and ack a push.
-	impostor := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name = "registry://backup.local" })
+	// which names the pushers as its peers and has bound their keys: it
+	// would merge and ack a push.
+	impostor := startNodeWith(t, t.TempDir(), func(c *Config) {
+		c.Name, c.SyncFrom = "registry://backup.local", []string{"registry://main0.local", "registry://main1.local"}
+	})
 	for i, tc := range []struct {
 		name  string
 		trust string
@@ -372,7 +375,7 @@ func TestFederationTrustsOnlyThePeer(t *testing.T) {
 // whose file was missing at that moment pushed to no peer for good
 // (helper-94).
 func TestFederationTakesTheCAFileBack(t *testing.T) {
-	b := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name = "registry://backup.local" })
+	b := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name, c.SyncFrom = "registry://backup.local", []string{"registry://main.local"} })
 	cert, err := os.ReadFile(filepath.Join(b.cfg.DataDir, "tls", "cert.pem"))
 	if err != nil {
 		t.Fatal(err)

@@ -199,6 +199,11 @@ func TestConfigValidate(t *testing.T) {
 		{"sync interval too short", func(c *Config) { c.SyncInterval = time.Nanosecond }, "--sync-interval 1ns: must be between 100ms and 24h"},
 		{"sync interval negative", func(c *Config) { c.SyncInterval = -time.Second }, "--sync-interval -1s"},
 		{"sync interval at its bound", func(c *Config) { c.SyncInterval = 100 * time.Millisecond }, ""},
+		{"sync from a peer", func(c *Config) { c.SyncFrom = []string{"registry://backup.local", "registry://eu.example"} }, ""},
+		{"sync from an agent", func(c *Config) { c.SyncFrom = []string{"agent://x.local"} }, `--sync-from "agent://x.local": a peer is a registry`},
+		{"sync from a name not canonical", func(c *Config) { c.SyncFrom = []string{"registry://Backup.Local"} }, `canonical form, "registry://backup.local"`},
+		{"sync from itself", func(c *Config) { c.SyncFrom = []string{c.Name} }, "this node's own --name"},
+		{"sync from no URI", func(c *Config) { c.SyncFrom = []string{"backup"} }, `--sync-from "backup": `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()

@@ -179,7 +179,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.outbox = projections.NewOutbox()
 	m.verdicts = projections.NewVerdictCache()
 	folds := projections.NewFolds(projections.RegistryConfig{
-		NodeURI: m.cfg.Name, NodeKey: key, Zones: zones, TokenKey: tokenKey,
+		NodeURI: m.cfg.Name, NodeKey: key, Zones: zones, TokenKey: tokenKey, SyncFrom: m.cfg.SyncFrom,
 		Outbox: m.outbox, Verdicts: m.verdicts,
 	})
 	m.registry, m.credits, m.handshakes, m.reputation, m.stats = folds.Registry, folds.Credits, folds.Handshakes, folds.Reputation, folds.Stats

@@ -51,8 +51,9 @@ func TestRegistryReferenceExamples(t *testing.T) {
 		{"10 registry.fetch", tcp, ref(10), "registry.list", 200, []string{`"agent_uri":"agent://node42.local"`}},
 		{"11 registry.list, for node17", tcp, ref(11), "error", 403, []string{"only the node speaks"}},
 		{"12 registry.sync, for registry://backup.local", tcp, ref(12), "ack", 200, nil},
-		// From a peer whose key is not bound here: refused, merging nothing.
-		{"12 registry.sync, to this registry", tcp, readdressed(12), "error", 401, []string{"must be signed with a key bound to registry://main.local"}},
+		// From a peer this node was not told to take syncs from (and whose
+		// key is not bound here): refused, merging nothing.
+		{"12 registry.sync, to this registry", tcp, readdressed(12), "error", 403, []string{"only from the peers its operator names (aglxd --sync-from)"}},
 		{"13 registry.exchange, agent to agent", tcp, ref(13), "ack", 202, nil},
 		{"13 registry.exchange, to this registry", tcp, readdressed(13), "registry.ack", 200, nil},
 		{"14 agent.announce over UDP", nil, ref(14), "", 0, nil},
