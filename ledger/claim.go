@@ -93,6 +93,10 @@ func (l *Ledger) received(e *Event, p *protocol.CreditReceived) Outcome {
 			return refuse(protocol.StatusBadRequest, "%s", why)
 		}
 	}
+	if l.takenBefore(e) {
+		return Outcome{Status: protocol.StatusOK, Replayed: true}
+	}
+	defer l.take(e)
 	c := newClaims(e, protocol.TypeCreditReceived, p.TransactionID)
 	ref, _ := l.findTx(p.TransactionID, l.txs.hash(p.TransactionID))
 	if ref.posting == 0 {
@@ -135,6 +139,13 @@ func (l *Ledger) balance(e *Event, p *protocol.CreditBalance) Outcome {
 		}
 		return Outcome{Status: protocol.StatusOK, Account: v.URI, Balance: v.Balance, Available: v.Available, View: &v}
 	}
+	if l.takenBefore(e) {
+		// A copy of a signed claim, resent after the figures moved,
+		// was recorded as a new claim, now false, against its sender
+		// (helper-97).
+		return Outcome{Status: protocol.StatusOK, Replayed: true}
+	}
+	l.take(e)
 	c := newClaims(e, protocol.TypeCreditBalance, "")
 	c.figure("balance", p.Balance, v.Balance.Decimal())
 	c.figure("earned_total", p.EarnedTotal, v.EarnedTotal.Decimal())

@@ -139,8 +139,9 @@ func refuse(status protocol.Status, format string, args ...any) Outcome {
 
 // NamedBySignature says whether the ledger names e by SignedName, so the
 // caller knows when to compute that hash: a credit.reward, credit.adjust,
-// credit.request, credit.deny or a task.assign with CREDITS whose
-// signature held (or which the node signed). Transfers and approvals are
+// credit.request, credit.deny, a claim (credit.received, credit.balance
+// with figures) or a task.assign with CREDITS whose signature held (or
+// which the node signed). Transfers and approvals are
 // named by their signed transaction_id and need no hash. The rule lives
 // here, beside the folds that use the name, so that a type cannot be
 // named in one place and looked up by its ID in the other.
@@ -148,9 +149,11 @@ func (e *Event) NamedBySignature() bool {
 	if e.Auth != AuthValid && e.Auth != AuthNode {
 		return false
 	}
-	switch e.Payload.(type) {
-	case *protocol.CreditReward, *protocol.CreditAdjust, *protocol.CreditRequest, *protocol.CreditDeny:
+	switch p := e.Payload.(type) {
+	case *protocol.CreditReward, *protocol.CreditAdjust, *protocol.CreditRequest, *protocol.CreditDeny, *protocol.CreditReceived:
 		return true
+	case *protocol.CreditBalance:
+		return p.Claims()
 	case *protocol.TaskAssign:
 		return e.Credits != nil
 	}
