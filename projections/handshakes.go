@@ -194,7 +194,9 @@ func (h *Handshakes) Apply(e *Event) {
 	if e.Seq != 0 && e.Seq <= h.book.lastSeq {
 		return // applied already: a log read twice
 	}
-	h.book.lastSeq = e.Seq
+	if e.Seq != 0 { // an event without a sequence (a test's) must not reset the guard
+		h.book.lastSeq = e.Seq
+	}
 	defer func() { h.pendingNow.Store(int64(h.book.pending)) }()
 	h.book.advance(e.ReceivedAt)
 	if e.Msg.Info.Group == protocol.GroupRegistry || e.Msg.Info.Group == protocol.GroupSecurity {
