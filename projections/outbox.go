@@ -15,6 +15,23 @@ import (
 // replay at start nobody waits, and the oldest replies are dropped.
 const OutboxMax = 1 << 16 // replies
 
+// OutboxBytesMax bounds the bytes the outbox's replies hold
+// (replyBytes), whatever their count. Counted by replies alone, a page of
+// registry.list (up to about 110 KB, for a 98-byte registry.fetch anyone
+// may send) kept 65,536 times was some 7 GB, and the log replays those
+// fetches at every start, with nobody waiting (helper-98). At this bound a
+// flood of the largest replies keeps some 600 of them: the ones waiting
+// for a connection are taken within moments, and an older one dropped
+// untaken is answered 202, its outcome in the state (ErrReplyDropped).
+const OutboxBytesMax = 64 << 20 // bytes
+
+// replyOverhead is what the outbox counts for a reply besides its body
+// and type: its map entry, its place in the order and the Reply itself.
+const replyOverhead = 96 // bytes
+
+// replyBytes is what r counts towards OutboxBytesMax.
+func replyBytes(r Reply) int { return len(r.Body) + len(r.Type) + replyOverhead }
+
 // RefusalsMax bounds the refusals the outbox remembers after their replies
 // are dropped: the sequences of the events a projection refused, 8 bytes
 // each, 8 MiB at the bound. The relay asks for them long after the reply
@@ -98,6 +115,7 @@ type Outbox struct {
 	mu    sync.Mutex
 	bySeq map[uint64]Reply
 	order []uint64 // insertion order, for eviction
+	bytes int      // replyBytes of what bySeq holds
 	// evicted is the highest sequence whose reply was dropped untaken.
 	// Replies are put in log order, so any reply at or below it that is
 	// not here may have been dropped.
@@ -121,12 +139,17 @@ func (o *Outbox) Put(seq uint64, r Reply) {
 	}
 	o.bySeq[seq] = r
 	o.order = append(o.order, seq)
+	o.bytes += replyBytes(r)
 	if r.Type == protocol.TypeError {
 		o.addRefusal(seq)
 	}
-	for len(o.bySeq) > OutboxMax {
-		delete(o.bySeq, o.order[0])
-		o.evicted = max(o.evicted, o.order[0])
+	// The newest reply stays, however large: it is the one a connection
+	// is about to take.
+	for len(o.bySeq) > OutboxMax || (o.bytes > OutboxBytesMax && len(o.order) > 1) {
+		oldest := o.order[0]
+		o.bytes -= replyBytes(o.bySeq[oldest])
+		delete(o.bySeq, oldest)
+		o.evicted = max(o.evicted, oldest)
 		o.order = o.order[1:]
 	}
 }
@@ -186,5 +209,6 @@ func (o *Outbox) Refused(seq uint64) (refused, known bool) {
 }
 
 // ErrReplyDropped is Take's failure for a reply the outbox may have
-// dropped: more than OutboxMax newer replies came before it was taken.
+// dropped: more than OutboxMax newer replies, or OutboxBytesMax of them,
+// came before it was taken.
 var ErrReplyDropped = errors.New("projections: the reply was dropped from the outbox before it was taken; its outcome is in the state")

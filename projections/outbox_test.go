@@ -81,3 +81,46 @@ func TestOutboxRemembersRefusalsPastItsReplies(t *testing.T) {
 		t.Errorf("%d refusals held, bound %d", len(o.refusals), RefusalsMax)
 	}
 }
+
+// TestOutboxHoldsAtMostItsBytes: large replies are dropped by bytes, not
+// only by count: 65,536 pages of registry.list held some 7 GB, for
+// 98-byte fetches anyone may send (helper-98). The newest reply stays,
+// the oldest dropped are reported dropped, and what is held stays within
+// OutboxBytesMax.
+func TestOutboxHoldsAtMostItsBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body int // bytes a reply
+	}{
+		{"pages of 110 KB", 110 << 10},
+		{"one reply larger than the bound", OutboxBytesMax + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOutbox()
+			body := make([]byte, tc.body)
+			n := uint64(2 * OutboxBytesMax / tc.body)
+			if n < 2 {
+				n = 2
+			}
+			for seq := uint64(1); seq <= n; seq++ {
+				o.Put(seq, Reply{Type: protocol.TypeRegistryList, Status: protocol.StatusOK, Body: body})
+			}
+			if o.bytes > max(OutboxBytesMax, replyBytes(Reply{Type: protocol.TypeRegistryList, Body: body})) || len(o.bySeq) != len(o.order) {
+				t.Fatalf("the outbox holds %d bytes in %d replies; at most %d", o.bytes, len(o.bySeq), OutboxBytesMax)
+			}
+			if _, ok, err := o.Take(n); !ok || err != nil {
+				t.Fatalf("Take(newest %d) = %v, %v; want the reply", n, ok, err)
+			}
+			if _, _, err := o.Take(1); !errors.Is(err, ErrReplyDropped) {
+				t.Fatalf("Take(oldest) = %v; want ErrReplyDropped", err)
+			}
+			held := 0
+			for _, r := range o.bySeq {
+				held += replyBytes(r)
+			}
+			if held != o.bytes {
+				t.Fatalf("the outbox counts %d bytes and holds %d", o.bytes, held)
+			}
+		})
+	}
+}

@@ -419,3 +419,51 @@ func TestAgentsLooksAtABoundedNumber(t *testing.T) {
 		t.Fatalf("%d pages listing %d agents; want 2 pages and every one of the %d", pages, len(all), n/1000)
 	}
 }
+
+// TestFetchLooksAtABoundedNumber: a registry.fetch page looks at no more
+// than RegistryFetchScanMax agents, expired ones included, and says where
+// to go on, with fewer entries or none; the pages together list every
+// live entry in order. An anonymous fetch walked every expired entry on
+// the fold, which every reply waits for (helper-98).
+func TestFetchLooksAtABoundedNumber(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		mode       string
+		wantPages  int
+		firstEmpty bool
+	}{
+		{"full", "full", 2, true},
+		{"update, past the change log", "update", 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			const expired, live = RegistryFetchScanMax + 500, 3
+			for i := range expired {
+				h.register(fmt.Sprintf("agent://a%06d.local", i), 1, regT0) // expires in a second
+			}
+			for i := range live {
+				h.register(fmt.Sprintf("agent://z%d.local", i), 3600, regT0.Add(time.Hour))
+			}
+			var all []string
+			after, pages := "", 0
+			for {
+				rep := h.mustReply(fetchFrame("agent://x.local", tc.mode, "2025-01-01T00:00:00Z", after), regT0.Add(time.Hour), protocol.TypeRegistryList, protocol.StatusOK)
+				uris, next := listOf(t, rep)
+				if pages == 0 && tc.firstEmpty && (len(uris) != 0 || next == "") {
+					t.Fatalf("the first page looked past %d expired entries: %d entries, next %q", RegistryFetchScanMax, len(uris), next)
+				}
+				all, pages = append(all, uris...), pages+1
+				if next == "" {
+					break
+				}
+				if pages > 5 {
+					t.Fatal("too many pages")
+				}
+				after = next
+			}
+			if pages != tc.wantPages || len(all) != live || all[0] != "agent://z0.local" {
+				t.Fatalf("%d pages listing %v; want %d pages listing the %d live agents", pages, all, tc.wantPages, live)
+			}
+		})
+	}
+}
