@@ -13,6 +13,12 @@ import (
 // connection that is idle is closed to make room.
 const HTTPConnectionsMax = 256 // connections
 
+// HTTPHeaderBytesMax bounds a request's headers. The API reads a path and
+// a few query parameters; Go's default, 1 MiB, let the 256 connections
+// hold 256 MiB of headers at once (helper-98). Past it the server answers
+// 431 itself.
+const HTTPHeaderBytesMax = 64 << 10 // bytes
+
 // LimitListener lets at most n connections from ln be open at once: the
 // HTTP API reads projection state under the fold's read lock, and any
 // number of clients must not be able to hold it, or the node's memory.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aglx/ledger/bridge"
 )
 
 // TestConnectionLimit: a connection over --max-connections gets 429 and is
@@ -200,5 +202,37 @@ func TestEmptyIDIsRefused(t *testing.T) {
 	c.Flush()
 	if e := readError(t, c); e.Status != 400 || !strings.Contains(e.Reason, "ID header") {
 		t.Fatalf("a frame with an empty ID: %+v; want 400 naming the ID header", e)
+	}
+}
+
+// TestHTTPHeadersAreBounded: a request whose headers pass
+// bridge.HTTPHeaderBytesMax is refused (431) before any handler runs; one
+// under it is served. Go's default let each of the 256 connections hold a
+// megabyte of headers (helper-98).
+func TestHTTPHeadersAreBounded(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	for _, tc := range []struct {
+		name   string
+		header int // bytes of one header's value
+		want   int
+	}{
+		{"small", 1 << 10, http.StatusOK},
+		{"past the bound", 2 * bridge.HTTPHeaderBytesMax, http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest("GET", "http://"+m.HTTPAddr()+"/healthz", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-Padding", strings.Repeat("a", tc.header))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("GET /healthz with a header of %d bytes: %d, want %d", tc.header, resp.StatusCode, tc.want)
+			}
+		})
 	}
 }

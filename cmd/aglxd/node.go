@@ -307,11 +307,12 @@ func (m *Main) serveHTTPEarly() error {
 	}
 	starting := http.Handler(http.HandlerFunc(startingHandler))
 	m.httpAPI.Store(&starting)
-	// Every wait a client controls is bounded: the request's headers, the
-	// response, a kept-alive connection between requests, and how many
-	// connections are open at once.
+	// Every wait a client controls is bounded: the request's headers (in
+	// time and in bytes), the response, a kept-alive connection between
+	// requests, and how many connections are open at once.
 	m.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*m.httpAPI.Load()).ServeHTTP(w, r) }),
-		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: bridge.RequestReadMax, WriteTimeout: bridge.ResponseWriteMax, IdleTimeout: 2 * time.Minute}
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: bridge.RequestReadMax, WriteTimeout: bridge.ResponseWriteMax, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: bridge.HTTPHeaderBytesMax}
 	httpLn := bridge.LimitListener(m.httpLn, bridge.HTTPConnectionsMax)
 	m.http.ConnState = httpLn.ConnState
 	m.serve("http", func() error { return m.http.Serve(httpLn) })
