@@ -147,11 +147,13 @@ func checkZones(zones []Zone) error {
 type zoneState struct {
 	cfg     Zone
 	members map[string]*zoneMember
-	// listed holds every agent that has been a member, in order, for
-	// ZonePage: a page sorted all members on the fold's lock, up to 2^20
-	// of them, to return a thousand (helper-75). A member who left stays
-	// listed and is skipped; it is a registered agent, so the list is
-	// bounded by the registry.
+	// listed holds the members' URIs, in order, for ZonePage: a page
+	// sorted all members on the fold's lock, up to 2^20 of them, to return
+	// a thousand (helper-75). It holds exactly the keys of members, so a
+	// page walks at most one more member than it returns. Until
+	// 2026-12-01 a member who left stayed listed and was skipped, and a
+	// page walked every agent that had ever left the zone, under the
+	// fold's read lock, which holds up every reply (helper-98).
 	listed uriSet
 }
 
@@ -392,7 +394,10 @@ func (r *Registry) zoneLeave(e *Event, p *protocol.ZoneLeave) {
 			return
 		}
 	}
-	delete(z.members, e.From)
+	if z.members[e.From] != nil {
+		delete(z.members, e.From)
+		z.listed.remove(e.From)
+	}
 	r.ack(e, ackBody{ZoneID: p.ZoneID})
 }
 
@@ -424,8 +429,9 @@ func (r *Registry) Zone(id string) (ZoneView, bool) { return r.ZonePage(id, "", 
 // ZonePage returns zone id with at most limit of its members (0, or more
 // than ZoneMembersPageMax, means ZoneMembersPageMax) whose URIs sort
 // after after. A zone may have as many members as the registry has
-// agents, and one answer holding them all was unbounded. Call it under
-// Runner.View.
+// agents, and one answer holding them all was unbounded. It looks at no
+// more members than it returns, whatever the zone's history (listed).
+// Call it under Runner.View.
 func (r *Registry) ZonePage(id, after string, limit int) (ZoneView, bool) {
 	z := r.zones[id]
 	if z == nil {
@@ -437,15 +443,9 @@ func (r *Registry) ZonePage(id, after string, limit int) (ZoneView, bool) {
 	v := ZoneView{ID: id, Role: z.cfg.Role, MinReputation: z.cfg.MinReputation, Members: []ZoneMemberView{}}
 	z.listed.after(after, func(uri string) bool {
 		m := z.members[uri]
-		if m == nil { // left
-			return true
-		}
-		if len(v.Members) == limit {
-			return false
-		}
 		v.Members = append(v.Members, ZoneMemberView{AgentURI: uri, Role: m.Role, JoinedAt: m.JoinedAt, Expires: m.Expires,
 			Active: r.now.Before(m.Expires), Capabilities: slices.Clone(m.Capabilities)})
-		return true
+		return len(v.Members) < limit
 	})
 	return v, true
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,51 +179,135 @@ func TestZoneJoinReplayOutlivesAFullAnswerMemory(t *testing.T) {
 // TestZonePages: a zone's members come a page at a time, in URI order;
 // paging by any size shows each member once, and no one who left. One
 // answer held them all, however many a zone had; then every page sorted
-// all members on the fold's lock.
+// all members on the fold's lock. Then a page walked every agent that had
+// ever left the zone, under that lock (helper-98): the set a page walks
+// now holds the members and no one else, whatever came and went, and a
+// replay folds to the same snapshot and the same pages.
 func TestZonePages(t *testing.T) {
-	h := newHarness(t)
-	at := func(d time.Duration) time.Time { return regT0.Add(d) }
-	join := func(i int, when time.Duration) {
-		f := hmacSigned(t, testZoneSecretA, frame(fmt.Sprintf("agent://m%d.local", i), testNode, protocol.TypeZoneJoin,
-			fmt.Sprintf(`{"zone_id":"research-hub","agent_id":"m%d","timestamp":%q}`, i, ts(at(when)))))
-		h.mustReply(f, at(when), protocol.TypeZoneConfirm, protocol.StatusOK)
+	type step struct {
+		agent int
+		leave bool
 	}
-	leave := func(i int, when time.Duration) {
-		h.mustReply(frame(fmt.Sprintf("agent://m%d.local", i), testNode, protocol.TypeZoneLeave,
-			fmt.Sprintf(`{"zone_id":"research-hub","timestamp":%q}`, ts(at(when)))), at(when), protocol.TypeAck, protocol.StatusOK)
-	}
-	var members []string
-	for _, i := range []int{3, 0, 4, 1, 2, 5} { // joining out of order
-		h.register(fmt.Sprintf("agent://m%d.local", i), 3600, at(time.Duration(i)*time.Second))
-		join(i, time.Minute)
-	}
-	leave(2, 2*time.Minute) // gone
-	leave(4, 2*time.Minute) // gone, and back
-	join(4, 3*time.Minute)
-	for _, i := range []int{0, 1, 3, 4, 5} {
-		members = append(members, fmt.Sprintf("agent://m%d.local", i))
-	}
-	for _, limit := range []int{1, 2, 3, 5, 0} {
-		var got []string
-		for after := ""; ; {
-			v, ok := h.r.ZonePage("research-hub", after, limit)
-			if !ok {
-				t.Fatal("no zone research-hub")
-			}
-			if limit > 0 && len(v.Members) > limit {
-				t.Fatalf("a page of %d holds %d members", limit, len(v.Members))
-			}
-			if len(v.Members) == 0 {
-				break
-			}
-			for _, m := range v.Members {
-				got = append(got, m.AgentURI)
-			}
-			after = v.Members[len(v.Members)-1].AgentURI
+	const departedMany = 2_000 // agents that joined and left
+	many := func(stay ...int) []step {
+		var steps []step
+		for i := range departedMany {
+			steps = append(steps, step{agent: 10 + i}, step{agent: 10 + i, leave: true})
 		}
-		if fmt.Sprint(got) != fmt.Sprint(members) {
-			t.Errorf("paging by %d: %v, want %v", limit, got, members)
+		for _, i := range stay {
+			steps = append(steps, step{agent: i})
 		}
+		return steps
+	}
+	tests := []struct {
+		name  string
+		steps []step // in order; each agent is registered before its first step
+		want  []int  // the members at the end
+	}{
+		{"ordinary", []step{{3, false}, {0, false}, {4, false}, {1, false}, {2, false}, {5, false}, // joining out of order
+			{2, true},             // gone
+			{4, true}, {4, false}, // gone, and back
+		}, []int{0, 1, 3, 4, 5}},
+		{"empty", nil, nil},
+		{"all left", []step{{1, false}, {2, false}, {1, true}, {2, true}}, nil},
+		{"a leave of one not a member", []step{{1, false}, {2, true}}, []int{1}},
+		{"one agent in and out many times", func() []step {
+			steps := []step{{1, false}}
+			for range 300 {
+				steps = append(steps, step{7, false}, step{7, true})
+			}
+			return steps
+		}(), []int{1}},
+		{"thousands joined and left, among members", many(0, 5, 999, 1500, 2009), []int{0, 5, 999, 1500, 2009}},
+		{"thousands joined and left, no one stays", many(), nil},
+		{"thousands joined, then most left", func() []step {
+			var steps []step
+			for i := range departedMany {
+				steps = append(steps, step{agent: 10 + i})
+			}
+			for i := range departedMany {
+				if i%500 != 7 { // m17, m517, m1017, m1517 stay
+					steps = append(steps, step{agent: 10 + i, leave: true})
+				}
+			}
+			return steps
+		}(), []int{17, 517, 1017, 1517}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			at := func(d time.Duration) time.Time { return regT0.Add(d) }
+			uri := func(i int) string { return fmt.Sprintf("agent://m%d.local", i) }
+			registered := map[int]bool{}
+			for n, s := range tt.steps {
+				when := time.Minute + time.Duration(n)*time.Second // a fresh stamp for every join
+				if !registered[s.agent] {
+					h.register(uri(s.agent), 3600, at(when))
+					registered[s.agent] = true
+				}
+				if s.leave {
+					h.mustReply(frame(uri(s.agent), testNode, protocol.TypeZoneLeave,
+						fmt.Sprintf(`{"zone_id":"research-hub","timestamp":%q}`, ts(at(when)))), at(when), protocol.TypeAck, protocol.StatusOK)
+					continue
+				}
+				h.mustReply(hmacSigned(t, testZoneSecretA, frame(uri(s.agent), testNode, protocol.TypeZoneJoin,
+					fmt.Sprintf(`{"zone_id":"research-hub","agent_id":"m%d","timestamp":%q}`, s.agent, ts(at(when))))),
+					at(when), protocol.TypeZoneConfirm, protocol.StatusOK)
+			}
+			members := []string{}
+			for _, i := range tt.want {
+				members = append(members, uri(i))
+			}
+			slices.Sort(members) // by URI: m1500 before m5
+
+			z := h.r.zones["research-hub"]
+			var walked []string
+			z.listed.after("", func(k string) bool { walked = append(walked, k); return true })
+			if !slices.Equal(walked, members) || len(z.members) != len(members) {
+				t.Fatalf("a page walks %d URIs (first %v) for %d members %v; want the members alone",
+					len(walked), first3(walked), len(members), first3(members))
+			}
+			checkChunks(t, &z.listed)
+
+			replayed := h.replay()
+			again, err := replayed.Snapshot()
+			if err != nil || !bytes.Equal(h.snapshot(), again) {
+				t.Fatalf("a replay folds to another snapshot (%v)", err)
+			}
+			for _, r := range []*Registry{h.r, replayed} {
+				for _, limit := range []int{1, 2, 3, 5, 0} {
+					if got := pageAll(t, r, limit); !slices.Equal(got, members) {
+						t.Errorf("paging by %d: %v, want %v", limit, first3(got), first3(members))
+					}
+				}
+			}
+		})
+	}
+}
+
+// pageAll pages through research-hub by limit, each page after the last
+// URI of the one before, and returns the URIs in the order they came.
+func pageAll(t *testing.T, r *Registry, limit int) []string {
+	t.Helper()
+	got := []string{}
+	for after := ""; ; {
+		v, ok := r.ZonePage("research-hub", after, limit)
+		if !ok {
+			t.Fatal("no zone research-hub")
+		}
+		if n := max(limit, 0); (n > 0 && len(v.Members) > n) || len(v.Members) > ZoneMembersPageMax {
+			t.Fatalf("a page of %d holds %d members", limit, len(v.Members))
+		}
+		if len(v.Members) == 0 {
+			return got
+		}
+		for _, m := range v.Members {
+			if m.Role != "member" || !m.Active {
+				t.Errorf("member %+v: want role member, active", m)
+			}
+			got = append(got, m.AgentURI)
+		}
+		after = v.Members[len(v.Members)-1].AgentURI
 	}
 }
 
