@@ -443,6 +443,11 @@ func (r *Registry) ZonePage(id, after string, limit int) (ZoneView, bool) {
 	v := ZoneView{ID: id, Role: z.cfg.Role, MinReputation: z.cfg.MinReputation, Members: []ZoneMemberView{}}
 	z.listed.after(after, func(uri string) bool {
 		m := z.members[uri]
+		if m == nil {
+			// listed holds the members only (zoneLeave takes a leaver
+			// out); a read must not take the node down if that ever broke.
+			return true
+		}
 		v.Members = append(v.Members, ZoneMemberView{AgentURI: uri, Role: m.Role, JoinedAt: m.JoinedAt, Expires: m.Expires,
 			Active: r.now.Before(m.Expires), Capabilities: slices.Clone(m.Capabilities)})
 		return len(v.Members) < limit
