@@ -106,7 +106,8 @@ const gateAPI = "aglx.readers.api."
 // stream took such deliveries as its own and the node stopped.
 //
 // The gate admits pull consumers only, on the event stream only, with
-// bounded pending acknowledgements and waiting pulls, never one of the
+// bounded pending acknowledgements, waiting pulls and pull expiry
+// (ReaderPullExpiresMax), never one of the
 // node's (NodeConsumerPrefix, LegacyRelayConsumer), and no more requests
 // than ReaderRequestsPerSecond. A consumer request is decoded into the
 // server's own type, checked there, and passed on as that type encodes
@@ -352,6 +353,12 @@ func readerConsumerRequest(data []byte) ([]byte, error) {
 	}
 	if c.MaxWaiting < 0 || c.MaxWaiting > ReaderPullsWaitingMax {
 		return nil, fmt.Errorf("max_waiting must be from 0 (the server's default) to %d, not %d", ReaderPullsWaitingMax, c.MaxWaiting)
+	}
+	if c.MaxRequestExpires < 0 || c.MaxRequestExpires > ReaderPullExpiresMax {
+		return nil, fmt.Errorf("max_expires must be at most %s (0 gives that), not %s: the server keeps the way back to a pull for %s", ReaderPullExpiresMax, c.MaxRequestExpires, ReaderPullResponseThreshold)
+	}
+	if c.MaxRequestExpires == 0 {
+		c.MaxRequestExpires = ReaderPullExpiresMax
 	}
 	lists := []struct {
 		field    string

@@ -21,7 +21,15 @@ import (
 // credentials, as an analyst's client would.
 func startWithReader(t *testing.T) (*Server, *Log, *nats.Conn, *nats.Conn) {
 	t.Helper()
-	s, err := StartServer(ServerConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	return startWithReaderConfig(t, ServerConfig{})
+}
+
+// startWithReaderConfig is startWithReader on a server made from cfg, in
+// a data dir of the test's own and listening on loopback.
+func startWithReaderConfig(t *testing.T, cfg ServerConfig) (*Server, *Log, *nats.Conn, *nats.Conn) {
+	t.Helper()
+	cfg.DataDir, cfg.Listen = t.TempDir(), "127.0.0.1:0"
+	s, err := StartServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -594,6 +602,11 @@ func TestReaderConsumerRequests(t *testing.T) {
 		{`{"stream_name":"AGLX","config":{"name":"aglx-node-x"},"config":{"max_waiting":1}}`, false},
 		{`{"stream_name":"AGLX","config":{"max_ack_pending":-1},"config":{"max_waiting":1}}`, false},
 		{`{"stream_name":"AGLX","config":{"durable_name":"AGLX_RELAY"}}`, false},
+		// A pull that outlives the server's way back to it has its
+		// later events sent into nothing (ReaderPullResponseThreshold).
+		{fmt.Sprintf(`{"stream_name":"AGLX","config":{"name":"e","max_expires":%d}}`, ReaderPullExpiresMax), true},
+		{fmt.Sprintf(`{"stream_name":"AGLX","config":{"name":"e","max_expires":%d}}`, ReaderPullExpiresMax+1), false},
+		{`{"stream_name":"AGLX","config":{"name":"e","max_expires":-1}}`, false},
 		// JetStream compares every pair of filters: 40,000 kept its API
 		// busy for minutes, and again at every start.
 		{`{"stream_name":"AGLX","config":{"name":"f","filter_subjects":[` + strings.TrimSuffix(strings.Repeat(`"aglx.ev.x",`, ReaderFilterSubjectsMax+1), ",") + `]}}`, false},
@@ -639,6 +652,9 @@ func FuzzReaderConsumerRequest(f *testing.F) {
 		}
 		if c.MaxAckPending < 0 || c.MaxAckPending > ReaderAckPendingMax || c.MaxWaiting < 0 || c.MaxWaiting > ReaderPullsWaitingMax {
 			t.Fatalf("the gate passed unbounded limits: %s", data)
+		}
+		if c.MaxRequestExpires <= 0 || c.MaxRequestExpires > ReaderPullExpiresMax {
+			t.Fatalf("the gate passed pulls of unbounded expiry (max_expires %s): %s", c.MaxRequestExpires, data)
 		}
 	})
 }

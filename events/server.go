@@ -36,7 +36,36 @@ type ServerConfig struct {
 	// logged). JetStream says only there that it shut itself down for a
 	// full disk; without it an operator saw nothing but commit timeouts.
 	Logger *slog.Logger
+
+	// responseThreshold, if not zero, stands in for the readers'
+	// exports' response thresholds (ReaderPullResponseThreshold,
+	// ReaderAPIResponseThreshold), so that a test sees them expire.
+	responseThreshold time.Duration
 }
+
+// ServerConnectionsMax bounds all the connections the embedded server
+// holds at once, in connections: the node's own (three: its main
+// connection, its committer's and the readers' gate's), readers' (at most
+// ReaderConnectionsMax) and those that have not sent their CONNECT yet,
+// which the server closes after its auth timeout (2 s). Past it the
+// server refuses a connection with "maximum connections exceeded", one of
+// the node's in-process connections too: the node makes those at start,
+// and later only when the readers' gate opens again. At the server's
+// default, 65,536, connections that said nothing could hold some 12 KB
+// each, 750 MB in all.
+const ServerConnectionsMax = 1024 // connections
+
+// ServerPendingBytesMax bounds what the server holds for one connection
+// that has not taken it yet, in bytes; past it the server closes the
+// connection as a slow consumer. It is the server's default, set here to
+// say why it is not lower: it cannot be set for readers alone, and a read
+// (the node's own, or `aglx tail`'s) asks for up to readBufferBytes at
+// once, four of the largest events (34 MB), which JetStream sends as fast
+// as it reads them. The node's in-process client takes what comes as it
+// comes, whatever its reads do with it; a reader on a slow link does not,
+// and must have room for a whole pull. Readers' connections hold at most
+// ReaderConnectionsMax times this.
+const ServerPendingBytesMax = 64 << 20 // bytes
 
 // EventSyncInterval is how often the event stream, which is written only
 // from batches already synced to the write-ahead stream, is flushed to disk.
@@ -291,17 +320,20 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("events: server: no data dir")
 	}
-	opts := &server.Options{
-		ServerName: "aglxd",
-		JetStream:  true,
-		StoreDir:   filepath.Join(cfg.DataDir, "jetstream"),
-		NoSigs:     true,
-		MaxPayload: cfg.MaxPayload,
-		NoAuthUser: readerUser,
+	opts := &server.Options{}
+	readers, err := readersAccount(opts)
+	if err != nil {
+		return nil, err
 	}
+	opts.ServerName = "aglxd"
+	opts.JetStream = true
+	opts.StoreDir = filepath.Join(cfg.DataDir, "jetstream")
+	opts.NoSigs = true
+	opts.MaxPayload = cfg.MaxPayload
+	opts.NoAuthUser = readerUser
+	opts.MaxConn = ServerConnectionsMax
+	opts.MaxPending = ServerPendingBytesMax
 	password, reader := rand.Text(), rand.Text()
-	readers := server.NewAccount(ReadersAccount)
-	opts.Accounts = []*server.Account{readers}
 	opts.Users = []*server.User{
 		{Username: nodeUser, Password: password},
 		{Username: readerUser, Password: reader, Account: readers,
@@ -360,7 +392,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: server: %w", err)
 	}
-	if err := shareWithReaders(ns, StreamNameDefault); err != nil {
+	if err := shareWithReaders(ns, StreamNameDefault, cfg.responseThreshold); err != nil {
 		ns.Shutdown()
 		return nil, err
 	}
