@@ -75,7 +75,7 @@ const ReaderPullExpiresMax = 30 * time.Second
 // account, some 330 bytes, until this much time has passed, whether
 // anyone is still there to answer or not; the server sweeps them once a
 // threshold, so each lives one to two. At the server's default (2
-// minutes), 200,000 pulls from a reader that then left held 64 MiB for
+// minutes), 200,000 of them from a reader that then left held 64 MiB for
 // that long (helper-98). It outlasts the longest pull
 // (ReaderPullExpiresMax) by 10 s, for JetStream to take the pull from its
 // queue. It bounds how long a mapping lives, not how many there are: one
