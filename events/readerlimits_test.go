@@ -28,14 +28,17 @@ func TestReaderLimits(t *testing.T) {
 		// and what ends the readers' load.
 		past func(t *testing.T, s *Server) (said string, release func())
 		want string
+		cfg  ServerConfig
 	}{
-		{"subscriptions of one reader's connection", pastReaderSubscriptions, "maximum subscriptions exceeded"},
-		{"readers' connections", pastReaderConnections, "maximum account active connections exceeded"},
-		{"connections not yet past CONNECT", pastServerConnections, "maximum connections exceeded"},
-		{"a pull longer than ReaderPullExpiresMax", pastReaderPullExpires, "Exceeded MaxRequestExpires of " + ReaderPullExpiresMax.String()},
+		{"subscriptions of one reader's connection", pastReaderSubscriptions, "maximum subscriptions exceeded", ServerConfig{}},
+		{"readers' connections", pastReaderConnections, "maximum account active connections exceeded", ServerConfig{}},
+		// The server's bound lowered to testConnectionsMax, so that the
+		// silent connections past it open well within its auth timeout.
+		{"connections not yet past CONNECT", pastServerConnections, "maximum connections exceeded", ServerConfig{connectionsMax: testConnectionsMax}},
+		{"a pull longer than ReaderPullExpiresMax", pastReaderPullExpires, "Exceeded MaxRequestExpires of " + ReaderPullExpiresMax.String(), ServerConfig{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, l, nc, rd := startWithReader(t)
+			s, l, nc, rd := startWithReaderConfig(t, tc.cfg)
 			appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
 			said, release := tc.past(t, s)
 			defer release()
@@ -160,7 +163,7 @@ func pastServerConnections(t *testing.T, s *Server) (string, func()) {
 		refusals []string
 		wg       sync.WaitGroup
 	)
-	for range ServerConnectionsMax + 1 {
+	for range testConnectionsMax + 1 {
 		wg.Go(func() {
 			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 			if err != nil {
@@ -188,11 +191,21 @@ func pastServerConnections(t *testing.T, s *Server) (string, func()) {
 			c.Close()
 		}
 	}
+	for _, r := range refusals {
+		if strings.Contains(r, "maximum connections exceeded") {
+			return r, release
+		}
+	}
 	if len(refusals) == 0 {
 		return fmt.Sprintf("%d connections, none refused", len(conns)), release
 	}
 	return refusals[0], release
 }
+
+// testConnectionsMax is the server's connection bound in the row that
+// goes past it: the node's own connections and the test's reader leave
+// room for a few silent ones.
+const testConnectionsMax = 24 // connections
 
 // pastReaderPullExpires makes a consumer as a reader that names no
 // max_expires, and pulls from it for longer than ReaderPullExpiresMax.
@@ -294,5 +307,27 @@ func TestReaderResponseThresholds(t *testing.T) {
 				t.Fatalf("ServiceExportResponseThreshold(%q) = %v, %v; want %v", im.to, got, err, want)
 			}
 		})
+	}
+}
+
+// TestServerBounds: the embedded server runs with the node's bounds on
+// connections and on what it holds for one connection, not the server's
+// defaults (65,536 connections), as its monitoring says.
+func TestServerBounds(t *testing.T) {
+	s, _, _, _ := startWithReader(t)
+	v, err := s.Server.Varz(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what      string
+		got, want int64
+	}{
+		{"max_connections", int64(v.MaxConn), ServerConnectionsMax},
+		{"max_pending", v.MaxPending, ServerPendingBytesMax},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want %d", c.what, c.got, c.want)
+		}
 	}
 }

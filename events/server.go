@@ -41,6 +41,11 @@ type ServerConfig struct {
 	// exports' response thresholds (ReaderPullResponseThreshold,
 	// ReaderAPIResponseThreshold), so that a test sees them expire.
 	responseThreshold time.Duration
+	// connectionsMax, if not zero, stands in for ServerConnectionsMax, so
+	// that a test reaches the bound with a few connections: a thousand
+	// silent ones took longer than the server's auth timeout to open under
+	// the race detector, and the first were closed before the last came.
+	connectionsMax int
 }
 
 // ServerConnectionsMax bounds all the connections the embedded server
@@ -332,6 +337,9 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	opts.MaxPayload = cfg.MaxPayload
 	opts.NoAuthUser = readerUser
 	opts.MaxConn = ServerConnectionsMax
+	if cfg.connectionsMax > 0 {
+		opts.MaxConn = cfg.connectionsMax
+	}
 	opts.MaxPending = ServerPendingBytesMax
 	password, reader := rand.Text(), rand.Text()
 	opts.Users = []*server.User{
