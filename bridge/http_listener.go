@@ -15,8 +15,8 @@ const HTTPConnectionsMax = 256 // connections
 
 // HTTPHeaderBytesMax bounds a request's headers. The API reads a path and
 // a few query parameters; Go's default, 1 MiB, let the 256 connections
-// hold 256 MiB of headers at once (helper-98). Past it the server answers
-// 431 itself.
+// hold 256 MiB of headers at once (helper-98). Past it (and the 4 KiB
+// net/http allows beyond) the server answers 431 itself.
 const HTTPHeaderBytesMax = 64 << 10 // bytes
 
 // LimitListener lets at most n connections from ln be open at once: the

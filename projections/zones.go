@@ -150,7 +150,7 @@ type zoneState struct {
 	// listed holds the members' URIs, in order, for ZonePage: a page
 	// sorted all members on the fold's lock, up to 2^20 of them, to return
 	// a thousand (helper-75). It holds exactly the keys of members, so a
-	// page walks at most one more member than it returns. Until
+	// page walks no more members than it returns. Until
 	// 2026-12-01 a member who left stayed listed and was skipped, and a
 	// page walked every agent that had ever left the zone, under the
 	// fold's read lock, which holds up every reply (helper-98).

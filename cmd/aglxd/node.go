@@ -68,7 +68,7 @@ type Main struct {
 // the log line that says it was lost (events.ClientEvents).
 const (
 	lostCommit = "appends fail with 503 (the write-ahead stream is written over this connection)"
-	lostMain   = "acknowledged events wait to be copied to the event stream, so the projections, the relay and the answers that wait for a fold (202 after the wait) fall behind; appends go on"
+	lostMain   = "events cannot be copied to the event stream, nor the stream repaired: within moments appends fail with 503 too, and the projections and the relay stop"
 )
 
 // NewMain returns a node that will run with cfg.
