@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -156,12 +157,18 @@ func (c *RegistryConfig) Validate() error {
 // and must be called under Runner.View (or from another projection's Apply),
 // never concurrently with Apply.
 type Registry struct {
-	cfg       RegistryConfig
-	syncFrom  map[string]bool // cfg.SyncFrom
-	node      string
-	nodePub   crypto.PublicKey
-	nodeKeyID string
-	window    time.Duration
+	cfg      RegistryConfig
+	syncFrom map[string]bool // cfg.SyncFrom
+	// unnamedSyncs counts the registry.sync frames refused because their
+	// sender is not in syncFrom, by sender, at most UnnamedSyncPeersMax
+	// senders: the start warns of them, since a node upgraded without
+	// --sync-from loses on replay every entry its peers gave it. Not
+	// state: no snapshot holds it.
+	unnamedSyncs map[string]int
+	node         string
+	nodePub      crypto.PublicKey
+	nodeKeyID    string
+	window       time.Duration
 
 	// now is the registry's clock: the latest ReceivedAt applied. Expiry
 	// is measured against it, never against the wall clock.
@@ -240,8 +247,18 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 	for _, peer := range cfg.SyncFrom {
 		r.syncFrom[peer] = true
 	}
+	r.unnamedSyncs = map[string]int{}
 	return r
 }
+
+// UnnamedSyncPeersMax bounds the senders UnnamedSyncs remembers.
+const UnnamedSyncPeersMax = 16 // senders
+
+// UnnamedSyncs returns, by sender, how many registry.sync frames the
+// registry refused because their sender is not one it takes syncs from
+// (RegistryConfig.SyncFrom), for at most UnnamedSyncPeersMax senders; call
+// it under Runner.View.
+func (r *Registry) UnnamedSyncs() map[string]int { return maps.Clone(r.unnamedSyncs) }
 
 // Name implements Projection.
 func (r *Registry) Name() string { return "registry" }

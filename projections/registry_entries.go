@@ -359,6 +359,9 @@ func (r *Registry) sync(e *Event, p *protocol.RegistrySync) {
 		r.refuse(e, protocol.StatusForbidden, "a registry does not sync with itself")
 		return
 	case !r.syncFrom[e.From]:
+		if _, ok := r.unnamedSyncs[e.From]; ok || len(r.unnamedSyncs) < UnnamedSyncPeersMax {
+			r.unnamedSyncs[e.From]++
+		}
 		r.refuse(e, protocol.StatusForbidden, fmt.Sprintf(
 			"this node takes registry.sync only from the peers its operator names (aglxd --sync-from); %s is not one", e.From))
 		return

@@ -416,3 +416,65 @@ func TestFederationTakesTheCAFileBack(t *testing.T) {
 		}
 	}
 }
+
+// TestStartWarnsOfSyncsFromUnnamedPeers: a node whose log holds
+// registry.sync frames from a peer --sync-from does not name (a node that
+// took syncs before the flag existed, or restarted without a peer it had)
+// says so once its replay is done, naming the peer: the entries that peer
+// gave are gone, and only 403s in the log told (helper-101).
+func TestStartWarnsOfSyncsFromUnnamedPeers(t *testing.T) {
+	dir := t.TempDir()
+	b := startNodeWith(t, dir, func(c *Config) { c.Name = "registry://backup.local" })
+	a := startNodeWith(t, t.TempDir(), func(c *Config) {
+		c.Name = "registry://main.local"
+		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + b.TCPAddr() + "?plain"}, 100*time.Millisecond
+	})
+	register(t, a, "agent://node42.local")
+	for deadline := time.Now().Add(30 * time.Second); a.federations[0].Failures() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the peer never refused a push")
+		}
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		syncFrom []string
+		warned   bool
+	}{
+		{"without --sync-from", nil, true},
+		{"naming the peer", []string{"registry://main.local"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := b.cfg
+			cfg.SyncFrom = tc.syncFrom
+			cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+			var out lockedBuffer
+			m := NewMain(cfg, slog.New(slog.NewTextHandler(&out, nil)))
+			if err := m.Run(context.Background()); err != nil {
+				m.Close(context.Background())
+				t.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "caught up"); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the restarted node never caught up:\n%s", out.String())
+				}
+			}
+			warned := func() bool {
+				s := out.String()
+				return strings.Contains(s, "peers --sync-from does not name") && strings.Contains(s, "registry://main.local (")
+			}
+			if tc.warned {
+				for deadline := time.Now().Add(10 * time.Second); !warned(); time.Sleep(20 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("no warning of the peer's refused syncs:\n%s", out.String())
+					}
+				}
+			} else if m.Close(context.Background()); warned() {
+				t.Fatalf("warned of a peer --sync-from names:\n%s", out.String())
+			}
+		})
+	}
+}

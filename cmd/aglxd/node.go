@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -208,6 +211,8 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.runner.Run(runCtx) }()
+	m.wg.Add(1)
+	go func() { defer m.wg.Done(); m.warnUnnamedSyncs(runCtx) }()
 
 	if m.tcpLn = m.cfg.tcpLn; m.tcpLn == nil {
 		if m.tcpLn, err = net.Listen("tcp", m.cfg.Listen); err != nil {
@@ -449,4 +454,30 @@ func (m *Main) ownerError(err error, made bool) error {
 		return fmt.Errorf("--name %s, --node-key %s: the key file is missing, and a new key (key id %s) was not kept: %w; restore the node's key file, or --take-over-store starts it anyway under a new key", m.cfg.Name, m.cfg.NodeKeyPath(), kid, err)
 	}
 	return fmt.Errorf("--name %s, --node-key %s (key id %s): %w; --take-over-store starts it anyway", m.cfg.Name, m.cfg.NodeKeyPath(), kid, err)
+}
+
+// warnUnnamedSyncs says, once the replay at start is done, which peers
+// sent registry.sync frames that the registry refused because --sync-from
+// does not name them: a node that took syncs before --sync-from existed,
+// or is started without a peer it had, loses on replay every entry those
+// peers gave it, and without this line only 403s in the log would tell
+// (helper-101).
+func (m *Main) warnUnnamedSyncs(ctx context.Context) {
+	select {
+	case <-m.runner.Ready():
+	case <-ctx.Done():
+		return
+	}
+	var peers map[string]int
+	m.runner.View(func(uint64) { peers = m.registry.UnnamedSyncs() })
+	if len(peers) == 0 {
+		return
+	}
+	names := slices.Sorted(maps.Keys(peers))
+	counts := make([]string, len(names))
+	for i, p := range names {
+		counts[i] = fmt.Sprintf("%s (%d)", p, peers[p])
+	}
+	m.lg.Warn("the log holds registry.sync frames from peers --sync-from does not name: they were refused, and the entries they gave are not in the registry; add --sync-from for each peer this node should take them from",
+		"peers", strings.Join(counts, ", "), "sync_from", m.cfg.SyncFrom)
 }
