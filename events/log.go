@@ -566,6 +566,16 @@ func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
 		return p
 	}
 	select {
+	case <-l.stop:
+		// Stopped: refused without a try at the queue, where select
+		// would pick at random. Appends that kept coming while the
+		// committer drained the queue at close kept it committing, and
+		// the close waiting, for as long as they came.
+		p.fail(errClosing)
+		return p
+	default:
+	}
+	select {
 	case l.queue <- p:
 		// With the log stopped, select may still pick the queue; if the
 		// committer has already gone, nobody would take p, and its

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -374,6 +375,60 @@ func TestAppendAfterCloseIsAnswered(t *testing.T) {
 		cancel()
 		if err == nil || timedOut {
 			t.Fatalf("append %d after close: %v, want the log's refusal at once", i, err)
+		}
+	}
+}
+
+// TestAppendsRacingCloseAreAnswered: appends made while the log closes,
+// from many goroutines that go on until after it has closed, are each
+// answered (stored, or refused as the log closes), and the close ends.
+// Append's select picked the queue at random with the log stopped: the
+// committer, draining the queue at close, kept committing what kept
+// coming and the close never returned (helper-101's request for this
+// test found it). An append queued after the committer's last look at the
+// queue is failed as it leaves (failStranded).
+func TestAppendsRacingCloseAreAnswered(t *testing.T) {
+	for round := range 5 {
+		l, _ := openTestLog(t, t.TempDir())
+		ctx := context.Background()
+		var (
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			pendings []*Pending
+		)
+		start, closed := make(chan struct{}), make(chan struct{})
+		for g := range 16 {
+			wg.Go(func() {
+				<-start
+				// Appends before, during and after the close, until a
+				// few after it returned.
+				for i, after := 0, 0; after < 20; i++ {
+					select {
+					case <-closed:
+						after++
+					default:
+					}
+					p := l.Append(ctx, testEnvelope(2+g*1_000_000+i, "ack", "agent://a.local", "agent://b.local"))
+					mu.Lock()
+					pendings = append(pendings, p)
+					mu.Unlock()
+				}
+			})
+		}
+		close(start)
+		if err := l.Close(ctx); err != nil && !strings.Contains(err.Error(), "not yet in the event stream") {
+			t.Fatal(err)
+		}
+		close(closed)
+		wg.Wait()
+		for _, p := range pendings {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err := p.Wait(wctx)
+			timedOut := wctx.Err() != nil
+			cancel()
+			if timedOut {
+				t.Fatalf("round %d: an append racing the close was never answered: %v", round, err)
+			}
 		}
 	}
 }

@@ -343,6 +343,22 @@ func TestFederationTrustsOnlyThePeer(t *testing.T) {
 	impostor := startNodeWith(t, t.TempDir(), func(c *Config) {
 		c.Name, c.SyncFrom = "registry://backup.local", []string{"registry://main0.local", "registry://main1.local"}
 	})
+	// First the control: the same trust, at the peer's own address, takes
+	// the push, so a failure below is the impostor's, not every TLS push's
+	// (helper-101).
+	t.Run("the peer itself, pinned", func(t *testing.T) {
+		a := startNodeWith(t, t.TempDir(), func(c *Config) {
+			c.Name = "registry://main.local"
+			c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + peer.TLSAddr() + "?pin=" + certFingerprint(t, peer)}, 100*time.Millisecond
+		})
+		bindPeer(t, peer, a)
+		register(t, a, "agent://node42.local")
+		for deadline := time.Now().Add(30 * time.Second); agentIDs(t, peer)["agent://node42.local"] == ""; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("a pinned push never reached the peer (failures %d)", a.federations[0].Failures())
+			}
+		}
+	})
 	for i, tc := range []struct {
 		name  string
 		trust string
