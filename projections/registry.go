@@ -133,18 +133,8 @@ func (c *RegistryConfig) Validate() error {
 	if err := checkZones(c.Zones); err != nil {
 		return fmt.Errorf("registry: %w", err)
 	}
-	for _, peer := range c.SyncFrom {
-		u, err := protocol.ParseURI(peer)
-		switch {
-		case err != nil:
-			return fmt.Errorf("registry: sync peer: %w", err)
-		case u.Scheme != protocol.SchemeRegistry:
-			return fmt.Errorf("registry: sync peer %q: a peer is a registry:// URI", peer)
-		case u.String() != peer:
-			return fmt.Errorf("registry: sync peer %q must be written canonically, as %q", peer, u.String())
-		case peer == c.NodeURI:
-			return fmt.Errorf("registry: sync peer %q is this node", peer)
-		}
+	if err := CheckSyncFrom(c.SyncFrom, c.NodeURI); err != nil {
+		return fmt.Errorf("registry: %w", err)
 	}
 	if len(c.Zones) > 0 && len(c.TokenKey) < tokenKeySizeMin {
 		return fmt.Errorf("registry: zones need a session token key of at least %d bytes", tokenKeySizeMin)
@@ -249,6 +239,26 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 	}
 	r.unnamedSyncs = map[string]int{}
 	return r
+}
+
+// CheckSyncFrom says what is wrong with a list of peers to take
+// registry.sync from (RegistryConfig.SyncFrom) for the node named node:
+// each must be a registry:// URI in canonical form, and not the node.
+func CheckSyncFrom(peers []string, node string) error {
+	for _, peer := range peers {
+		u, err := protocol.ParseURI(peer)
+		switch {
+		case err != nil:
+			return fmt.Errorf("sync peer %q: %s", peer, protocol.ReasonOf(err))
+		case u.Scheme != protocol.SchemeRegistry:
+			return fmt.Errorf("sync peer %q: a peer is a registry, registry://NAME", peer)
+		case u.String() != peer:
+			return fmt.Errorf("sync peer %q: write it in canonical form, %q", peer, u.String())
+		case peer == node:
+			return fmt.Errorf("sync peer %q: that is this node's own name", peer)
+		}
+	}
+	return nil
 }
 
 // UnnamedSyncPeersMax bounds the senders UnnamedSyncs remembers.

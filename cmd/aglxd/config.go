@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/bridge"
+	"github.com/aglx/ledger/projections"
 	"github.com/aglx/ledger/protocol"
 )
 
@@ -203,18 +204,8 @@ func (c Config) Validate() error {
 	if _, err := c.RelayPrefixes(); err != nil {
 		return err
 	}
-	for _, p := range c.SyncFrom {
-		u, err := protocol.ParseURI(p)
-		switch {
-		case err != nil:
-			return fmt.Errorf("--sync-from %q: %s", p, protocol.ReasonOf(err))
-		case u.Scheme != protocol.SchemeRegistry:
-			return fmt.Errorf("--sync-from %q: a peer is a registry, registry://NAME", p)
-		case u.String() != p:
-			return fmt.Errorf("--sync-from %q: write it in canonical form, %q", p, u.String())
-		case p == c.Name:
-			return fmt.Errorf("--sync-from %q: that is this node's own --name", p)
-		}
+	if err := projections.CheckSyncFrom(c.SyncFrom, c.Name); err != nil {
+		return fmt.Errorf("--sync-from: %w", err)
 	}
 	for _, p := range c.SyncTo {
 		peer, err := bridge.ParsePeer(p)

@@ -200,10 +200,10 @@ func TestConfigValidate(t *testing.T) {
 		{"sync interval negative", func(c *Config) { c.SyncInterval = -time.Second }, "--sync-interval -1s"},
 		{"sync interval at its bound", func(c *Config) { c.SyncInterval = 100 * time.Millisecond }, ""},
 		{"sync from a peer", func(c *Config) { c.SyncFrom = []string{"registry://backup.local", "registry://eu.example"} }, ""},
-		{"sync from an agent", func(c *Config) { c.SyncFrom = []string{"agent://x.local"} }, `--sync-from "agent://x.local": a peer is a registry`},
+		{"sync from an agent", func(c *Config) { c.SyncFrom = []string{"agent://x.local"} }, `--sync-from: sync peer "agent://x.local": a peer is a registry`},
 		{"sync from a name not canonical", func(c *Config) { c.SyncFrom = []string{"registry://Backup.Local"} }, `canonical form, "registry://backup.local"`},
-		{"sync from itself", func(c *Config) { c.SyncFrom = []string{c.Name} }, "this node's own --name"},
-		{"sync from no URI", func(c *Config) { c.SyncFrom = []string{"backup"} }, `--sync-from "backup": `},
+		{"sync from itself", func(c *Config) { c.SyncFrom = []string{c.Name} }, "this node's own name"},
+		{"sync from no URI", func(c *Config) { c.SyncFrom = []string{"backup"} }, `--sync-from: sync peer "backup": `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()
