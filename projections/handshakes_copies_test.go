@@ -57,12 +57,7 @@ func TestSignedAnswerCopyEndsNothing(t *testing.T) {
 			h := newHSHarness(t)
 			reqKey, respKey := newEd25519(t), newEd25519(t)
 			h.bindKey(requester, reqKey, h.at)
-			if tc.mentorRegistered {
-				repMentor(t, h, responder, respKey)
-			} else {
-				h.bindKey(responder, respKey, h.at)
-				h.catchUp()
-			}
+			keyResponder(t, h, responder, respKey, tc.mentorRegistered)
 			if tc.fundResponder {
 				h.send(signed(t, nodeKey, frame(testNode, responder, protocol.TypeCreditTransfer,
 					fmt.Sprintf(`{"amount":100,"currency":"AGLX","transaction_id":"mint-1","timestamp":%q}`, ts(h.at)))), time.Second)

@@ -51,12 +51,7 @@ func TestFeedbackMovesReputationOnlyWhenItCounts(t *testing.T) {
 			h := newHSHarness(t)
 			k, menteeKey := newEd25519(t), newEd25519(t)
 			h.bindKey(mentee, menteeKey, h.at)
-			if tc.registered {
-				repMentor(t, h, mentor, k)
-			} else {
-				h.bindKey(mentor, k, h.at)
-				h.catchUp()
-			}
+			keyResponder(t, h, mentor, k, tc.registered)
 			switch tc.asked {
 			case "signed":
 				h.send(askFor(t, h, mentee, mentor, menteeKey, "t-1"), time.Second)
@@ -190,4 +185,16 @@ func TestReputationAdmitsToAZone(t *testing.T) {
 	if a, _ := h.r.Agent(mentee); a.Reputation != 0.85 {
 		t.Fatalf("the agent's entry says reputation %v, want 0.85", a.Reputation)
 	}
+}
+
+// keyResponder binds k to uri, and registers uri as a mentor in the
+// directory if mentor is set.
+func keyResponder(t *testing.T, h *hsHarness, uri string, k crypto.Signer, mentor bool) {
+	t.Helper()
+	if mentor {
+		repMentor(t, h, uri, k)
+		return
+	}
+	h.bindKey(uri, k, h.at)
+	h.catchUp()
 }
