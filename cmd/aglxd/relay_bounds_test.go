@@ -135,10 +135,12 @@ func TestRelayBoundsItsConnections(t *testing.T) {
 // later.
 func TestRelayDeadAddressesLeaveRoom(t *testing.T) {
 	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
+	// The sink first, so that no dead address is a port it is handed
+	// next (TestRelayBoundsRetriesPerAddress).
+	sink := listenAgent(t, "127.0.0.1:0")
 	for d := range 4 {
 		registerAt(t, m, fmt.Sprintf("agent://dead%d.local", d), freeAddr(t))
 	}
-	sink := listenAgent(t, "127.0.0.1:0")
 	registerAt(t, m, "agent://sink.local", sink.ln.Addr().String())
 	c := dial(t, m.TCPAddr())
 	n := 0

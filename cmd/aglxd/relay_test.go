@@ -351,8 +351,11 @@ func TestRelayIsNotHeldUpBySlowAddressee(t *testing.T) {
 // after them is delivered.
 func TestRelayBoundsRetriesPerAddress(t *testing.T) {
 	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.Relay = true })
-	registerAt(t, m, "agent://dead.local", freeAddr(t)) // nobody listens there
+	// The sink first: a port freeAddr has just let go of may be the next
+	// one the system hands out, and the sink then got the dead address's
+	// messages (it failed once in CI).
 	sink := listenAgent(t, "127.0.0.1:0")
+	registerAt(t, m, "agent://dead.local", freeAddr(t)) // nobody listens there
 	registerAt(t, m, "agent://sink.local", sink.ln.Addr().String())
 
 	const n, kept = 300, 256
