@@ -96,7 +96,7 @@ func (l *Ledger) received(e *Event, p *protocol.CreditReceived) Outcome {
 	if l.takenBefore(e) {
 		return Outcome{Status: protocol.StatusOK, Replayed: true}
 	}
-	defer l.take(e)
+	l.take(e)
 	c := newClaims(e, protocol.TypeCreditReceived, p.TransactionID)
 	ref, _ := l.findTx(p.TransactionID, l.txs.hash(p.TransactionID))
 	if ref.posting == 0 {

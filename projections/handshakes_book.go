@@ -45,8 +45,9 @@ type handshakeBook struct {
 	auth Authenticator
 	// copies holds the signed requests opened lately, for open.
 	copies signedCopies
-	// answerCopies holds the signed answers, cancellations and retries
-	// applied lately (signedCopy), so that a copy of one ends nothing.
+	// answerCopies holds the signed answers and cancellations applied
+	// lately (signedCopy), so that a copy of one ends nothing. A retry is
+	// a request, and its copies are found in copies.
 	answerCopies signedCopies
 	// lastSeq is the highest seq applied: an event at or below it was
 	// applied already (a log read twice) and is skipped.
@@ -315,8 +316,8 @@ func (b *handshakeBook) answer(e *Event, q *Handshake, state, detail string) {
 	}
 }
 
-// signedCopy reports whether e, a signed answer, cancellation or retry, is
-// a copy of one applied within its signature window, and remembers it if
+// signedCopy reports whether e, a signed answer or cancellation, is a
+// copy of one applied within its signature window, and remembers it if
 // not. A signed message sent again byte for byte still verifies in the
 // window, and its ID and IN-REPLY-TO are not signed: whoever held a copy
 // of a mentor's feedback (the mentee it was relayed to, any reader of the
