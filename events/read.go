@@ -63,11 +63,28 @@ func (l *Log) orderedRead(ctx context.Context, st jetstream.Stream, cfg jetstrea
 // held some 500 MiB in it, and the replies of every other request on the
 // connection (a health check's stream info) waited behind them
 // (helper-74). A byte bound alone lifts the count to a million, and a
-// reader of small events then held 135 MB (helper-76).
+// reader of small events then held 135 MB (helper-76). Three of the
+// largest events a request: the node runs nodeReadsAtOnce reads on its
+// one connection, and what the server holds for a connection is bounded
+// by ServerPendingBytesMax, past which it closes the connection; with
+// four (until 2026-12-02) two reads could ask for 65 MiB, and a node
+// whose client fell behind in a burst of large events would have lost
+// its only connection to the log.
 const (
 	readBufferEvents = 500                                                // events
-	readBufferBytes  = 4 * (protocol.BodySizeMaxLimit + envelopeOverhead) // bytes
+	readBufferBytes  = 3 * (protocol.BodySizeMaxLimit + envelopeOverhead) // bytes
 )
+
+// nodeReadsAtOnce is how many Reads the node keeps open on its own
+// connection at most: the projections' runner and the relay (the
+// recovery's reads at start run alone, before either).
+const nodeReadsAtOnce = 2 // reads
+
+// The node's reads must fit what the server holds for one connection,
+// with room left for the publishes' acks and the API's replies (an
+// eighth, 8 MiB): a constant that does not convert to uint fails the
+// build.
+const _ = uint(ServerPendingBytesMax*7/8 - nodeReadsAtOnce*readBufferBytes)
 
 // ErrStop, returned by a Read callback, ends the read without error.
 var ErrStop = errors.New("events: stop reading")

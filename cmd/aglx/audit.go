@@ -218,9 +218,14 @@ func digestAt(ctx context.Context, api string, seq uint64, wait time.Duration) (
 	return d, err
 }
 
-// getJSONUntil is getJSONWithin, asked again once a second while the node
-// answers 503 (starting, or not yet willing), until wait has passed or ctx
-// ends (Ctrl-C: it waited out --wait, up to 5 minutes, helper-75).
+// getJSONUntil is getJSONWithin, asked again while the node answers 503
+// (starting, or not yet willing), until wait has passed or ctx ends
+// (Ctrl-C: it waited out --wait, up to 5 minutes, helper-75). It asks
+// again after the answer's Retry-After, at least a second: a node making
+// digests of a large ledger says when it will make the next one, minutes
+// ahead, and until 2026-12-02 the audit asked every second meanwhile. If
+// that is past wait, it stops at once and says so rather than wait for an
+// answer it was told will not come.
 func getJSONUntil(ctx context.Context, api, path string, v any, timeout, wait time.Duration) error {
 	until := time.Now().Add(wait)
 	for {
@@ -229,7 +234,11 @@ func getJSONUntil(ctx context.Context, api, path string, v any, timeout, wait ti
 		if !errors.As(err, &se) || se.code != http.StatusServiceUnavailable || time.Now().After(until) {
 			return err
 		}
-		t := time.NewTimer(time.Second)
+		pause := max(time.Second, se.retryAfter)
+		if time.Now().Add(pause).After(until) && se.retryAfter > time.Second {
+			return fmt.Errorf("%w; the node asks to be asked again in %s, past --wait %s", err, se.retryAfter, wait)
+		}
+		t := time.NewTimer(min(pause, time.Until(until)))
 		select {
 		case <-t.C:
 		case <-ctx.Done():

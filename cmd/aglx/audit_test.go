@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -322,4 +324,57 @@ func nodeKeyFile(t *testing.T) (crypto.Signer, string) {
 		t.Fatal(err)
 	}
 	return key, keyPath
+}
+
+// TestAuditHonoursRetryAfter: a node that answers 503 with Retry-After
+// is asked again after it, not every second; one whose Retry-After is
+// past --wait makes the audit stop at once and say so, instead of
+// asking until --wait has passed for an answer it was told will not come.
+func TestAuditHonoursRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		retryAfter string        // the 503's header
+		wait       time.Duration // --wait
+		wantAsked  int           // requests the node saw, at most
+		wantErr    string        // "" for success
+	}{
+		{"after its Retry-After", "2", time.Minute, 2, ""},
+		{"past --wait", "600", time.Minute, 1, "asks to be asked again in 10m0s, past --wait 1m0s"},
+		{"unreadable: once a second", "soon", time.Minute, 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var asked []time.Time
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				asked = append(asked, time.Now())
+				n := len(asked)
+				mu.Unlock()
+				if n == 1 {
+					w.Header().Set("Retry-After", tc.retryAfter)
+					w.WriteHeader(http.StatusServiceUnavailable)
+					io.WriteString(w, `{"error":"a digest was made a moment ago"}`)
+					return
+				}
+				io.WriteString(w, `{"node":"registry://n.local"}`)
+			}))
+			defer srv.Close()
+			var node bridge.NodeInfo
+			err := getJSONUntil(context.Background(), srv.URL, "/v1/node", &node, httpTimeout, tc.wait)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("getJSONUntil: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("getJSONUntil = %v, want an error with %q", err, tc.wantErr)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(asked) != tc.wantAsked {
+				t.Fatalf("the node was asked %d times, want %d", len(asked), tc.wantAsked)
+			}
+			if want, _ := strconv.Atoi(tc.retryAfter); len(asked) == 2 && want > 0 && asked[1].Sub(asked[0]) < time.Duration(want)*time.Second {
+				t.Errorf("asked again after %s, before the Retry-After of %ss", asked[1].Sub(asked[0]), tc.retryAfter)
+			}
+		})
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -37,6 +38,7 @@ func getJSON(base, path string, v any) error {
 type statusError struct {
 	code        int
 	status, msg string
+	retryAfter  time.Duration // its Retry-After in seconds; 0 if none
 }
 
 func (e *statusError) Error() string { return e.status + ": " + e.msg }
@@ -82,13 +84,27 @@ func getJSONWithin(ctx context.Context, base, path string, v any, timeout time.D
 		if e.Error == "" {
 			e.Error = strings.TrimSpace(string(b))
 		}
-		return &statusError{code: resp.StatusCode, status: resp.Status, msg: e.Error}
+		return &statusError{code: resp.StatusCode, status: resp.Status, msg: e.Error, retryAfter: retryAfter(resp.Header)}
 	}
 	// Numbers decoded into an any stay their text: as float64 a seq of
 	// 1,234,567 would print as 1.234567e+06.
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	return d.Decode(v)
+}
+
+// retryAfterMax bounds a Retry-After the CLI takes: the node's are
+// seconds to minutes, and a larger one is past any --wait anyway.
+const retryAfterMax = 24 * time.Hour
+
+// retryAfter reads an answer's Retry-After in seconds, the form the node
+// sends; a date, a negative or unreadable value counts as none.
+func retryAfter(h http.Header) time.Duration {
+	secs, err := strconv.ParseUint(strings.TrimSpace(h.Get("Retry-After")), 10, 32)
+	if err != nil {
+		return 0
+	}
+	return min(time.Duration(secs)*time.Second, retryAfterMax)
 }
 
 // uriPath writes an AGLX URI scheme://name as the path scheme/name.
