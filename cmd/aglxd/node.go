@@ -166,6 +166,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.noteZoneChange(zones); err != nil {
 		return err
 	}
+	if err := m.noteSyncFromChange(m.cfg.SyncFrom); err != nil {
+		return err
+	}
 	tokenPath := filepath.Join(filepath.Dir(m.cfg.NodeKeyPath()), "token.key")
 	tokenKey, tokenMade, err := loadOrCreateSecret(tokenPath)
 	if err != nil {
