@@ -32,8 +32,13 @@ const (
 	// body that registered it.
 	syncEntriesPerFrame = 1000      // entries
 	syncBodyMax         = 512 << 10 // bytes
-	// syncDialTimeout bounds one push attempt's connection and replies.
+	// syncDialTimeout bounds a push's connection, and then each page's
+	// frames and replies.
 	syncDialTimeout = 10 * time.Second
+	// syncPageEntries is about how many changed entries a push reads
+	// under one Runner.View, holding up the fold (and every reply) for
+	// as long, and sends before reading more: ten frames' worth.
+	syncPageEntries = 10 * syncEntriesPerFrame // entries
 	// SyncRetryMax bounds the wait between pushes to a peer that keeps
 	// failing: after each failure the wait doubles, from the interval up
 	// to this; the first push that succeeds goes back to the interval. A
@@ -214,9 +219,8 @@ func (f *Federation) Run(ctx context.Context) {
 		at, err := f.push(ctx, pushed)
 		if err != nil {
 			f.failures.Add(1)
-		} else {
-			pushed = at
 		}
+		pushed = at // after an error, the pages the peer took
 		wait = syncWait(interval, wait, err != nil)
 		if err != nil {
 			f.Log.Warn("registry sync: the push failed; will retry", "peer", f.Peer.URI, "addr", f.Peer.Addr, "in", wait, "err", err)
@@ -230,60 +234,98 @@ func (f *Federation) Run(ctx context.Context) {
 	}
 }
 
-// push sends what changed after seq and returns the position it covered.
+// push sends what changed after seq and returns the position the peer
+// has everything up to: after an error, the end of the last page it took.
+// It reads the changes a page at a time (syncPageEntries), one Runner.View
+// each, and the deadline is a page's: the first push after a start
+// sends the whole registry, which under one View held up every reply of
+// the node for as long as reading a million entries takes, and under one
+// 10-second deadline could never finish (helper-98).
 func (f *Federation) push(ctx context.Context, seq uint64) (uint64, error) {
-	var entries []projections.SyncEntry
-	var at uint64
-	f.Runner.View(func(applied uint64) { at, entries = applied, f.Registry.Changed(seq) })
-	if len(entries) == 0 {
-		return at, nil
+	var c *Client
+	var open atomic.Pointer[Client] // c, for the stop below
+	defer func() {
+		if c != nil {
+			c.Close()
+		}
+	}()
+	// A stop closes the connection: a peer that never answers held the
+	// node's shutdown for the whole timeout.
+	defer context.AfterFunc(ctx, func() {
+		if c := open.Load(); c != nil {
+			c.Close()
+		}
+	})()
+	for {
+		var entries []projections.SyncEntry
+		var at, through uint64
+		f.Runner.View(func(applied uint64) { at = applied; entries, through = f.Registry.ChangedPage(seq, syncPageEntries) })
+		if len(entries) == 0 {
+			return at, nil
+		}
+		if c == nil {
+			var err error
+			if c, err = f.dial(ctx); err != nil {
+				return seq, err
+			}
+			open.Store(c)
+			if ctx.Err() != nil { // stopped while dialing: the stop found none to close
+				return seq, ctx.Err()
+			}
+		}
+		c.Conn().SetDeadline(time.Now().Add(syncDialTimeout))
+		if err := f.send(c, entries); err != nil {
+			return seq, err
+		}
+		if through == 0 {
+			return at, nil
+		}
+		seq = through
 	}
+}
+
+// dial connects to the peer within syncDialTimeout.
+func (f *Federation) dial(ctx context.Context) (*Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, syncDialTimeout)
 	defer cancel()
-	c, err := f.Peer.dial(ctx)
-	if err != nil {
-		return seq, err
-	}
-	defer c.Close()
-	// A stop cuts the push short: a peer that never answers held the
-	// node's shutdown for the whole timeout.
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
-	if dl, ok := ctx.Deadline(); ok {
-		c.Conn().SetDeadline(dl)
-	}
+	return f.Peer.dial(ctx)
+}
+
+// send pushes one page of entries on c and waits for the peer's
+// registry.ack of each frame.
+func (f *Federation) send(c *Client, entries []projections.SyncEntry) error {
 	frames := 0
 	for _, part := range f.pack(entries) {
 		fr, err := f.frame(part)
 		if err != nil {
-			return seq, err
+			return err
 		}
 		if err := c.WriteFrame(fr); err != nil {
-			return seq, err
+			return err
 		}
 		frames++
 	}
 	if err := c.Flush(); err != nil {
-		return seq, err
+		return err
 	}
 	for range frames {
 		r, err := c.ReadReply()
 		if err != nil {
-			return seq, err
+			return err
 		}
 		// Only the peer's registry.ack takes the entries: an ack of a
 		// plain record (a peer by another name, which stores the frame
 		// and merges nothing) counted as a push, and the entries were
 		// never sent again (helper-68).
 		if r.Type() == "error" {
-			return seq, fmt.Errorf("the peer refused the sync: %s", r.Body)
+			return fmt.Errorf("the peer refused the sync: %s", r.Body)
 		}
 		if from, err := protocol.ParseURI(r.From()); r.Type() != protocol.TypeRegistryAck || err != nil || from.String() != f.Peer.URI {
-			return seq, fmt.Errorf("the peer answered the sync with %s from %s, not a registry.ack from %s (is %s the peer's --name?): %s",
+			return fmt.Errorf("the peer answered the sync with %s from %s, not a registry.ack from %s (is %s the peer's --name?): %s",
 				r.Type(), r.From(), f.Peer.URI, f.Peer.URI, r.Body)
 		}
 	}
-	return at, nil
+	return nil
 }
 
 // pack encodes the entries and groups them into the bodies of

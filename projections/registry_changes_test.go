@@ -84,8 +84,29 @@ func TestFetchFromChangesMatchesTheWalk(t *testing.T) {
 		// the walk over every agent that Changed was until 2026-12-01.
 		for range 5 {
 			sinceSeq := uint64(rapid.IntRange(0, int(h.seq)+1).Draw(rt, "since seq"))
-			if got, want := h.r.Changed(sinceSeq), changedByWalk(h.r, sinceSeq); !reflect.DeepEqual(got, want) {
+			want := changedByWalk(h.r, sinceSeq)
+			if got := h.r.Changed(sinceSeq); !reflect.DeepEqual(got, want) {
 				rt.Fatalf("Changed(%d) from the change log:\n%+v\nfrom the walk:\n%+v", sinceSeq, got, want)
+			}
+			// And a page at a time, as a pusher reads it: the pages
+			// together are the whole, each ends with an event (the next
+			// page starts past it), and only a page that took every
+			// change says so.
+			max := rapid.IntRange(1, 20).Draw(rt, "page")
+			var paged []SyncEntry
+			for from, pages := sinceSeq, 0; ; pages++ {
+				page, through := h.r.ChangedPage(from, max)
+				paged = append(paged, page...)
+				if through == 0 {
+					break
+				}
+				if through <= from || len(page) < max || pages > len(want) {
+					rt.Fatalf("ChangedPage(%d, %d) = %d entries through %d", from, max, len(page), through)
+				}
+				from = through
+			}
+			if !slices.EqualFunc(paged, want, func(a, b SyncEntry) bool { return reflect.DeepEqual(a, b) }) {
+				rt.Fatalf("Changed(%d) in pages of %d:\n%+v\nat once:\n%+v", sinceSeq, max, paged, want)
 			}
 		}
 		for range 5 {

@@ -445,15 +445,31 @@ type SyncEntry = protocol.RegistryEntry
 // registry.sync messages that fit the peer's body limit. Call it under
 // Runner.View.
 func (r *Registry) Changed(sinceSeq uint64) []SyncEntry {
+	out, _ := r.ChangedPage(sinceSeq, 0)
+	return out
+}
+
+// ChangedPage is Changed, a page at a time: it stops at the end of the
+// first event whose entries bring the page to max or more (0: no bound),
+// and then returns the sequence of that event as through, from which the
+// next page goes on; through is 0 when the page took every change. A
+// pusher reads its pages under Runner.View, one View each, so that the
+// fold, and every reply waiting on it, is held up for one page at a time:
+// the first push after a start reads the whole registry, and a
+// million entries read under one View held every reply for as long
+// (helper-98).
+func (r *Registry) ChangedPage(sinceSeq uint64, max int) (out []SyncEntry, through uint64) {
 	// Read from the change log, which is in the order of the events
 	// that made the changes, not by walking every agent: a push walked
 	// and sorted the whole registry under the fold's lock, every
 	// interval and for every peer (helper-75).
 	es := r.changes.entries
 	i := sort.Search(len(es), func(i int) bool { return es[i].seq > sinceSeq })
-	var out []SyncEntry
 	var run []string // the URIs one event changed, in URI order
 	for i < len(es) {
+		if max > 0 && len(out) >= max {
+			return out, es[i-1].seq
+		}
 		seq := es[i].seq
 		run = run[:0]
 		for ; i < len(es) && es[i].seq == seq; i++ {
@@ -467,7 +483,7 @@ func (r *Registry) Changed(sinceSeq uint64) []SyncEntry {
 			out = append(out, r.syncEntry(uri))
 		}
 	}
-	return out
+	return out, 0
 }
 
 // syncEntry is the agent at uri as a pusher sends it.

@@ -494,3 +494,59 @@ func TestStartWarnsOfSyncsFromUnnamedPeers(t *testing.T) {
 		})
 	}
 }
+
+// TestFederationPushesInPages: a registry larger than a push's page
+// (bridge's syncPageEntries, 10,000 entries) reaches the peer whole, each
+// page read under its own View and sent under its own deadline. Until
+// 2026-12-02 the first push after a start read the whole registry under
+// one View, holding up every reply of the node meanwhile, and had ten
+// seconds for all of it (helper-98).
+func TestFederationPushesInPages(t *testing.T) {
+	b := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name, c.SyncFrom = "registry://backup.local", []string{"registry://main.local"} })
+	a := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name = "registry://main.local" })
+	bindPeer(t, b, a)
+	const agents = 10_000 + 1_500 // more than a page
+	c := dial(t, a.TCPAddr())
+	go func() {
+		for i := range agents {
+			c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://a%05d.local\nTO: %s\nTYPE: registry.update\n\n{\"agent_name\": \"n\", \"status\": \"READY\", \"ttl\": 3600}\n", i, a.cfg.Name))
+		}
+		c.Flush()
+	}()
+	for range agents {
+		if f, _ := readReply(t, c); f.Type() != "registry.ack" {
+			t.Fatalf("registry.update: %s %.200s", f.Type(), f.Body)
+		}
+	}
+	// Only now the pusher: its first push has more than a page to send.
+	peer, err := bridge.ParsePeer("registry://backup.local@" + b.TCPAddr() + "?plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fed := &bridge.Federation{Peer: peer, NodeURI: a.cfg.Name, Key: a.key, Runner: a.runner, Registry: a.registry,
+		Interval: time.Hour, Log: a.lg}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); fed.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	has := func() (n int) {
+		b.runner.View(func(uint64) {
+			for i := range agents {
+				if _, ok := b.registry.Agent(fmt.Sprintf("agent://a%05d.local", i)); ok {
+					n++
+				}
+			}
+		})
+		return n
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if n := has(); n == agents {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the peer has %d of the %d entries (pushes failed: %d)", n, agents, fed.Failures())
+		}
+	}
+	if n := fed.Failures(); n != 0 {
+		t.Fatalf("%d pushes failed", n)
+	}
+}
