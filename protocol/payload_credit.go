@@ -2,9 +2,11 @@ package protocol
 
 // Credit payloads: the economic layer (reference chapter
 // "Credit-Nachrichten"). Every money field is an *Amount, read exactly; nil
-// means absent. Timestamps are required on the messages that move or promise
-// credits, because the ledger's audit trail and any replay check need the
-// sender's claim of when, next to the node's own clock.
+// means absent. Timestamps are required on the messages that move or ask
+// for credits, because the ledger's audit trail and any replay check need
+// the sender's claim of when, next to the node's own clock; the reference
+// gives credit.approve and credit.balance none, so only a signed one (whose
+// freshness check needs it, projections) must carry one.
 
 // Currency is the only currency of the network. A credit.transfer naming
 // another is refused rather than booked, since the ledger could not tell

@@ -22,8 +22,11 @@ import (
 // itself in plain apd arithmetic (every running balance the ledger records
 // must match, and all balances must sum to zero); at the end, with the
 // ledger's own full consistency check; and against the node's live state,
-// by comparing snapshot digests at the same log position. It exits 1 on
-// any discrepancy. It reads only what any NATS reader and HTTP client may:
+// by comparing snapshot digests at the same log position. It exits 3
+// (auditDiscrepancies) on any discrepancy, 1 when it could not audit.
+// Folding with the node's own code, it proves that the node's state is
+// what its log folds to, not that the fold's rules are right
+// (docs/LEDGER.md). It reads only what any NATS reader and HTTP client may:
 // the auditor needs no secret of the node's.
 //
 // The audit covers the log to its end as it stands when the audit starts,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,6 +76,7 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false) // a body's "<" as it was sent, not "\u003c"
 	err = lg.Read(ctx, opts, func(e *events.Envelope) error {
 		if e.Foreign != nil {
 			fmt.Fprintf(os.Stderr, "# seq %d: not an AGLX event (%v); skipped\n", e.Seq, e.Foreign)
@@ -188,7 +190,10 @@ type jsonLine struct {
 	NoBody     bool            `json:"no_body,omitempty"`
 	ReceivedAt string          `json:"received_at"` // as stored: fixed width, so it sorts as time does
 	Headers    [][2]string     `json:"headers"`
-	Body       json.RawMessage `json:"body,omitempty"`
+	Body       json.RawMessage `json:"body,omitempty"` // a JSON body, compacted (the values as sent)
+	// BodyBase64 is a body that is not JSON, byte for byte: it was left
+	// out until 2026-12-02, and such bodies are events too (helper-103).
+	BodyBase64 string `json:"body_base64,omitempty"`
 }
 
 func jsonEvent(e *events.Envelope) jsonLine {
@@ -200,8 +205,11 @@ func jsonEvent(e *events.Envelope) jsonLine {
 	for _, h := range e.Headers {
 		l.Headers = append(l.Headers, [2]string{h.Name, h.Value})
 	}
-	if json.Valid(e.Body) {
+	switch {
+	case json.Valid(e.Body):
 		l.Body = e.Body
+	case len(e.Body) > 0:
+		l.BodyBase64 = base64.StdEncoding.EncodeToString(e.Body)
 	}
 	return l
 }

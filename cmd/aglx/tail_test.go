@@ -142,3 +142,58 @@ func TestTailPrintsReceivedAtAsStored(t *testing.T) {
 		t.Errorf("received_at as printed does not sort as the times: %q", printed)
 	}
 }
+
+// TestTailJSONGivesEveryBody: tail --json printed a JSON body with "<",
+// ">" and "&" escaped (\u003c), and left a body that is not JSON out
+// altogether, so an analyst reading the lines lost those events' bodies
+// (helper-103). Now a JSON body keeps its characters, and any other body
+// comes byte for byte in body_base64.
+func TestTailJSONGivesEveryBody(t *testing.T) {
+	n := startTestNode(t)
+	tests := []struct {
+		name                 string
+		body                 []byte // nil: no body
+		wantBody, wantBase64 string
+	}{
+		{"JSON with markup", []byte(`{"note": "<b>a & b</b>"}`), `{"note":"<b>a & b</b>"}`, ""},
+		{"not JSON", []byte("plain <text>\x00\xff"), "", "cGxhaW4gPHRleHQ+AP8="},
+		{"none", nil, "", ""},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tt := range tests {
+		id := ulid.Make().String()
+		env := &events.Envelope{ID: id, MsgID: id, Type: "task.reject", From: "agent://a.local", To: "agent://b.local",
+			Transport: events.TransportTCP, Declared: protocol.TransportTCP, Peer: "127.0.0.1:1", ReceivedAt: time.Now(),
+			Headers: []protocol.Header{{Name: "FROM", Value: "agent://a.local"}, {Name: "TO", Value: "agent://b.local"}, {Name: "TYPE", Value: "task.reject"}},
+			Body:    tt.body}
+		if _, err := n.log.Append(ctx, env).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.waitPublished(t, uint64(len(tests)))
+	var tail bytes.Buffer
+	if err := runTail(ctx, []string{"--nats", n.natsURL, "--no-follow", "--json"}, &tail); err != nil {
+		t.Fatalf("aglx tail = %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(tail.String()), "\n")
+	if len(lines) != len(tests) {
+		t.Fatalf("aglx tail printed %d lines, want %d:\n%s", len(lines), len(tests), tail.String())
+	}
+	for i, tt := range tests {
+		var l struct {
+			Body       json.RawMessage `json:"body"`
+			BodyBase64 string          `json:"body_base64"`
+			NoBody     bool            `json:"no_body"`
+		}
+		if err := json.Unmarshal([]byte(lines[i]), &l); err != nil {
+			t.Fatalf("%s: line %q: %v", tt.name, lines[i], err)
+		}
+		if string(l.Body) != tt.wantBody || l.BodyBase64 != tt.wantBase64 || l.NoBody != (tt.body == nil) {
+			t.Errorf("%s: printed %s", tt.name, lines[i])
+		}
+		if tt.wantBody != "" && !strings.Contains(lines[i], tt.wantBody) {
+			t.Errorf("%s: the line escapes the body: %s", tt.name, lines[i])
+		}
+	}
+}
