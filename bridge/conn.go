@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
@@ -508,6 +509,16 @@ func (s *Server) validate(it *item) (verify bool) {
 		s.refuse(it, protocol.Errorf(protocol.StatusBadRequest, "the ID header must be 1 to %d bytes of visible ASCII; leave it out to send without one", protocol.IDSizeMax))
 		return
 	}
+	if !utf8.Valid(f.Body) {
+		// Refused here too, not in Parse: a body stored before 2026-12-02
+		// must fold as it did. JSON is UTF-8 (RFC 8259); encoding/json,
+		// and the scanner after it, read such bytes as U+FFFD, so the
+		// node booked the message while every strict reader of the
+		// stream (Python's json, a UTF-8 column) failed on it
+		// (helper-102).
+		s.refuse(it, protocol.Errorf(protocol.StatusBadRequest, "the body is not valid UTF-8 (at byte %d); JSON text must be UTF-8", invalidUTF8At(f.Body)))
+		return
+	}
 	msg, err := protocol.Parse(f)
 	if err != nil {
 		s.refuse(it, err)
@@ -552,6 +563,19 @@ func (s *Server) validate(it *item) (verify bool) {
 	// A message without a signature has nothing to check: the fold
 	// refuses it where its sender's key requires one.
 	return it.keyed && msg.HasSignatureMember()
+}
+
+// invalidUTF8At is the offset of the first byte of b that does not
+// begin valid UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 // notTaken says why the node refuses to record msg at all, or nil.

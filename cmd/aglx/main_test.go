@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/events"
@@ -351,6 +352,9 @@ func TestMintBodyIsValidJSON(t *testing.T) {
 		body := mintBody("100.50", reason, "2026-11-30T12:00:00Z", "mint-1")
 		if !strings.Contains(string(body), `"amount": "100.50"`) {
 			t.Errorf("mint body: the amount is not a JSON string: %s", body)
+		}
+		if !utf8.Valid(body) { // the node refuses a body that is not
+			t.Errorf("mint body with reason %q is not UTF-8: %q", reason, body)
 		}
 		f := &protocol.Frame{Transport: protocol.TransportTCP, Body: body, Headers: []protocol.Header{
 			{Name: protocol.HeaderFrom, Value: "registry://localhost"},
