@@ -81,7 +81,12 @@ const (
 // is done with it. ReaderRequestBytesMax is a request's body, in bytes;
 // ReaderSubjectBytesMax its subject after "$JS.API.", in bytes (the gate
 // repeats the subject with a reply of its own, and one over the server's
-// 4 KiB line closed the gate's connection for good).
+// 4 KiB line closed the gate's connection for good). It holds a consumer
+// request for the longest event subject, which nats.go puts in the
+// request's subject when a consumer has one filter: two URIs of 253-byte
+// names, each byte escaped to three, make subjects of some 1,600 bytes,
+// and at 256 (until 2026-12-02) a reader could not follow a long agent
+// name by its subject (helper-102; TestReadersFollowTheLongestSubject).
 // ReaderFilterSubjectsMax, ReaderBackoffMax and ReaderPriorityGroupsMax
 // bound a consumer's lists, in entries: JetStream compares every pair of
 // filters, so 40,000 of them kept all its API workers busy for minutes and
@@ -89,7 +94,7 @@ const (
 // consumer.
 const (
 	ReaderRequestBytesMax   = 64 << 10
-	ReaderSubjectBytesMax   = 256
+	ReaderSubjectBytesMax   = 2048
 	ReaderFilterSubjectsMax = 64
 	ReaderBackoffMax        = 64
 	ReaderPriorityGroupsMax = 16
@@ -170,7 +175,7 @@ func (g *readerGate) admit(m *nats.Msg) {
 	rest := strings.TrimPrefix(m.Subject, gateAPI)
 	switch {
 	case len(rest) > ReaderSubjectBytesMax:
-		g.refuse(m, "", gateRefusalCode, fmt.Errorf("the subject is longer than %d bytes after $JS.API.", ReaderSubjectBytesMax))
+		g.refuse(m, rest, gateRefusalCode, fmt.Errorf("the subject is longer than %d bytes after $JS.API.", ReaderSubjectBytesMax))
 	case len(m.Data) > ReaderRequestBytesMax:
 		g.refuse(m, rest, gateRefusalCode, fmt.Errorf("the request is larger than %d bytes", ReaderRequestBytesMax))
 	case !g.limit.Allow():
@@ -360,6 +365,9 @@ func readerConsumerRequest(data []byte) ([]byte, error) {
 	if c.MaxRequestExpires == 0 {
 		c.MaxRequestExpires = ReaderPullExpiresMax
 	}
+	if c.Durable == "" && (c.InactiveThreshold <= 0 || c.InactiveThreshold > ReaderEphemeralInactiveMax) {
+		c.InactiveThreshold = ReaderEphemeralInactiveMax
+	}
 	lists := []struct {
 		field    string
 		n, limit int
@@ -379,6 +387,16 @@ func readerConsumerRequest(data []byte) ([]byte, error) {
 	}
 	return body, nil
 }
+
+// ReaderEphemeralInactiveMax bounds how long a reader's consumer without a
+// durable name outlives its last pull: the gate lowers inactive_threshold
+// to it (a pull waiting counts as activity, so a reader that follows
+// keeps its consumer). nats.go's ordered consumer, which EVENTS.md
+// recommends, asks for 5 minutes, and every reader's consumers share the
+// stream's ReaderConsumersMax: scripts that started one every 2.4 s and
+// went away locked every reader out, `aglx audit` included (helper-102).
+// Durable consumers are the reader's to delete.
+const ReaderEphemeralInactiveMax = 2 * ReaderPullExpiresMax
 
 // The statuses of the gate's refusals: forbidden, and busy (too many
 // requests, or JetStream did not answer in time).

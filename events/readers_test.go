@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aglx/ledger/protocol"
 )
 
 // startWithReader starts the embedded server on loopback, opens the node's
@@ -620,6 +622,62 @@ func TestReaderConsumerRequests(t *testing.T) {
 	}
 }
 
+// TestReadersConsumersDoNotOutliveThem: a consumer without a durable name
+// that its reader left is gone within ReaderEphemeralInactiveMax, however
+// long the reader asked it to stay: nats.go's ordered consumer asks for 5
+// minutes, and the stream's consumers are shared by every reader
+// (helper-102). A durable keeps what it asked for.
+func TestReadersConsumersDoNotOutliveThem(t *testing.T) {
+	for _, tc := range []struct {
+		config string
+		want   time.Duration
+	}{
+		{`{"name":"o","inactive_threshold":300000000000}`, ReaderEphemeralInactiveMax},
+		{`{"name":"o"}`, ReaderEphemeralInactiveMax},
+		{`{"name":"o","inactive_threshold":5000000000}`, 5 * time.Second},
+		{`{"durable_name":"d","inactive_threshold":300000000000}`, 5 * time.Minute},
+		{`{"durable_name":"d"}`, 0},
+	} {
+		body, err := readerConsumerRequest([]byte(`{"stream_name":"AGLX","config":` + tc.config + `}`))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.config, err)
+		}
+		var req server.CreateConsumerRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			t.Fatal(err)
+		}
+		if got := req.Config.InactiveThreshold; got != tc.want {
+			t.Errorf("%s: passed on with inactive_threshold %s, want %s", tc.config, got, tc.want)
+		}
+	}
+	// And through the gate, as nats.go asks for it.
+	_, l, _, rd := startWithReader(t)
+	appendAll(t, l, testEnvelope(1, "task.assign", "agent://a.local", "agent://b.local"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc, err := js.OrderedConsumer(ctx, StreamNameDefault, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := oc.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range b.Messages() {
+	}
+	info, err := oc.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.Config.InactiveThreshold; got != ReaderEphemeralInactiveMax {
+		t.Fatalf("an ordered consumer made through the gate stays %s after its reader; want %s", got, ReaderEphemeralInactiveMax)
+	}
+}
+
 // FuzzReaderConsumerRequest: whatever the gate passes, JetStream reads as a
 // pull consumer of bounded size that is not the node's. The server's own
 // type and decoder stand in for JetStream.
@@ -655,6 +713,9 @@ func FuzzReaderConsumerRequest(f *testing.F) {
 		}
 		if c.MaxRequestExpires <= 0 || c.MaxRequestExpires > ReaderPullExpiresMax {
 			t.Fatalf("the gate passed pulls of unbounded expiry (max_expires %s): %s", c.MaxRequestExpires, data)
+		}
+		if c.Durable == "" && (c.InactiveThreshold <= 0 || c.InactiveThreshold > ReaderEphemeralInactiveMax) {
+			t.Fatalf("the gate passed a consumer that outlives its reader (inactive_threshold %s): %s", c.InactiveThreshold, data)
 		}
 	})
 }
@@ -720,5 +781,55 @@ func TestReadRefusesAHeadersOnlyDelivery(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "headers only") {
 			t.Fatalf("Read: %v; want the headers-only delivery named", err)
 		}
+	}
+}
+
+// TestReadersFollowTheLongestSubject: a reader follows one subject with
+// the longest URIs an address may have (253-byte names, every byte of
+// them escaped to three in a subject token) through a consumer with that
+// one filter, which nats.go puts in the request's subject. The gate
+// refused any request subject past 256 bytes, so `aglx tail --from` of a
+// long agent name failed with 403 (helper-102).
+func TestReadersFollowTheLongestSubject(t *testing.T) {
+	label := func(n int) string { return "a" + strings.Repeat("_", n-2) + "b" }
+	host := strings.Join([]string{label(63), label(63), label(63), label(61)}, ".")
+	from, to := "registry://"+host+":65535", "registry://"+host+":65534"
+	for _, u := range []string{from, to} {
+		if _, err := protocol.ParseURI(u); err != nil || len(host) != protocol.URINameSizeMax {
+			t.Fatalf("%s (%d bytes): %v; want the longest address there is", u, len(host), err)
+		}
+	}
+	typ := protocol.TypePlanApprovalResponse
+	for _, info := range protocol.Types() {
+		if len(TypeTokens(info.Name)) > len(TypeTokens(typ)) {
+			typ = info.Name
+		}
+	}
+	subject := Subject(typ, from, to)
+	_, l, _, rd := startWithReader(t)
+	appendAll(t, l, testEnvelope(1, typ, from, to))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc, err := js.OrderedConsumer(ctx, StreamNameDefault, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		t.Fatalf("a consumer of %d-byte subject: %v", len(subject), err)
+	}
+	b, err := oc.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for m := range b.Messages() {
+		if m.Subject() != subject {
+			t.Fatalf("got %s", m.Subject())
+		}
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("read %d events on the %d-byte subject; want 1 (%v)", n, len(subject), b.Error())
 	}
 }
