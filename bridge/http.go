@@ -418,6 +418,11 @@ func (api API) healthOf(rctx context.Context) (int, map[string]any) {
 	var last uint64
 	err := api.Log.StoreDown() // first: a store that is down does not answer the next question either
 	if err == nil {
+		// So is a lost connection: the question would wait out
+		// healthTimeout and say only "context deadline exceeded".
+		err = api.Log.ConnLost()
+	}
+	if err == nil {
 		last, err = api.probe.lastSeq(ctx, api.Log.ProbeLastSeq) // healthTimeout bounds it
 	}
 	body := map[string]any{"status": "ok", "applied_seq": api.Runner.Applied(), "projections": "replaying"}

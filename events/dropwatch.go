@@ -3,6 +3,8 @@ package events
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -16,9 +18,16 @@ import (
 // different: the client buffers it and sends it on reconnection, so it
 // keeps its full wait. The async publisher of nats.go treats its own
 // futures the same way (ErrDisconnected on reconnection).
+//
+// It also knows since when the connection has been down, so that the log
+// can refuse appends at once, and say so in its health, once it has been
+// down longer than a reconnection takes (ConnDownGrace).
 type dropWatch struct {
 	nc *nats.Conn
 	ch chan nats.Status
+	// downSince is when the connection dropped, in Unix nanoseconds; 0
+	// while it is up.
+	downSince atomic.Int64
 
 	mu     sync.Mutex
 	ctx    context.Context
@@ -27,7 +36,7 @@ type dropWatch struct {
 }
 
 func watchDrops(nc *nats.Conn) *dropWatch {
-	w := &dropWatch{nc: nc, ch: nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED), done: make(chan struct{})}
+	w := &dropWatch{nc: nc, ch: nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED, nats.CONNECTED), done: make(chan struct{})}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	go w.run()
 	return w
@@ -36,6 +45,11 @@ func watchDrops(nc *nats.Conn) *dropWatch {
 func (w *dropWatch) run() {
 	defer close(w.done)
 	for st := range w.ch {
+		if st == nats.CONNECTED {
+			w.downSince.Store(0)
+			continue
+		}
+		w.downSince.CompareAndSwap(0, time.Now().UnixNano())
 		w.mu.Lock()
 		w.cancel()
 		if st != nats.CLOSED {
@@ -46,6 +60,22 @@ func (w *dropWatch) run() {
 			return
 		}
 	}
+}
+
+// down returns since when the connection has been down, and whether it
+// is. The status listener may miss a change (its channel is bounded), so a
+// connection it thinks down is asked again: a missed reconnection must
+// not refuse appends for ever.
+func (w *dropWatch) down() (time.Time, bool) {
+	since := w.downSince.Load()
+	if since == 0 {
+		return time.Time{}, false
+	}
+	if w.nc.Status() == nats.CONNECTED {
+		w.downSince.CompareAndSwap(since, 0)
+		return time.Time{}, false
+	}
+	return time.Unix(0, since), true
 }
 
 // context is the context for a request made now: it ends when the

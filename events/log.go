@@ -548,6 +548,10 @@ func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
 		p.fail(err)
 		return p
 	}
+	if err := l.connDown(ConnDownGrace); err != nil {
+		p.fail(err)
+		return p
+	}
 	if err := l.unhealthy.get(); err != nil {
 		p.fail(err)
 		return p
@@ -657,6 +661,9 @@ func unavailable(err error) error {
 // failed, or nil.
 func (l *Log) Healthy() error {
 	if err := l.StoreDown(); err != nil {
+		return err
+	}
+	if err := l.connDown(0); err != nil {
 		return err
 	}
 	if err := l.unhealthy.get(); err != nil {

@@ -189,3 +189,70 @@ func TestEventStreamRefusingEvents(t *testing.T) {
 	}
 	checkStoredOnce(t, ns.ClientURL(), acks)
 }
+
+// TestNATSServerAwayIsSaidAtOnce: while the operator's NATS server is
+// away, /healthz says so at once, naming the lost connection, and
+// aglx_healthy is 0; once it has been away longer than a reconnection
+// takes (events.ConnDownGrace), an append is refused with 503 at once
+// instead of waiting out the ack timeout (30 s by default, 45 s here,
+// longer than the test waits for an answer); and once it is back
+// the node takes frames again (helper-104).
+func TestNATSServerAwayIsSaidAtOnce(t *testing.T) {
+	storeDir := t.TempDir()
+	ns, err := startNATSAt(t, storeDir, server.RANDOM_PORT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ns.Addr().(*net.TCPAddr).Port
+	current := ns
+	t.Cleanup(func() { current.Shutdown(); current.WaitForShutdown() })
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.NATSURL = ns.ClientURL(); c.ackTimeout = 45 * time.Second })
+	c := dial(t, m.TCPAddr())
+	send := func(i int) *protocol.Frame {
+		t.Helper()
+		c.Conn().SetDeadline(time.Now().Add(15 * time.Second))
+		c.Write(restartFrame(i))
+		c.Flush()
+		f, err := c.ReadReply()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		return f
+	}
+	if f := send(0); f.Type() != "ack" {
+		t.Fatalf("before: %s %s %s", f.Type(), f.Value("STATUS"), f.Body)
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+
+	var lostAt time.Time
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		code, body := healthz(t, m)
+		if code == http.StatusServiceUnavailable && strings.Contains(body, "NATS connection") {
+			lostAt = time.Now()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz with the NATS server away: %d %s", code, body)
+		}
+	}
+	if metrics := lfGetMetrics(t, m); !strings.Contains(string(metrics), "aglx_healthy 0\n") {
+		t.Fatalf("aglx_healthy is not 0 with the NATS server away:\n%s", metrics)
+	}
+	for time.Since(lostAt) <= events.ConnDownGrace {
+		time.Sleep(50 * time.Millisecond)
+	}
+	f := send(1)
+	if f.Type() != "error" || !strings.HasPrefix(f.Value("STATUS"), "503 ") || !strings.Contains(string(f.Body), "has been lost since") {
+		t.Fatalf("a frame with the NATS server away: %s %s %s", f.Type(), f.Value("STATUS"), f.Body)
+	}
+
+	if current, err = startNATSAt(t, storeDir, port); err != nil {
+		t.Fatal(err)
+	}
+	c.Conn().SetDeadline(time.Now().Add(90 * time.Second))
+	resendUntilAcked(t, m, c, 1, 60*time.Second)
+	if code, body := healthz(t, m); code != http.StatusOK {
+		t.Fatalf("/healthz with the NATS server back: %d %s", code, body)
+	}
+}

@@ -70,7 +70,7 @@ type Main struct {
 // What the node cannot do while one of its NATS connections is down, for
 // the log line that says it was lost (events.ClientEvents).
 const (
-	lostCommit = "appends fail with 503 (the write-ahead stream is written over this connection)"
+	lostCommit = "appends wait for it 3 s (events.ConnDownGrace), then fail with 503 at once (the write-ahead stream is written over this connection)"
 	lostMain   = "events cannot be copied to the event stream, nor the stream repaired: within moments appends fail with 503 too, and the projections and the relay stop"
 )
 
