@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -94,5 +95,82 @@ func TestDamagedEventStreamStopsStart(t *testing.T) {
 	}
 	if _, msgs, err := open(); err != nil || msgs != n {
 		t.Fatalf("Open after moving the damaged stream aside: %v, %d events; want all %d rebuilt from the write-ahead stream", err, msgs, n)
+	}
+}
+
+// TestDamagedWriteAheadTail: the write-ahead stream's last block cut short
+// after a clean stop, so that its last batch cannot be read while the
+// event stream holds every event. The start failed with the server's bare
+// "message not found" and no remedy (helper-104). It now refuses with
+// ErrWALDamaged, saying that after a clean stop nothing is missing and
+// that moving the write-ahead stream aside goes on; doing so starts with
+// every event.
+func TestDamagedWriteAheadTail(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	const n = 30
+	func() {
+		s, err := StartServer(ServerConfig{DataDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Shutdown()
+		nc, err := s.Connect("test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		l, err := Open(ctx, nc, Config{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n { // a batch each
+			appendAll(t, l, testEnvelope(i+1, "credit.transfer", "agent://a.local", "agent://b.local"))
+		}
+		if err := l.WaitPublished(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	walDirs, err := filepath.Glob(filepath.Join(dir, "jetstream", "jetstream", "*", "streams", "AGLX_WAL"))
+	if err != nil || len(walDirs) != 1 {
+		t.Fatalf("the write-ahead stream's directory: %v %v", walDirs, err)
+	}
+	blocks, _ := filepath.Glob(filepath.Join(walDirs[0], "msgs", "*.blk"))
+	if len(blocks) == 0 {
+		t.Fatal("the write-ahead stream has no blocks")
+	}
+	last := blocks[len(blocks)-1]
+	fi, err := os.Stat(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(last, fi.Size()-200); err != nil {
+		t.Fatal(err)
+	}
+
+	open := func() (*Log, error) {
+		l, err := Open(ctx, connectTest(t, dir), Config{}, nil)
+		if err == nil {
+			t.Cleanup(func() { l.Close(context.Background()) })
+		}
+		return l, err
+	}
+	_, err = open()
+	t.Logf("the refusal: %v", err)
+	if !errors.Is(err, ErrWALDamaged) || !strings.Contains(err.Error(), "stopped cleanly") {
+		t.Fatalf("Open with the write-ahead stream's last batch cut: %v; want ErrWALDamaged saying what a clean stop means", err)
+	}
+	if err := os.Rename(walDirs[0], filepath.Join(t.TempDir(), "AGLX_WAL.damaged")); err != nil {
+		t.Fatal(err)
+	}
+	l, err := open()
+	if err != nil {
+		t.Fatalf("Open after moving the damaged write-ahead stream aside: %v", err)
+	}
+	if got, err := l.LastSeq(ctx); err != nil || got != n {
+		t.Fatalf("the event stream ends at %d (%v); want all %d events", got, err, n)
 	}
 }

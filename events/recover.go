@@ -51,6 +51,36 @@ func (l *Log) recover(ctx context.Context) error {
 // ErrDamaged is a start's refusal of an event stream with a hole in it.
 var ErrDamaged = errors.New("events: the event stream is damaged")
 
+// ErrWALDamaged is a start's refusal when a write-ahead batch it needs
+// cannot be read. Until 2026-12-02 the start failed with the server's
+// bare "message not found" and no remedy, also when nothing was missing
+// (a clean stop, then the write-ahead stream's last block cut short:
+// helper-104).
+var ErrWALDamaged = errors.New("events: the write-ahead stream is damaged")
+
+// errBatchUnreadable marks a write-ahead batch that is gone from the
+// stream or does not decode.
+var errBatchUnreadable = errors.New("unreadable")
+
+// readBatch reads write-ahead batch seq. A batch the stream no longer
+// holds inside its range (the server drops what a damaged block lost)
+// or that does not decode is errBatchUnreadable; any other error is the
+// stream's.
+func (l *Log) readBatch(ctx context.Context, seq uint64) (*batch, error) {
+	m, err := l.wal.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("%w: %v", errBatchUnreadable, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("events: recover: write-ahead batch %d: %w", seq, err)
+	}
+	b, err := decodeBatch(m.Data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errBatchUnreadable, err)
+	}
+	return b, nil
+}
+
 // A long repair says where it is.
 const (
 	// repairProgressBatches is the number of write-ahead batches from
@@ -96,6 +126,7 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	named := from // the batch the event stream's last own event came from
 	info, err := l.wal.Info(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("events: recover: %w", err)
@@ -138,6 +169,7 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 	}
 	from = max(from, first)
 	copied, streamLast := 0, last
+	var unreadable []uint64 // batches skipped for damage
 	if end-from >= repairProgressBatches {
 		// A rebuild from a full write-ahead stream is minutes of silence
 		// otherwise (helper-61).
@@ -149,13 +181,28 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 			l.lg.Info("repairing the event stream from the write-ahead stream", "batch", seq, "of", end, "copied", copied, "last_seq", last)
 			progressAt = time.Now()
 		}
-		m, err := l.wal.GetMsg(ctx, seq)
-		if err != nil {
-			return 0, fmt.Errorf("events: recover: write-ahead batch %d: %w", seq, err)
+		b, err := l.readBatch(ctx, seq)
+		if errors.Is(err, errBatchUnreadable) {
+			switch {
+			case seq < end:
+				// The next batch that reads tells whether events were in
+				// this one that the event stream lacks: its first must
+				// follow the event stream's last (the gap check below).
+				l.lg.Warn("a write-ahead batch cannot be read (its storage was damaged); going on, the next batch shows whether it held events the event stream lacks", "batch", seq, "event_stream_last_seq", last, "err", err)
+				unreadable = append(unreadable, seq)
+				continue
+			case seq == named && nodeLast > 0:
+				return 0, fmt.Errorf("%w: write-ahead batch %d, its last, cannot be read (%v), and it holds the event stream's last event, seq %d: whether it held acknowledged events after that cannot be known. "+
+					"If the node stopped cleanly (its last log line was msg=stopped), nothing is missing: move the write-ahead stream aside and start again, and the node makes a new one. If it did not, events after seq %d that the node acknowledged may be lost: restore the store from a backup, or move the write-ahead stream aside to go on without them (docs/RELIABILITY.md)",
+					ErrWALDamaged, seq, err, nodeLast, nodeLast)
+			default:
+				return 0, fmt.Errorf("%w: write-ahead batch %d, its last, cannot be read (%v), and the event stream ends at seq %d, before it: the acknowledged events of that batch are lost. "+
+					"Restore the store from a backup, or move the write-ahead stream aside to go on without them (docs/RELIABILITY.md)",
+					ErrWALDamaged, seq, err, last)
+			}
 		}
-		b, err := decodeBatch(m.Data)
 		if err != nil {
-			return 0, fmt.Errorf("events: recover: write-ahead batch %d: %w", seq, err)
+			return 0, err
 		}
 		var futs []jetstream.PubAckFuture
 		for _, e := range b.events {
@@ -174,6 +221,10 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 				continue
 			}
 			if e.Seq != last+1 {
+				if len(unreadable) > 0 {
+					return 0, fmt.Errorf("%w: the event stream ends at %d, and the write-ahead stream resumes at %d (batch %d) after batches it cannot read (%v, damaged): the events in between are lost. "+
+						"Restore the store from a backup, or move the write-ahead stream aside to go on without them (docs/RELIABILITY.md)", ErrWALDamaged, last, e.Seq, seq, unreadable)
+				}
 				return 0, fmt.Errorf("%w: the event stream ends at %d, the write-ahead stream resumes at %d (batch %d); events in between are lost", errGap, last, e.Seq, seq)
 			}
 			fut, err := l.js.PublishMsgAsync(toMsg(e, seq), jetstream.WithExpectLastSequence(last))
