@@ -43,7 +43,15 @@ func ClientEvents(lg *slog.Logger, name, lost string) []nats.Option {
 			}
 			if errors.Is(err, nats.ErrSlowConsumer) {
 				clientCounters.slowConsumers.Add(1)
-				lg.Warn("NATS client: a subscription fell behind and the client dropped messages for it; "+slowConsumerMeaning(sub), args...)
+				meaning, harmless := slowConsumerMeaning(sub)
+				log := lg.Warn
+				if harmless {
+					// A replay of a long log at start met it two to
+					// eight times, and on-call read the warnings as
+					// trouble (helper-104); it costs only time.
+					log = lg.Info
+				}
+				log("NATS client: a subscription fell behind and the client dropped messages for it; "+meaning, args...)
 				return
 			}
 			lg.Warn("NATS client: asynchronous error", args...)
@@ -73,11 +81,11 @@ func ClientEvents(lg *slog.Logger, name, lost string) []nats.Option {
 // replay whose folds take longer than the stream takes to send) can fill
 // the channel exactly when a heartbeat comes. Other subscriptions have no
 // such repair.
-func slowConsumerMeaning(sub *nats.Subscription) string {
+func slowConsumerMeaning(sub *nats.Subscription) (meaning string, harmless bool) {
 	if sub != nil && strings.HasPrefix(sub.Subject, NodeInboxPrefix+".") && !strings.ContainsAny(sub.Subject, "*>") {
-		return "it is a read's consumer, which starts again at the first event it lacks: nothing is lost, the read is slower"
+		return "it is a read's consumer, which starts again at the first event it lacks: nothing is lost, the read is slower", true
 	}
-	return "what that subscription was to receive is lost"
+	return "what that subscription was to receive is lost", false
 }
 
 // clientCounters count what ClientEvents saw, for /metrics.

@@ -503,11 +503,18 @@ func (l *Log) Close(ctx context.Context) error {
 		// committed and not published is safe in the write-ahead stream
 		// and is copied at the next start, but the caller should know.
 		if committed, published := l.nextSeq-1, l.Published(); published < committed {
-			return fmt.Errorf("events: close: events %d to %d are durable in the write-ahead stream but not yet in the event stream; the next start copies them", published+1, committed)
+			why := "the next start copies them"
+			if err := l.Healthy(); err != nil {
+				// A stranger in the event stream, or a store that takes
+				// nothing: the next start does not simply copy them, it
+				// refuses or fails until that is put right (helper-104).
+				why = "the next start copies them once this is put right: " + err.Error()
+			}
+			return fmt.Errorf("events: close: events %d to %d are durable in the write-ahead stream but not yet in the event stream; %s", published+1, committed, why)
 		}
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("events: close: %w", ctx.Err())
+		return fmt.Errorf("events: close: the log did not finish its commits and copies in time, so the stop leaves them to the next start (what it acknowledged is durable; what it did not, its senders resend): %w", ctx.Err())
 	}
 }
 
@@ -544,8 +551,8 @@ func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
 		p.fail(errors.New("events: the log is open read-only"))
 		return p
 	}
-	if err := l.StoreDown(); err != nil {
-		p.fail(err)
+	if l.StoreDown() != nil {
+		p.fail(errStoreDownForClients)
 		return p
 	}
 	if err := l.connDown(ConnDownGrace); err != nil {
@@ -655,45 +662,6 @@ func unavailable(err error) error {
 		return pe
 	}
 	return &protocol.Error{Status: protocol.StatusUnavailable, Reason: fmt.Sprintf("the event log did not store the message (%v); resending it with the same ID header is safe", err)}
-}
-
-// Healthy reports why the log refuses appends or why its last commit
-// failed, or nil.
-func (l *Log) Healthy() error {
-	if err := l.StoreDown(); err != nil {
-		return err
-	}
-	if err := l.connDown(0); err != nil {
-		return err
-	}
-	if err := l.unhealthy.get(); err != nil {
-		return err
-	}
-	if err := l.pubErr.get(); err != nil {
-		return err
-	}
-	return l.lastCommitErr.get()
-}
-
-// StoreDown is Config.StoreDown's answer, nil without one: why the store
-// takes nothing, known without asking it (a health check asks it only
-// when this says nothing).
-func (l *Log) StoreDown() error {
-	if l.cfg.StoreDown == nil {
-		return nil
-	}
-	return l.cfg.StoreDown()
-}
-
-// setPublisherFailing records that the event stream refuses events (err),
-// or with nil that it takes them again.
-func (l *Log) setPublisherFailing(err error) {
-	if err == nil {
-		l.pubErr.set(nil)
-		return
-	}
-	err = fmt.Errorf("events: the event stream refuses events, so the log takes no new ones until it does (the write-ahead stream must not get ahead of it by more than it holds): %w", err)
-	l.pubErr.set(err)
 }
 
 // Durable is the last sequence the log has made durable, and so the

@@ -225,7 +225,7 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 					return 0, fmt.Errorf("%w: the event stream ends at %d, and the write-ahead stream resumes at %d (batch %d) after batches it cannot read (%v, damaged): the events in between are lost. "+
 						"Restore the store from a backup, or move the write-ahead stream aside to go on without them (docs/RELIABILITY.md)", ErrWALDamaged, last, e.Seq, seq, unreadable)
 				}
-				return 0, fmt.Errorf("%w: the event stream ends at %d, the write-ahead stream resumes at %d (batch %d); events in between are lost", errGap, last, e.Seq, seq)
+				return 0, fmt.Errorf("%w: the event stream ends at %d, the write-ahead stream resumes at %d (batch %d); events in between are in neither. If the event stream was moved aside (a new, empty one has taken its place), put it back; otherwise restore the store from a backup (docs/RELIABILITY.md)", errGap, last, e.Seq, seq)
 			}
 			fut, err := l.js.PublishMsgAsync(toMsg(e, seq), jetstream.WithExpectLastSequence(last))
 			if err != nil {

@@ -1,5 +1,10 @@
 package events
 
+// Why the log refuses appends: a store that takes no writes, a lost
+// connection, an event stream that refuses events, a failed commit. Each
+// is known without asking the server, so that a refusal and /healthz come
+// at once rather than after a question times out.
+
 import (
 	"fmt"
 	"time"
@@ -46,4 +51,51 @@ func (l *Log) connDown(grace time.Duration) error {
 			c.name, since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second), what)}
 	}
 	return nil
+}
+
+// errStoreDownForClients is what a client hears while the store takes no
+// writes. The reason itself, with the store's paths in it (the server's
+// "write /var/lib/aglx/.../1.blk: no space left on device"), is for the
+// operator, in /healthz and the log; an agent was told the node's file
+// layout (helper-104).
+var errStoreDownForClients = &protocol.Error{Status: protocol.StatusUnavailable,
+	Reason: "the node's store takes no writes until its operator acts (a full disk, or its JetStream shut down); nothing acknowledged is lost; resend with the same ID later"}
+
+// Healthy reports why the log refuses appends or why its last commit
+// failed, or nil.
+func (l *Log) Healthy() error {
+	if err := l.StoreDown(); err != nil {
+		return err
+	}
+	if err := l.connDown(0); err != nil {
+		return err
+	}
+	if err := l.unhealthy.get(); err != nil {
+		return err
+	}
+	if err := l.pubErr.get(); err != nil {
+		return err
+	}
+	return l.lastCommitErr.get()
+}
+
+// StoreDown is Config.StoreDown's answer, nil without one: why the store
+// takes nothing, known without asking it (a health check asks it only
+// when this says nothing).
+func (l *Log) StoreDown() error {
+	if l.cfg.StoreDown == nil {
+		return nil
+	}
+	return l.cfg.StoreDown()
+}
+
+// setPublisherFailing records that the event stream refuses events (err),
+// or with nil that it takes them again.
+func (l *Log) setPublisherFailing(err error) {
+	if err == nil {
+		l.pubErr.set(nil)
+		return
+	}
+	err = fmt.Errorf("events: the event stream refuses events, so the log takes no new ones until it does (the write-ahead stream must not get ahead of it by more than it holds): %w", err)
+	l.pubErr.set(err)
 }
