@@ -234,7 +234,7 @@ func (g *readerGate) check(rest string, data []byte) ([]byte, error) {
 		}
 		for k, v := range opts {
 			if s := string(v); s != "null" && s != "false" && s != `""` && s != "0" {
-				return nil, fmt.Errorf("readers get a stream's info without %q (a list of every subject is megabytes); read the events through a consumer", k)
+				return nil, fmt.Errorf("readers get a stream's info without %q (its lists of every subject or every deleted sequence are megabytes an answer); read the events through a consumer", k)
 			}
 		}
 		return nil, nil
