@@ -479,6 +479,8 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 		case <-l.drops.context().Done(): // as in reap
 		}
 	}
+	var logged time.Time // when a failure was last logged
+	var lastErr string
 	for attempt, wait := 1, 100*time.Millisecond; ; attempt, wait = attempt+1, min(2*wait, 5*time.Second) {
 		ctx, cancel := context.WithTimeout(l.drops.context(), l.cfg.AckTimeout)
 		last, err := l.replayWAL(ctx)
@@ -495,7 +497,13 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 		if attempt > 1 || !wrongLastSeq(err) {
 			l.setPublisherFailing(err)
 		}
-		l.lg.Error("repairing the event stream failed; retrying", "err", err, "wait", wait)
+		// The same failure again is said once a minute, not at every
+		// try: a full disk made a line every 5 s, which buried the
+		// earlier lines that said why (helper-104).
+		if msg := err.Error(); msg != lastErr || time.Since(logged) >= repairLogEvery {
+			l.lg.Error("repairing the event stream failed; retrying", "err", err, "wait", wait, "attempt", attempt)
+			logged, lastErr = time.Now(), msg
+		}
 		select {
 		case <-time.After(wait):
 		case <-l.stop:
@@ -503,6 +511,10 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 		}
 	}
 }
+
+// repairLogEvery is how often a repair that keeps failing the same way
+// says so again.
+const repairLogEvery = time.Minute
 
 var errGap = errors.New("events: gap between the event stream and the write-ahead stream")
 
