@@ -25,8 +25,9 @@ import (
 type dropWatch struct {
 	nc *nats.Conn
 	ch chan nats.Status
-	// downSince is when the connection dropped, in Unix nanoseconds; 0
-	// while it is up.
+	// downSince is when the connection dropped, as nanoseconds since
+	// dropEpoch plus one (a monotonic reading, which a step of the wall
+	// clock does not move: helper-105); 0 while it is up.
 	downSince atomic.Int64
 
 	mu     sync.Mutex
@@ -49,7 +50,7 @@ func (w *dropWatch) run() {
 			w.downSince.Store(0)
 			continue
 		}
-		w.downSince.CompareAndSwap(0, time.Now().UnixNano())
+		w.downSince.CompareAndSwap(0, int64(time.Since(dropEpoch))+1)
 		w.mu.Lock()
 		w.cancel()
 		if st != nats.CLOSED {
@@ -75,8 +76,12 @@ func (w *dropWatch) down() (time.Time, bool) {
 		w.downSince.CompareAndSwap(since, 0)
 		return time.Time{}, false
 	}
-	return time.Unix(0, since), true
+	return dropEpoch.Add(time.Duration(since - 1)), true
 }
+
+// dropEpoch is what downSince counts from: a time.Time with the monotonic
+// clock's reading, so that time.Since of what down returns is monotonic.
+var dropEpoch = time.Now()
 
 // context is the context for a request made now: it ends when the
 // connection next drops.

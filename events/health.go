@@ -22,14 +22,16 @@ import (
 // frames in flight heard nothing for as long (helper-104).
 const ConnDownGrace = 3 * time.Second
 
-// ConnLost says which of the log's NATS connections is lost, and since
-// when, or nil: known without asking the server, which a lost connection
-// cannot reach (a health check asks it only when this says nothing).
-func (l *Log) ConnLost() error { return l.connDown(0) }
+// ConnLost says which of the log's NATS connections has been lost for
+// longer than ConnDownGrace, and since when, or nil: known without asking
+// the server, which a lost connection cannot reach (a health check asks
+// it only when this says nothing). It uses the appends' grace, so that
+// /healthz and aglx_healthy turn when appends are refused, not at every
+// blip a reconnection mends (helper-105).
+func (l *Log) ConnLost() error { return l.connDown(ConnDownGrace) }
 
 // connDown says why appends are refused because a connection of the log's
-// has been down for longer than grace, or nil. Health asks it with no
-// grace: a lost connection is news at once.
+// has been down for longer than grace, or nil.
 func (l *Log) connDown(grace time.Duration) error {
 	for _, c := range []struct {
 		w    *dropWatch
@@ -42,10 +44,7 @@ func (l *Log) connDown(grace time.Duration) error {
 		if !down || time.Since(since) < grace {
 			continue
 		}
-		what := "the log takes no appends until it is back"
-		if grace == 0 {
-			what = fmt.Sprintf("appends wait for it up to %s, then are refused at once until it is back", ConnDownGrace)
-		}
+		what := "the log refuses appends at once until it is back"
 		return &protocol.Error{Status: protocol.StatusUnavailable, Reason: fmt.Sprintf(
 			"events: the node's NATS connection (%s) has been lost since %s (%s ago); %s; nothing acknowledged is lost, resend with the same ID",
 			c.name, since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second), what)}
@@ -67,7 +66,7 @@ func (l *Log) Healthy() error {
 	if err := l.StoreDown(); err != nil {
 		return err
 	}
-	if err := l.connDown(0); err != nil {
+	if err := l.ConnLost(); err != nil {
 		return err
 	}
 	if err := l.unhealthy.get(); err != nil {

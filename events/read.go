@@ -63,7 +63,7 @@ func (l *Log) orderedRead(ctx context.Context, st jetstream.Stream, cfg jetstrea
 // held some 500 MiB in it, and the replies of every other request on the
 // connection (a health check's stream info) waited behind them
 // (helper-74). A byte bound alone lifts the count to a million, and a
-// reader of small events then held 135 MB (helper-76). Three of the
+// reader of small events then held 135 MB (helper-76). Two of the
 // largest events a request: the node runs nodeReadsAtOnce reads on its
 // one connection, and what the server holds for a connection is bounded
 // by ServerPendingBytesMax, past which it closes the connection; with
@@ -72,13 +72,14 @@ func (l *Log) orderedRead(ctx context.Context, st jetstream.Stream, cfg jetstrea
 // its only connection to the log.
 const (
 	readBufferEvents = 500                                                // events
-	readBufferBytes  = 3 * (protocol.BodySizeMaxLimit + envelopeOverhead) // bytes
+	readBufferBytes  = 2 * (protocol.BodySizeMaxLimit + envelopeOverhead) // bytes
 )
 
 // nodeReadsAtOnce is how many Reads the node keeps open on its own
-// connection at most: the projections' runner and the relay (the
-// recovery's reads at start run alone, before either).
-const nodeReadsAtOnce = 2 // reads
+// connection at most: the projections' runner, the relay, and, on an
+// operator's NATS, a repair's check of its own events (checkOwnEvents,
+// helper-105); the recovery's reads at start run alone, before any.
+const nodeReadsAtOnce = 3 // reads
 
 // The node's reads must fit what the server holds for one connection,
 // with room left for the publishes' acks and the API's replies (an

@@ -365,8 +365,8 @@ func readerConsumerRequest(data []byte) ([]byte, error) {
 	if c.MaxRequestExpires == 0 {
 		c.MaxRequestExpires = ReaderPullExpiresMax
 	}
-	if c.Durable == "" && (c.InactiveThreshold <= 0 || c.InactiveThreshold > ReaderEphemeralInactiveMax) {
-		c.InactiveThreshold = ReaderEphemeralInactiveMax
+	if c.Durable == "" && c.InactiveThreshold > ReaderEphemeralInactiveMax {
+		c.InactiveThreshold = ReaderEphemeralInactiveMax // 0 is the server's 5 s, shorter
 	}
 	lists := []struct {
 		field    string
@@ -389,9 +389,10 @@ func readerConsumerRequest(data []byte) ([]byte, error) {
 }
 
 // ReaderEphemeralInactiveMax bounds how long a reader's consumer without a
-// durable name outlives its last pull: the gate lowers inactive_threshold
-// to it (a pull waiting counts as activity, so a reader that follows
-// keeps its consumer). nats.go's ordered consumer, which EVENTS.md
+// durable name outlives its last pull: the gate lowers a longer
+// inactive_threshold to it, and leaves none (the server's 5 s) as it is
+// (a pull waiting counts as activity, so a reader that follows keeps its
+// consumer). nats.go's ordered consumer, which EVENTS.md
 // recommends, asks for 5 minutes, and every reader's consumers share the
 // stream's ReaderConsumersMax: scripts that started one every 2.4 s and
 // went away locked every reader out, `aglx audit` included (helper-102).

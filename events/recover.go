@@ -58,9 +58,13 @@ var ErrDamaged = errors.New("events: the event stream is damaged")
 // helper-104).
 var ErrWALDamaged = errors.New("events: the write-ahead stream is damaged")
 
-// errBatchUnreadable marks a write-ahead batch that is gone from the
-// stream or does not decode.
-var errBatchUnreadable = errors.New("unreadable")
+// errBatchUnreadable marks a write-ahead batch that is gone from inside
+// the stream's range or does not decode; errBatchTrimmed one the stream
+// dropped as its oldest.
+var (
+	errBatchUnreadable = errors.New("unreadable")
+	errBatchTrimmed    = errors.New("trimmed")
+)
 
 // readBatch reads write-ahead batch seq. A batch the stream no longer
 // holds inside its range (the server drops what a damaged block lost)
@@ -69,6 +73,12 @@ var errBatchUnreadable = errors.New("unreadable")
 func (l *Log) readBatch(ctx context.Context, seq uint64) (*batch, error) {
 	m, err := l.wal.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		// Gone as the oldest (the stream is kept by size, and a repair
+		// while the node runs races its trimming) is no damage: the
+		// gap check after says what that cost (helper-105).
+		if info, ierr := l.wal.Info(ctx); ierr == nil && seq < info.State.FirstSeq {
+			return nil, fmt.Errorf("%w: batch %d was dropped as the oldest", errBatchTrimmed, seq)
+		}
 		return nil, fmt.Errorf("%w: %v", errBatchUnreadable, err)
 	}
 	if err != nil {
@@ -182,6 +192,9 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 			progressAt = time.Now()
 		}
 		b, err := l.readBatch(ctx, seq)
+		if errors.Is(err, errBatchTrimmed) {
+			continue
+		}
 		if errors.Is(err, errBatchUnreadable) {
 			switch {
 			case seq < end:

@@ -65,7 +65,7 @@ const ServerConnectionsMax = 1024 // connections
 // connection as a slow consumer. It is the server's default, set here to
 // say why it is not lower: it cannot be set for readers alone, and a read
 // (the node's own, or `aglx tail`'s) asks for up to readBufferBytes at
-// once, three of the largest events (25 MiB; the node runs two at once), which JetStream sends as fast
+// once, two of the largest events (16 MiB; the node runs up to three at once), which JetStream sends as fast
 // as it reads them. The node's in-process client takes what comes as it
 // comes, whatever its reads do with it; a reader on a slow link does not,
 // and must have room for a whole pull. Readers' connections hold at most

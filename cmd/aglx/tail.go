@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/events"
@@ -191,8 +192,9 @@ type jsonLine struct {
 	ReceivedAt string          `json:"received_at"` // as stored: fixed width, so it sorts as time does
 	Headers    [][2]string     `json:"headers"`
 	Body       json.RawMessage `json:"body,omitempty"` // a JSON body, compacted (the values as sent)
-	// BodyBase64 is a body that is not JSON, byte for byte: it was left
-	// out until 2026-12-02, and such bodies are events too (helper-103).
+	// BodyBase64 is a body that is not UTF-8 JSON, byte for byte: it was
+	// left out until 2026-12-02, and such bodies are events too
+	// (helper-103).
 	BodyBase64 string `json:"body_base64,omitempty"`
 }
 
@@ -206,7 +208,11 @@ func jsonEvent(e *events.Envelope) jsonLine {
 		l.Headers = append(l.Headers, [2]string{h.Name, h.Value})
 	}
 	switch {
-	case json.Valid(e.Body):
+	case json.Valid(e.Body) && utf8.Valid(e.Body):
+		// json.Valid takes bytes that are not UTF-8 inside strings;
+		// printed as they are, the line was not UTF-8, and strict
+		// readers failed on it (helper-105). Such bodies, stored before
+		// the edge refused them, come in base64.
 		l.Body = e.Body
 	case len(e.Body) > 0:
 		l.BodyBase64 = base64.StdEncoding.EncodeToString(e.Body)

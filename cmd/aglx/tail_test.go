@@ -157,6 +157,7 @@ func TestTailJSONGivesEveryBody(t *testing.T) {
 	}{
 		{"JSON with markup", []byte(`{"note": "<b>a & b</b>"}`), `{"note":"<b>a & b</b>"}`, ""},
 		{"not JSON", []byte("plain <text>\x00\xff"), "", "cGxhaW4gPHRleHQ+AP8="},
+		{"JSON, not UTF-8 (stored before the edge refused it)", []byte(`{"reason":"caf` + "\xe9" + `"}`), "", "eyJyZWFzb24iOiJjYWbpIn0="},
 		{"none", nil, "", ""},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
