@@ -496,11 +496,14 @@ func TestStartWarnsOfSyncsFromUnnamedPeers(t *testing.T) {
 }
 
 // TestFederationPushesInPages: a registry larger than a push's page
-// (bridge's syncPageEntries, 10,000 entries) reaches the peer whole, each
-// page read under its own View and sent under its own deadline. Until
-// 2026-12-02 the first push after a start read the whole registry under
-// one View, holding up every reply of the node meanwhile, and had ten
-// seconds for all of it (helper-98).
+// (bridge's syncPageEntries, 10,000 entries) reaches the peer whole, page
+// after page: a push that stopped after its first page, or lost entries
+// at a page's edge, fails here. (That pages are cut at events is
+// TestFetchFromChangesMatchesTheWalk's; that each is read under its own
+// View is not observable from outside, helper-105.) Until 2026-12-02 the
+// first push after a start read the whole registry under one View,
+// holding up every reply of the node meanwhile, and had ten seconds for
+// all of it (helper-98).
 func TestFederationPushesInPages(t *testing.T) {
 	b := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name, c.SyncFrom = "registry://backup.local", []string{"registry://main.local"} })
 	a := startNodeWith(t, t.TempDir(), func(c *Config) { c.Name = "registry://main.local" })
