@@ -112,6 +112,10 @@ type API struct {
 	// StoreFree, if set, is the free space under the store, for
 	// aglx_store_free_bytes; an error leaves the gauge out.
 	StoreFree func() (uint64, error)
+	// StoreUsage, if set, is what the embedded store's streams hold and
+	// JetStream's limit on that, for aglx_store_used_bytes and
+	// aglx_store_limit_bytes (a limit of 0 leaves both out).
+	StoreUsage func() (used, limit int64)
 
 	waiters chan struct{} // reads waiting for a position (waitersMax); made by HTTPHandler
 	probe   *probeCache   // /healthz's last question to the stream; made by HTTPHandler

@@ -38,6 +38,12 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 		healthy = 0
 	}
 	put("aglx_healthy", "gauge", "1 while the log takes appends (as /healthz judges, without asking the stream), else 0.", healthy)
+	if api.StoreUsage != nil {
+		if used, limit := api.StoreUsage(); limit > 0 {
+			put("aglx_store_used_bytes", "gauge", "What the embedded JetStream's streams hold.", used)
+			put("aglx_store_limit_bytes", "gauge", "The most JetStream lets its streams hold, set at each start to three quarters of the disk's free space plus of what they hold; at it every frame is refused (OPERATIONS.md).", limit)
+		}
+	}
 	if api.StoreFree != nil {
 		if free, err := api.StoreFree(); err == nil {
 			put("aglx_store_free_bytes", "gauge", "Free space on the file system of the embedded JetStream store; a restart needs about 1.4 GiB (OPERATIONS.md).", free)

@@ -185,7 +185,7 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 			// batch is stored again; a lost connection, a timeout or a
 			// wrong last sequence (a batch stored whose ack was lost) is
 			// over once resync has reached the stream.
-			failed := fmt.Errorf("events: the write-ahead stream failed: %w", err)
+			failed := fmt.Errorf("events: the write-ahead stream failed: %w", explainStoreLimit(err))
 			if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && !wrongLastSeq(err) {
 				l.lastCommitErr.set(failed)
 			}

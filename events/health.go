@@ -6,8 +6,11 @@ package events
 // at once rather than after a question times out.
 
 import (
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aglx/ledger/protocol"
 )
@@ -95,6 +98,32 @@ func (l *Log) setPublisherFailing(err error) {
 		l.pubErr.set(nil)
 		return
 	}
-	err = fmt.Errorf("events: the event stream refuses events, so the log takes no new ones until it does (the write-ahead stream must not get ahead of it by more than it holds): %w", err)
+	err = fmt.Errorf("events: the event stream refuses events, so the log takes no new ones until it does (the write-ahead stream must not get ahead of it by more than it holds): %w", explainStoreLimit(err))
 	l.pubErr.set(err)
+}
+
+// atStoreLimit reports whether err is JetStream's refusal of a write at
+// its limit on the store (Server.StoreUsage).
+func atStoreLimit(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrStoreLimit
+}
+
+// errStoreLimit explains JetStream's "insufficient resources" to the
+// operator, in /healthz and the log (helper-106).
+type errStoreLimit struct{ err error }
+
+func (e errStoreLimit) Error() string {
+	return "the store has reached JetStream's limit on it, which it sets at each start to three quarters of the disk's free space plus of what the streams hold (aglx_store_used_bytes, aglx_store_limit_bytes): free disk space, or move the store to a larger disk, and restart the node; nothing acknowledged is lost (" + e.err.Error() + ")"
+}
+
+func (e errStoreLimit) Unwrap() error { return e.err }
+
+// explainStoreLimit is err, explained if it is a refusal at the store's
+// limit.
+func explainStoreLimit(err error) error {
+	if atStoreLimit(err) {
+		return errStoreLimit{err}
+	}
+	return err
 }

@@ -102,6 +102,11 @@ type Config struct {
 // JSStorageResourcesExceededErr); the client names no constant for it.
 const jsErrInsufficientResources jetstream.ErrorCode = 10047
 
+// jsErrStoreLimit is JetStream's error code for a write refused because
+// the store holds what the server lets it (nats-server's
+// JSInsufficientResourcesErr, "insufficient resources"; Server.StoreUsage).
+const jsErrStoreLimit jetstream.ErrorCode = 10023
+
 // MetaOwner is the event stream's metadata key for Config.Owner.
 const MetaOwner = "aglx_owner"
 
@@ -656,10 +661,16 @@ func (p *Pending) Wait(ctx context.Context) (Appended, error) {
 	return p.res, nil
 }
 
+// unavailable is what an append's sender hears of err: a protocol error
+// as it is, a store at JetStream's limit without the server's internals
+// (helper-106), anything else as a 503 naming it.
 func unavailable(err error) error {
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
 		return pe
+	}
+	if atStoreLimit(err) {
+		return errStoreDownForClients
 	}
 	return &protocol.Error{Status: protocol.StatusUnavailable, Reason: fmt.Sprintf("the event log did not store the message (%v); resending it with the same ID header is safe", err)}
 }

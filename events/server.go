@@ -46,6 +46,10 @@ type ServerConfig struct {
 	// silent ones took longer than the server's auth timeout to open under
 	// the race detector, and the first were closed before the last came.
 	connectionsMax int
+	// maxStore, if not zero, is JetStream's limit on the store in bytes,
+	// instead of the one it sets from the disk (StoreUsage), so that a
+	// test reaches it.
+	maxStore int64
 }
 
 // ServerConnectionsMax bounds all the connections the embedded server
@@ -339,6 +343,9 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	opts.MaxConn = ServerConnectionsMax
 	if cfg.connectionsMax > 0 {
 		opts.MaxConn = cfg.connectionsMax
+	}
+	if cfg.maxStore > 0 {
+		opts.JetStreamMaxStore = cfg.maxStore
 	}
 	opts.MaxPending = ServerPendingBytesMax
 	password, reader := rand.Text(), rand.Text()

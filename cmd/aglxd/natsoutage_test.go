@@ -251,3 +251,22 @@ func TestNATSServerAwayIsSaidAtOnce(t *testing.T) {
 		t.Fatalf("/healthz with the NATS server back: %d %s", code, body)
 	}
 }
+
+// TestStoreUsageIsMeasured: /metrics gives what the embedded store's
+// streams hold against JetStream's limit on them, the limit that stopped
+// a node with a quarter of its disk free and no warning (helper-106).
+func TestStoreUsageIsMeasured(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	resendUntilAcked(t, m, dial(t, m.TCPAddr()), 0, 10*time.Second)
+	metrics := string(lfGetMetrics(t, m))
+	for _, name := range []string{"aglx_store_used_bytes", "aglx_store_limit_bytes"} {
+		i := strings.Index(metrics, "\n"+name+" ")
+		if i < 0 {
+			t.Fatalf("/metrics lacks %s", name)
+		}
+		var v float64
+		if _, err := fmt.Sscan(metrics[i+len(name)+2:], &v); err != nil || v <= 0 {
+			t.Fatalf("%s = %v (%v); want a positive figure", name, v, err)
+		}
+	}
+}

@@ -266,6 +266,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		if m.ns != nil {
 			api.StoreFree = m.ns.StoreFree
+			api.StoreUsage = m.ns.StoreUsage
 		}
 		h := bridge.HTTPHandler(api)
 		m.httpAPI.Store(&h)
