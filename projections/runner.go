@@ -74,6 +74,25 @@ type Runner struct {
 	advanced atomic.Pointer[chan struct{}]
 	ready    chan struct{} // closed once the log as it stood at start is applied
 	scratch  []*Event      // decode's result, reused: only the runner's goroutine uses it
+	at       *atSeq        // AtSeq's look, under mu; nil once taken
+}
+
+// atSeq is a look at the folds right after one event (AtSeq).
+type atSeq struct {
+	seq uint64
+	fn  func(exact bool)
+}
+
+// AtSeq has fn called once, on the runner's goroutine with the folds
+// locked, right after the event at seq is applied, before the next: the
+// state as of seq exactly, which a View may already have passed (the
+// node takes frames while it replays). exact is false if the first event
+// applied at or after the call was past seq. Call it before Run; fn must
+// only take what it needs (ledger.Freeze) and return.
+func (r *Runner) AtSeq(seq uint64, fn func(exact bool)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.at = &atSeq{seq: seq, fn: fn}
 }
 
 // NewRunner returns a runner over log for the given projections.
@@ -311,6 +330,10 @@ func (r *Runner) apply(readyAt uint64, es ...*events.Envelope) {
 			p.Apply(ev)
 		}
 		r.applied.Store(ev.Seq)
+		if a := r.at; a != nil && ev.Seq >= a.seq {
+			r.at = nil
+			a.fn(ev.Seq == a.seq)
+		}
 	}
 	clear(evs) // the scratch must not keep the events alive
 	applied := r.applied.Load()

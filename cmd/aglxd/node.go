@@ -215,6 +215,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	m.watchLastStop() // before the runner runs: it looks at the replay as it passes
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.runner.Run(runCtx) }()
 	m.wg.Add(1)
@@ -373,6 +374,7 @@ func (m *Main) Close(ctx context.Context) error {
 	if m.http != nil {
 		errs = append(errs, m.http.Shutdown(ctx))
 	}
+	m.recordStop(ctx) // no frame can come in now; before the log closes
 	if m.log != nil {
 		errs = append(errs, m.log.Close(ctx))
 	}
