@@ -28,6 +28,9 @@ const (
 	// crash loses at most this much progress: the messages after the last
 	// saved cursor are delivered again, which at-least-once allows.
 	relayCursorSaveInterval = time.Second
+	// relayCursorFailLogEvery is how often a save that keeps failing is
+	// logged again.
+	relayCursorFailLogEvery = time.Minute
 	// legacyRelayConsumer is the durable consumer through which earlier
 	// versions followed the log. Its acknowledged floor seeds the cursor
 	// once; then it is deleted, so the server stops keeping it up to date.

@@ -197,7 +197,14 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 			for _, d := range dups {
 				d.p.fail(err)
 			}
-			l.lg.Error("group commit failed", "first_seq", b.firstSeq, "events", len(b.events), "err", err)
+			// The same failure again is said once a minute, with how
+			// many commits failed meanwhile: a store that refuses every
+			// write made a line a batch (helper-106).
+			l.commitFails++
+			if msg := err.Error(); msg != l.commitFailMsg || time.Since(l.commitFailLogged) >= repairLogEvery {
+				l.lg.Error("group commit failed", "first_seq", b.firstSeq, "events", len(b.events), "err", err, "failed_commits", l.commitFails)
+				l.commitFailMsg, l.commitFailLogged, l.commitFails = msg, time.Now(), 0
+			}
 			l.resync()
 			return buf
 		}

@@ -256,6 +256,11 @@ type Log struct {
 	// before: it starts the next one.
 	carry   *Pending
 	walLast uint64 // the write-ahead stream's last sequence
+	// commitFailMsg, commitFailLogged and commitFails bound the log lines
+	// of commits that keep failing the same way (commit).
+	commitFailMsg    string
+	commitFailLogged time.Time
+	commitFails      int
 
 	pubMu     sync.Mutex
 	published uint64        // last sequence confirmed in the event stream

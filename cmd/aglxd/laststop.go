@@ -32,7 +32,7 @@ const lastStopPostingsMax = 2_000_000 // postings
 
 // lastStopWait bounds how long a stop waits for the folds to apply the
 // last events before it records them.
-const lastStopWait = 5 * time.Second
+const lastStopWait = 2 * time.Second
 
 type lastStop struct {
 	Version    string    `json:"version"`
@@ -56,6 +56,9 @@ func (m *Main) recordStop(ctx context.Context) {
 	case <-m.runner.Ready():
 	default:
 		return // stopped while replaying: the folds do not hold the log's end
+	}
+	if m.log.Healthy() != nil {
+		return // a log in trouble: the folds may never get to its end
 	}
 	ctx, cancel := context.WithTimeout(ctx, lastStopWait)
 	defer cancel()
