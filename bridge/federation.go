@@ -196,7 +196,11 @@ type Federation struct {
 
 	failures atomic.Int64
 	skipped  atomic.Int64 // entries too large to push
+	failing  atomic.Bool  // the last push failed
 }
+
+// Failing reports whether the last push to the peer failed.
+func (f *Federation) Failing() bool { return f.failing.Load() }
 
 // Failures counts the pushes that did not reach the peer.
 func (f *Federation) Failures() int64 { return f.failures.Load() }
@@ -219,7 +223,12 @@ func (f *Federation) Run(ctx context.Context) {
 		at, err := f.push(ctx, pushed)
 		if err != nil {
 			f.failures.Add(1)
+		} else if f.failing.Load() {
+			// Said, so that whoever saw the failures sees them end
+			// (helper-106).
+			f.Log.Info("registry sync: pushes reach the peer again", "peer", f.Peer.URI, "addr", f.Peer.Addr)
 		}
+		f.failing.Store(err != nil)
 		pushed = at // after an error, the pages the peer took
 		wait = syncWait(interval, wait, err != nil)
 		if err != nil {

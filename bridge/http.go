@@ -116,6 +116,9 @@ type API struct {
 	// JetStream's limit on that, for aglx_store_used_bytes and
 	// aglx_store_limit_bytes (a limit of 0 leaves both out).
 	StoreUsage func() (used, limit int64)
+	// Federations are the node's pushes to peer registries (--sync-to),
+	// for aglx_federation_* on /metrics.
+	Federations []*Federation
 
 	waiters chan struct{} // reads waiting for a position (waitersMax); made by HTTPHandler
 	probe   *probeCache   // /healthz's last question to the stream; made by HTTPHandler
@@ -166,6 +169,11 @@ type NodeInfo struct {
 	// Version is the node's build (Version), so that an operator can
 	// tell which one runs.
 	Version string `json:"version"`
+	// Fsync is what an ack promises: "always", every acked event is on
+	// disk; or the interval at which the store syncs (--fsync), within
+	// which a power loss can lose acknowledged events. It was only in a
+	// start line (helper-106).
+	Fsync string `json:"fsync"`
 }
 
 // HTTPHandler serves the node's HTTP API. In paths an AGLX URI

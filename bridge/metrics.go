@@ -38,6 +38,18 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 		healthy = 0
 	}
 	put("aglx_healthy", "gauge", "1 while the log takes appends (as /healthz judges, without asking the stream), else 0.", healthy)
+	if len(api.Federations) > 0 {
+		var failures, failing int64
+		for _, f := range api.Federations {
+			failures += f.Failures()
+			if f.Failing() {
+				failing++
+			}
+		}
+		put("aglx_federation_peers", "gauge", "Peer registries this node pushes its changes to (--sync-to).", len(api.Federations))
+		put("aglx_federation_peers_failing", "gauge", "Of those, the peers whose last push failed (the log says why, as \"registry sync: the push failed\").", failing)
+		put("aglx_federation_push_failures_total", "counter", "Pushes to peer registries that failed, all peers together.", failures)
+	}
 	if api.StoreUsage != nil {
 		if used, limit := api.StoreUsage(); limit > 0 {
 			put("aglx_store_used_bytes", "gauge", "What the embedded JetStream's streams hold.", used)

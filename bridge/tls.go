@@ -42,9 +42,15 @@ func TLSConfig(certFile, keyFile, dir string, hosts []string, lg *slog.Logger) (
 		lg = slog.New(slog.DiscardHandler)
 	}
 	c := &Certs{certFile: certFile, keyFile: keyFile, hosts: hosts, lg: lg, checkEvery: CertCheckInterval}
+	var was string // the node's own certificate's fingerprint before this start
 	if certFile == "" {
 		c.own = true
 		c.certFile, c.keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+		if b, err := os.ReadFile(c.certFile); err == nil {
+			if blk, _ := pem.Decode(b); blk != nil {
+				was = Fingerprint(blk.Bytes)
+			}
+		}
 		if err := ensureSelfSigned(c.certFile, c.keyFile, hosts, false); err != nil {
 			return nil, nil, err
 		}
@@ -59,6 +65,12 @@ func TLSConfig(certFile, keyFile, dir string, hosts []string, lg *slog.Logger) (
 	}
 	if err := c.load(); err != nil {
 		return nil, nil, err
+	}
+	if was != "" && was != c.fp {
+		// Said at once: clients that pin it fail from now on, and a
+		// changed --tls-listen remade it without a word (helper-106).
+		lg.Warn("tls: the node's own certificate was made anew at this start (it did not name every --tls-listen host, was near its end, or did not match its key): clients that pin it (pin=, ca=) must be given the new one",
+			"sha256_fingerprint", c.fp, "was", was, "not_after", c.cert.Leaf.NotAfter)
 	}
 	c.checked = time.Now()
 	return &tls.Config{GetCertificate: c.get, MinVersion: tls.VersionTLS13}, c, nil
@@ -108,6 +120,13 @@ func readPair(certFile, keyFile string) (certPEM, keyPEM []byte, digest [sha256.
 	h.Write(keyPEM)
 	h.Sum(digest[:0])
 	return certPEM, keyPEM, digest, nil
+}
+
+// NotAfter is the end of the certificate being served.
+func (c *Certs) NotAfter() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cert.Leaf.NotAfter
 }
 
 // Fingerprint is the SHA-256 fingerprint of the certificate being served.

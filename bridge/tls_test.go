@@ -1,8 +1,10 @@
 package bridge
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,8 +37,10 @@ func TestSelfSignedPairIsRemadeWhenItDoesNotMatch(t *testing.T) {
 
 // TestSelfSignedCertificateFollowsTheHost: a node restarted on another
 // --tls-listen host gets a certificate that names it; the one it had
-// would fail every client that checks the name. Restarted on the same
-// host, it keeps its certificate, and so its fingerprint.
+// would fail every client that checks the name, and the start says so,
+// with both fingerprints (helper-106: a pinned peer broke without a word).
+// Restarted on the same host, it keeps its certificate, and so its
+// fingerprint, and says nothing.
 func TestSelfSignedCertificateFollowsTheHost(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct {
@@ -51,13 +55,18 @@ func TestSelfSignedCertificateFollowsTheHost(t *testing.T) {
 	}
 	prev := ""
 	for _, tt := range tests {
-		_, certs, err := TLSConfig("", "", dir, []string{tt.host}, nil)
+		var logged bytes.Buffer
+		_, certs, err := TLSConfig("", "", dir, []string{tt.host}, slog.New(slog.NewTextHandler(&logged, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		fp := certs.Fingerprint()
 		if (fp == prev) != tt.same {
 			t.Errorf("host %q: fingerprint the same as before = %v, want %v", tt.host, fp == prev, tt.same)
+		}
+		said := strings.Contains(logged.String(), "made anew") && strings.Contains(logged.String(), "was="+prev)
+		if want := prev != "" && !tt.same; said != want {
+			t.Errorf("host %q: said the certificate was made anew: %v, want %v\n%s", tt.host, said, want, logged.String())
 		}
 		if tt.host != "" {
 			c, err := x509.ParseCertificate(certs.cert.Certificate[0])

@@ -135,6 +135,10 @@ func TestFederationConverges(t *testing.T) {
 			t.Fatal("the first node never tried to push to its peer")
 		}
 	}
+	// An operator sees it on /metrics, not only in the log (helper-106).
+	if metrics := string(lfGetMetrics(t, a)); !strings.Contains(metrics, "\naglx_federation_peers_failing 1\n") || !strings.Contains(metrics, "\naglx_federation_peers 1\n") {
+		t.Fatalf("/metrics with the peer unreachable:\n%s", metrics)
+	}
 	lnB.(*net.TCPListener).SetDeadline(time.Now())
 	<-refusing
 	lnB.(*net.TCPListener).SetDeadline(time.Time{})
@@ -153,7 +157,8 @@ func TestFederationConverges(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		va, vb := agentIDs(t, a), agentIDs(t, b)
-		if len(va) == 2 && len(vb) == 2 && va["agent://node42.local"] == vb["agent://node42.local"] && va["agent://node43.local"] == vb["agent://node43.local"] {
+		if len(va) == 2 && len(vb) == 2 && va["agent://node42.local"] == vb["agent://node42.local"] && va["agent://node43.local"] == vb["agent://node43.local"] &&
+			strings.Contains(string(lfGetMetrics(t, a)), "\naglx_federation_peers_failing 0\n") {
 			return
 		}
 		if time.Now().After(deadline) {

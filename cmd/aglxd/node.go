@@ -238,7 +238,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.tlsLn = tls.NewListener(ln, tcfg)
 		m.tlsCerts = certs
-		m.lg.Info("TLS certificate", "sha256_fingerprint", certs.Fingerprint(), "self_signed", m.cfg.TLSCert == "")
+		m.lg.Info("TLS certificate", "sha256_fingerprint", certs.Fingerprint(), "self_signed", m.cfg.TLSCert == "", "not_after", certs.NotAfter())
 	}
 	m.bridge = bridge.New(m.log, bridge.Config{
 		Name: m.cfg.Name, BodySizeMax: m.cfg.BodySizeMax,
@@ -258,29 +258,6 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.serve("udp", func() error { return m.bridge.ServeUDP(m.udpPC) })
 	}
-	if m.cfg.HTTP != "" {
-		pub, _ := protocol.MarshalPublicKey(m.key.Public())
-		api := bridge.API{
-			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Handshakes: m.handshakes, Reputation: m.reputation, Edge: m.bridge, Relay: m.relay,
-			Node:  bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr(), Version: bridge.Version()},
-			Certs: m.tlsCerts,
-		}
-		if m.ns != nil {
-			api.StoreFree = m.ns.StoreFree
-			api.StoreUsage = m.ns.StoreUsage
-		}
-		h := bridge.HTTPHandler(api)
-		m.httpAPI.Store(&h)
-	}
-	if m.relay != nil {
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			if err := m.relay.Run(runCtx); err != nil {
-				m.lg.Error("relay stopped", "err", err)
-			}
-		}()
-	}
 	for _, ps := range m.cfg.SyncTo {
 		peer, err := bridge.ParsePeer(ps) // Validate took it; a Config built by code may not have been validated
 		if err != nil {
@@ -296,6 +273,30 @@ func (m *Main) Run(ctx context.Context) error {
 		} else {
 			m.lg.Info("pushing registry changes over TLS", "peer", peer.URI, "addr", peer.Addr, "every", m.cfg.SyncInterval)
 		}
+	}
+	if m.cfg.HTTP != "" {
+		pub, _ := protocol.MarshalPublicKey(m.key.Public())
+		api := bridge.API{
+			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Handshakes: m.handshakes, Reputation: m.reputation, Edge: m.bridge, Relay: m.relay,
+			Node:  bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr(), Version: bridge.Version(), Fsync: m.cfg.Fsync},
+			Certs: m.tlsCerts,
+		}
+		if m.ns != nil {
+			api.StoreFree = m.ns.StoreFree
+			api.StoreUsage = m.ns.StoreUsage
+		}
+		api.Federations = m.federations
+		h := bridge.HTTPHandler(api)
+		m.httpAPI.Store(&h)
+	}
+	if m.relay != nil {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			if err := m.relay.Run(runCtx); err != nil {
+				m.lg.Error("relay stopped", "err", err)
+			}
+		}()
 	}
 	if m.ns != nil {
 		m.wg.Add(1)

@@ -138,6 +138,7 @@ func TestNodeSaysItsVersion(t *testing.T) {
 		{"key_id", protocol.KeyID(m.key.Public())},
 		{"tls", m.TLSAddr()},
 		{"tls_sha256", m.tlsCerts.Fingerprint()},
+		{"fsync", "always"}, // what an ack promises (helper-106)
 	} {
 		t.Run(tc.member, func(t *testing.T) {
 			if got, ok := node[tc.member].(string); !ok || got != tc.want {
@@ -151,7 +152,7 @@ func TestNodeSaysItsVersion(t *testing.T) {
 	if err := json.Unmarshal([]byte(first), &rec); err != nil || rec["msg"] != "aglxd starting" || rec["version"] != bridge.Version() {
 		t.Errorf("first log line %s (%v); want aglxd starting with version %q", first, err, bridge.Version())
 	}
-	if n := len(node); n != 6 {
-		t.Errorf("GET /v1/node has %d members, want 6: %v", n, node)
+	if n := len(node); n != 7 {
+		t.Errorf("GET /v1/node has %d members, want 7: %v", n, node)
 	}
 }
