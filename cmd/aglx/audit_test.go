@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -376,5 +377,28 @@ func TestAuditHonoursRetryAfter(t *testing.T) {
 				t.Errorf("asked again after %s, before the Retry-After of %ss", asked[1].Sub(asked[0]), tc.retryAfter)
 			}
 		})
+	}
+}
+
+// TestMintNamesTheFlagWhenTheNodeIsNotThere: a mint whose --addr has no
+// node there said only "connection refused"; it names --addr now, as
+// aglx send does (helper-106).
+func TestMintNamesTheFlagWhenTheNodeIsNotThere(t *testing.T) {
+	key, keyPath := nodeKeyFile(t)
+	pub, _ := protocol.MarshalPublicKey(key.Public())
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(bridge.NodeInfo{Name: "registry://localhost", PublicKey: pub, KeyID: protocol.KeyID(key.Public())})
+	}))
+	defer api.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nobody listens there now
+	var out strings.Builder
+	err = runMint([]string{"--to", "agent://a.local", "--amount", "5", "--key", keyPath, "--http", api.URL, "--addr", dead}, &out)
+	if err == nil || !strings.Contains(err.Error(), "--addr names it") {
+		t.Fatalf("aglx mint to %s where no node listens = %v; want an error naming --addr", dead, err)
 	}
 }

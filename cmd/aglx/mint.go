@@ -97,7 +97,9 @@ func runMint(args []string, stdout io.Writer) error {
 	defer cancel()
 	c, err := bridge.Dial(ctx, *addr)
 	if err != nil {
-		return err
+		// As aglx send says it: a bare "connection refused" left the
+		// operator to guess which flag names the node (helper-106).
+		return fmt.Errorf("%w (is a node serving AGLX at %s? --addr names it; aglxd's --listen)", err, *addr)
 	}
 	defer c.Close()
 	if err := c.WriteFrame(f); err != nil {
