@@ -622,8 +622,25 @@ func (s *Server) append(it *item) {
 func (s *Server) refuse(it *item, err error) {
 	s.n.refused.Add(1)
 	it.refusal = err
-	s.refusedLog.log(s.lg, time.Now(), slog.LevelInfo, "frame refused", "peer", it.peer, "id", it.inReplyTo, "status", int(protocol.StatusOf(err)), "reason", protocol.ReasonOf(err))
+	// FROM (as parsed, so bounded; it is what the sender claims) and
+	// TYPE say which agent keeps sending what: an operator could only
+	// tell peers apart (helper-106).
+	typ, from := "", it.to
+	if u, err := protocol.ParseURI(it.to); err == nil {
+		from = u.String() // as the log and the folds spell it
+	}
+	if it.frame != nil {
+		typ = it.frame.Type()
+		if len(typ) > refusedTypeLogMax {
+			typ = typ[:refusedTypeLogMax] + "…"
+		}
+	}
+	s.refusedLog.log(s.lg, time.Now(), slog.LevelInfo, "frame refused", "peer", it.peer, "from", from, "type", typ, "id", it.inReplyTo, "status", int(protocol.StatusOf(err)), "reason", protocol.ReasonOf(err))
 }
+
+// refusedTypeLogMax bounds the TYPE a refusal's log line repeats, in
+// bytes: an unknown TYPE may be as long as a header.
+const refusedTypeLogMax = 64 // bytes
 
 // recipient is the message's TO in canonical form, or "" for a broadcast.
 // The envelope, the subjects and every fold use the canonical spelling, so

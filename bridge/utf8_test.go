@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -41,5 +42,25 @@ func TestTheEdgeRefusesABodyThatIsNotUTF8(t *testing.T) {
 				t.Fatalf("%v; want it to name the byte (%s)", it.refusal, tc.wantAt)
 			}
 		})
+	}
+}
+
+// TestARefusalSaysWhoAndWhat: a refused frame's log line names its FROM
+// and TYPE beside the peer, so that an operator can tell which agent
+// keeps sending what (helper-106); a TYPE as long as a header is cut.
+func TestARefusalSaysWhoAndWhat(t *testing.T) {
+	var logged strings.Builder
+	s := New(nil, Config{}, slog.New(slog.NewTextHandler(&logged, nil)))
+	for _, typ := range []string{protocol.TypeRegistryUpdate, "x." + strings.Repeat("y", 500)} {
+		logged.Reset()
+		f := &protocol.Frame{Transport: protocol.TransportTCP, Body: []byte("{\"agent_name\": \"caf\xe9\"}"), Headers: []protocol.Header{
+			{Name: protocol.HeaderFrom, Value: "agent://Noisy.local"}, {Name: protocol.HeaderTo, Value: "registry://localhost"},
+			{Name: protocol.HeaderType, Value: typ}}}
+		it := s.prepare(f, nil, events.TransportTCP, "192.0.2.9:4000")
+		s.validate(it)
+		line := logged.String()
+		if !strings.Contains(line, "from=agent://noisy.local") || !strings.Contains(line, "type="+typ[:min(len(typ), refusedTypeLogMax)]) || len(line) > 1000 {
+			t.Errorf("the refusal's log line: %s", line)
+		}
 	}
 }
