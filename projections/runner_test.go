@@ -291,3 +291,51 @@ func TestRunnerSkipsAForeignMessage(t *testing.T) {
 		}
 	})
 }
+
+// TestAtSeqLooksAtExactlyThatEvent: AtSeq's look comes right after the
+// event at its sequence, before the next is applied, even when the
+// runner applies the log in one stretch (as a replay does, while the node
+// already takes frames).
+func TestAtSeqLooksAtExactlyThatEvent(t *testing.T) {
+	l := openLog(t)
+	envs := make([]*events.Envelope, 10)
+	rng := rand.New(rand.NewPCG(5, 5))
+	for i := range envs {
+		envs[i] = randomEnvelope(rng, i)
+	}
+	appendAll(t, l, envs)
+	if err := l.WaitPublished(context.Background(), 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		seq       uint64
+		wantExact bool
+	}{
+		{1, true},
+		{7, true},
+		{10, true},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		s := NewStats()
+		r := NewRunner(l, nil, s)
+		got := make(chan [2]uint64, 1)
+		r.AtSeq(tc.seq, func(exact bool) {
+			var e uint64
+			if exact {
+				e = 1
+			}
+			got <- [2]uint64{r.Applied(), e}
+		})
+		go r.Run(ctx)
+		select {
+		case g := <-got:
+			if g[0] != tc.seq || (g[1] == 1) != tc.wantExact {
+				t.Errorf("AtSeq(%d) looked at applied %d, exact %v", tc.seq, g[0], g[1] == 1)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("AtSeq(%d) never looked", tc.seq)
+		}
+		<-r.Ready()
+		cancel()
+	}
+}
