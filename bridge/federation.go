@@ -221,14 +221,15 @@ func (f *Federation) Run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		at, err := f.push(ctx, pushed)
-		if err != nil {
+		// failing before the count, so that a reader who sees the count
+		// sees the state too (helper-107).
+		if was := f.failing.Swap(err != nil); err != nil {
 			f.failures.Add(1)
-		} else if f.failing.Load() {
+		} else if was {
 			// Said, so that whoever saw the failures sees them end
 			// (helper-106).
 			f.Log.Info("registry sync: pushes reach the peer again", "peer", f.Peer.URI, "addr", f.Peer.Addr)
 		}
-		f.failing.Store(err != nil)
 		pushed = at // after an error, the pages the peer took
 		wait = syncWait(interval, wait, err != nil)
 		if err != nil {

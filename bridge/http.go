@@ -170,8 +170,9 @@ type NodeInfo struct {
 	// tell which one runs.
 	Version string `json:"version"`
 	// Fsync is what an ack promises: "always", every acked event is on
-	// disk; or the interval at which the store syncs (--fsync), within
-	// which a power loss can lose acknowledged events. It was only in a
+	// disk; the interval at which the store syncs (--fsync), within
+	// which a power loss can lose acknowledged events; or "nats-server":
+	// an operator's NATS, whose sync_interval decides. It was only in a
 	// start line (helper-106).
 	Fsync string `json:"fsync"`
 }

@@ -210,6 +210,7 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 		}
 		b.walSeq = walSeq
 		l.walLast = walSeq
+		l.commitFailMsg = "" // a failure after this one is news again
 		l.nextSeq += uint64(len(b.events))
 		l.durable.Store(l.nextSeq - 1)
 		l.lastCommitErr.set(nil)

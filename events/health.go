@@ -61,7 +61,7 @@ func (l *Log) connDown(grace time.Duration) error {
 // operator, in /healthz and the log; an agent was told the node's file
 // layout (helper-104).
 var errStoreDownForClients = &protocol.Error{Status: protocol.StatusUnavailable,
-	Reason: "the node's store takes no writes until its operator acts (a full disk, or its JetStream shut down); nothing acknowledged is lost; resend with the same ID later"}
+	Reason: "the node's store takes no writes until its operator acts (its disk, or the store's limit, is full, or its JetStream shut down); nothing acknowledged is lost; resend with the same ID later"}
 
 // Healthy reports why the log refuses appends or why its last commit
 // failed, or nil.

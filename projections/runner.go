@@ -80,16 +80,16 @@ type Runner struct {
 // atSeq is a look at the folds right after one event (AtSeq).
 type atSeq struct {
 	seq uint64
-	fn  func(exact bool)
+	fn  func(ev *Event)
 }
 
 // AtSeq has fn called once, on the runner's goroutine with the folds
-// locked, right after the event at seq is applied, before the next: the
-// state as of seq exactly, which a View may already have passed (the
-// node takes frames while it replays). exact is false if the first event
-// applied at or after the call was past seq. Call it before Run; fn must
-// only take what it needs (ledger.Freeze) and return.
-func (r *Runner) AtSeq(seq uint64, fn func(exact bool)) {
+// locked, right after the first event at or past seq is applied, before
+// the next, with that event: the state as of seq exactly when ev.Seq is
+// seq, which a View may already have passed (the node takes frames while
+// it replays). Call it before Run; fn must only take what it needs
+// (ledger.Freeze) and return, and must not keep ev.
+func (r *Runner) AtSeq(seq uint64, fn func(ev *Event)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.at = &atSeq{seq: seq, fn: fn}
@@ -332,7 +332,7 @@ func (r *Runner) apply(readyAt uint64, es ...*events.Envelope) {
 		r.applied.Store(ev.Seq)
 		if a := r.at; a != nil && ev.Seq >= a.seq {
 			r.at = nil
-			a.fn(ev.Seq == a.seq)
+			a.fn(ev)
 		}
 	}
 	clear(evs) // the scratch must not keep the events alive

@@ -319,9 +319,9 @@ func TestAtSeqLooksAtExactlyThatEvent(t *testing.T) {
 		s := NewStats()
 		r := NewRunner(l, nil, s)
 		got := make(chan [2]uint64, 1)
-		r.AtSeq(tc.seq, func(exact bool) {
+		r.AtSeq(tc.seq, func(ev *Event) {
 			var e uint64
-			if exact {
+			if ev.Seq == tc.seq && ev.ID == envs[tc.seq-1].ID {
 				e = 1
 			}
 			got <- [2]uint64{r.Applied(), e}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -61,22 +60,34 @@ func TestAStartComparesTheLedgerWithTheLastStop(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name   string
-		tamper bool
-		want   string // in the start's log; "" for nothing about it
+		name    string
+		edit    func(*lastStop) // nil: the record as the stop wrote it
+		frames  int             // sent after the start, with later IDs
+		want    string          // in the start's log
+		notWant string
 	}{
-		{"the same build, the same ledger", false, "the ledger is as the last stop left it"},
-		{"a ledger that folds differently", true, "THE LEDGER FOLDS DIFFERENTLY"},
+		{"the same build, the same ledger", nil, 0, "the ledger folds as at the last stop", "FOLDS DIFFERENTLY"},
+		{"a ledger that folds differently", func(r *lastStop) { r.Ledger = strings.Repeat("0", 64) }, 0,
+			"last_ledger_sha256=" + strings.Repeat("0", 64), ""},
+		{"an input changed", func(r *lastStop) { r.Ledger, r.Zones = strings.Repeat("0", 64), "other" }, 0, `--zones" last_ledger_sha256=`, ""},
+		// Another log (a store replaced, the key dir kept): not compared,
+		// neither at start nor when new events reach the position later
+		// (helper-107).
+		{"a position past this log's end", func(r *lastStop) { r.AppliedSeq += 2; r.Ledger = strings.Repeat("0", 64) }, 3,
+			"past this log's end", "FOLDS DIFFERENTLY"},
+		{"another event at the position", func(r *lastStop) { r.EventID = "01OTHER"; r.Ledger = strings.Repeat("0", 64) }, 0,
+			"names another event", "FOLDS DIFFERENTLY"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.tamper {
-				b, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var r lastStop
-				json.Unmarshal(b, &r)
-				r.Ledger = strings.Repeat("0", 64)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r lastStop
+			json.Unmarshal(b, &r)
+			orig := r
+			if tc.edit != nil {
+				tc.edit(&r)
 				b, _ = json.Marshal(r)
 				if err := os.WriteFile(path, b, 0o600); err != nil {
 					t.Fatal(err)
@@ -84,27 +95,37 @@ func TestAStartComparesTheLedgerWithTheLastStop(t *testing.T) {
 			}
 			var logs lockedBuffer
 			m := run(&logs)
-			// The comparison runs as the replay passes the record's
-			// position; the record is gone once read.
+			node := lfParty{uri: m.cfg.Name, key: m.key}
+			c := dial(t, m.TCPAddr())
+			for i := range tc.frames {
+				body := fmt.Sprintf(`{"amount":"1","currency":"AGLX","reason":"r","timestamp":%q,"transaction_id":"later-%s-%d"}`, lfNow(), strings.ReplaceAll(tc.name, " ", "-"), i)
+				if err := c.WriteFrame(node.signed(t, "agent://bob.local", protocol.TypeCreditTransfer, body)); err != nil {
+					t.Fatal(err)
+				}
+				c.Flush()
+				readReply(t, c)
+			}
+			c.Close()
 			<-m.runner.Ready()
 			deadline := time.Now().Add(20 * time.Second)
-			for tc.want != "" && !strings.Contains(logs.String(), tc.want) && time.Now().Before(deadline) {
+			for !strings.Contains(logs.String(), tc.want) && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			if err := m.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			out := logs.String()
-			switch {
-			case !tc.tamper && strings.Contains(out, "FOLDS DIFFERENTLY"):
-				t.Fatalf("the same build warned of a different ledger:\n%s", out)
-			case tc.want != "" && !strings.Contains(out, tc.want):
+			if !strings.Contains(out, tc.want) {
 				t.Fatalf("the start's log lacks %q:\n%s", tc.want, out)
-			case tc.tamper && !strings.Contains(out, "last_ledger_sha256="+strings.Repeat("0", 64)):
-				t.Fatalf("the warning does not name the recorded digest:\n%s", out)
 			}
-			if _, err := os.Stat(filepath.Join(filepath.Dir(path), lastStopFile)); err != nil {
-				t.Fatalf("the clean stop after this start left no record: %v", err)
+			if tc.notWant != "" && strings.Contains(out, tc.notWant) {
+				t.Fatalf("the start's log has %q:\n%s", tc.notWant, out)
+			}
+			// The stop after it recorded afresh: the next case starts from
+			// a true record again.
+			b, err = os.ReadFile(path)
+			if err != nil || json.Unmarshal(b, &r) != nil || r.Ledger == strings.Repeat("0", 64) || r.AppliedSeq < orig.AppliedSeq {
+				t.Fatalf("the record after this start's stop: %+v (%v)", r, err)
 			}
 		})
 	}

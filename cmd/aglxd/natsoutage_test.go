@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -221,6 +222,12 @@ func TestNATSServerAwayIsSaidAtOnce(t *testing.T) {
 	}
 	if f := send(0); f.Type() != "ack" {
 		t.Fatalf("before: %s %s %s", f.Type(), f.Value("STATUS"), f.Body)
+	}
+	// On an operator's NATS the node does not know what an ack promises
+	// about the disk: that server's sync_interval decides (helper-107).
+	var node struct{ Fsync string }
+	if err := json.Unmarshal(rfGetOK(t, m, "/v1/node", 0), &node); err != nil || node.Fsync != "nats-server" {
+		t.Fatalf("/v1/node's fsync on an operator's NATS = %q (%v); want nats-server", node.Fsync, err)
 	}
 	ns.Shutdown()
 	ns.WaitForShutdown()

@@ -51,6 +51,8 @@ type Main struct {
 	handshakes *projections.Handshakes
 	reputation *projections.Reputation
 
+	zonesDigest string // of the zones the folds run with (last-stop.json)
+
 	federations []*bridge.Federation
 	relay       *bridge.Relay
 	bridge      *bridge.Server
@@ -169,6 +171,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.noteZoneChange(zones); err != nil {
 		return err
 	}
+	m.zonesDigest = projections.ZonesDigest(zones)
 	if err := m.noteSyncFromChange(m.cfg.SyncFrom); err != nil {
 		return err
 	}
@@ -278,7 +281,7 @@ func (m *Main) Run(ctx context.Context) error {
 		pub, _ := protocol.MarshalPublicKey(m.key.Public())
 		api := bridge.API{
 			Log: m.log, Runner: m.runner, Stats: m.stats, Credits: m.credits, Registry: m.registry, Handshakes: m.handshakes, Reputation: m.reputation, Edge: m.bridge, Relay: m.relay,
-			Node:  bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr(), Version: bridge.Version(), Fsync: m.cfg.Fsync},
+			Node:  bridge.NodeInfo{Name: m.cfg.Name, PublicKey: pub, KeyID: protocol.KeyID(m.key.Public()), TLS: m.TLSAddr(), Version: bridge.Version(), Fsync: m.fsyncPromise()},
 			Certs: m.tlsCerts,
 		}
 		if m.ns != nil {
@@ -490,4 +493,15 @@ func (m *Main) warnUnnamedSyncs(ctx context.Context) {
 	}
 	m.lg.Warn("the log holds registry.sync frames from peers --sync-from does not name: they were refused, and the entries they gave are not in the registry; add --sync-from for each peer this node should take them from",
 		"peers", strings.Join(counts, ", "), "sync_from", m.cfg.SyncFrom)
+}
+
+// fsyncPromise is what an ack promises about the disk, for /v1/node: the
+// embedded server's --fsync, or, on an operator's NATS, that server's
+// sync_interval, which the node does not know (OPERATIONS.md, "Using an
+// existing NATS cluster"; helper-107: it said "always" there too).
+func (m *Main) fsyncPromise() string {
+	if m.ns == nil {
+		return "nats-server"
+	}
+	return m.cfg.Fsync
 }
