@@ -603,7 +603,7 @@ func (st *relayRun) save(final bool) {
 	if err := st.cur.save(st.next-1, st.owed(now)); err != nil {
 		// Once a minute while it keeps failing, not at every try: a
 		// store that refuses writes made a line a second (helper-106).
-		if now.Sub(st.saveFailLogged) >= relayCursorFailLogEvery {
+		if final || now.Sub(st.saveFailLogged) >= relayCursorFailLogEvery { // the last one always
 			st.r.Lg.Warn("relay: saving the cursor failed; a restart may deliver some messages again", "seq", st.next-1, "err", err)
 			st.saveFailLogged = now
 		}
