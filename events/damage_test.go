@@ -110,31 +110,7 @@ func TestDamagedWriteAheadTail(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	const n = 30
-	func() {
-		s, err := StartServer(ServerConfig{DataDir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Shutdown()
-		nc, err := s.Connect("test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		l, err := Open(ctx, nc, Config{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range n { // a batch each
-			appendAll(t, l, testEnvelope(i+1, "credit.transfer", "agent://a.local", "agent://b.local"))
-		}
-		if err := l.WaitPublished(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Close(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}()
+	storeOfBatches(t, dir, Config{}, n)
 	walDirs, err := filepath.Glob(filepath.Join(dir, "jetstream", "jetstream", "*", "streams", "AGLX_WAL"))
 	if err != nil || len(walDirs) != 1 {
 		t.Fatalf("the write-ahead stream's directory: %v %v", walDirs, err)
@@ -189,31 +165,7 @@ func TestDamagedWriteAheadMiddle(t *testing.T) {
 	ctx := context.Background()
 	const n = 200                       // batches of some 400 bytes
 	cfg := Config{WALBytesMax: 127_000} // blocks of 32 kB: the damage is not in the last
-	func() {
-		s, err := StartServer(ServerConfig{DataDir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Shutdown()
-		nc, err := s.Connect("test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		l, err := Open(ctx, nc, cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range n { // a batch each
-			appendAll(t, l, testEnvelope(i+1, "credit.transfer", "agent://a.local", "agent://b.local"))
-		}
-		if err := l.WaitPublished(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Close(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}()
+	storeOfBatches(t, dir, cfg, n)
 	streams := filepath.Join(dir, "jetstream", "jetstream", "$G", "streams")
 	wal := filepath.Join(streams, "AGLX_WAL")
 	if more, _ := filepath.Glob(filepath.Join(wal, "msgs", "2.blk")); len(more) == 0 {
@@ -264,5 +216,36 @@ func TestDamagedWriteAheadMiddle(t *testing.T) {
 	}
 	if !strings.Contains(logged.String(), "cannot be read") {
 		t.Errorf("batches were skipped without a word:\n%s", logged.String())
+	}
+}
+
+// storeOfBatches writes n events into a new store in dir under cfg, a
+// write-ahead batch each, waits until the event stream has them all, and
+// stops the log and its server cleanly.
+func storeOfBatches(t *testing.T, dir string, cfg Config, n int) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := StartServer(ServerConfig{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	nc, err := s.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	l, err := Open(ctx, nc, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n { // a batch each
+		appendAll(t, l, testEnvelope(i+1, "credit.transfer", "agent://a.local", "agent://b.local"))
+	}
+	if err := l.WaitPublished(ctx, uint64(n)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
