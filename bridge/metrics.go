@@ -3,6 +3,7 @@ package bridge
 import (
 	"fmt"
 	"net/http"
+	"runtime/metrics"
 
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
@@ -38,6 +39,21 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 		healthy = 0
 	}
 	put("aglx_healthy", "gauge", "1 while the log takes appends (as /healthz judges, without asking the stream), else 0.", healthy)
+	if api.Certs != nil {
+		// An operator's certificate expires unless renewed on disk; the
+		// node's own is remade in time. Alert some weeks ahead.
+		put("aglx_tls_cert_not_after_timestamp_seconds", "gauge", "When the TLS certificate served ends, in Unix seconds.", api.Certs.NotAfter().Unix())
+	}
+	// The process's memory, as the Go runtime counts it: the heap the
+	// node uses now, and all it holds from the system (RELIABILITY.md
+	// sizes it; GOMEMLIMIT bounds it).
+	var ms [2]metrics.Sample
+	ms[0].Name, ms[1].Name = "/memory/classes/heap/objects:bytes", "/memory/classes/total:bytes"
+	metrics.Read(ms[:])
+	if ms[0].Value.Kind() == metrics.KindUint64 && ms[1].Value.Kind() == metrics.KindUint64 {
+		put("aglx_heap_objects_bytes", "gauge", "Memory of the live and not yet swept objects of the Go heap.", ms[0].Value.Uint64())
+		put("aglx_memory_total_bytes", "gauge", "All memory the Go runtime holds from the system.", ms[1].Value.Uint64())
+	}
 	if len(api.Federations) > 0 {
 		var failures, failing int64
 		for _, f := range api.Federations {

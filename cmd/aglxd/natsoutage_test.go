@@ -259,14 +259,24 @@ func TestNATSServerAwayIsSaidAtOnce(t *testing.T) {
 	}
 }
 
-// TestStoreUsageIsMeasured: /metrics gives what the embedded store's
+// TestResourcesAreMeasured: /metrics gives what the embedded store's
 // streams hold against JetStream's limit on them, the limit that stopped
-// a node with a quarter of its disk free and no warning (helper-106).
-func TestStoreUsageIsMeasured(t *testing.T) {
+// a node with a quarter of its disk free and no warning; when the TLS
+// certificate ends; and the process's memory (helper-106).
+func TestResourcesAreMeasured(t *testing.T) {
 	m := startNode(t, t.TempDir())
 	resendUntilAcked(t, m, dial(t, m.TCPAddr()), 0, 10*time.Second)
 	metrics := string(lfGetMetrics(t, m))
-	for _, name := range []string{"aglx_store_used_bytes", "aglx_store_limit_bytes"} {
+	if i := strings.Index(metrics, "\naglx_tls_cert_not_after_timestamp_seconds "); i < 0 {
+		t.Fatal("/metrics lacks aglx_tls_cert_not_after_timestamp_seconds")
+	} else {
+		var v int64
+		fmt.Sscan(metrics[i+len("\naglx_tls_cert_not_after_timestamp_seconds "):], &v)
+		if end := m.tlsCerts.NotAfter().Unix(); v != end || v < time.Now().Unix() {
+			t.Fatalf("aglx_tls_cert_not_after_timestamp_seconds = %d; want the certificate's end, %d", v, end)
+		}
+	}
+	for _, name := range []string{"aglx_store_used_bytes", "aglx_store_limit_bytes", "aglx_heap_objects_bytes", "aglx_memory_total_bytes"} {
 		i := strings.Index(metrics, "\n"+name+" ")
 		if i < 0 {
 			t.Fatalf("/metrics lacks %s", name)
