@@ -620,7 +620,7 @@ func (s *Server) append(it *item) {
 }
 
 func (s *Server) refuse(it *item, err error) {
-	s.n.refused.Add(1)
+	s.n.refuse(protocol.StatusOf(err))
 	it.refusal = err
 	// FROM (as parsed, so bounded; it is what the sender claims) and
 	// TYPE say which agent keeps sending what: an operator could only

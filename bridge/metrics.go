@@ -2,8 +2,10 @@ package bridge
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"runtime/metrics"
+	"slices"
 
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
@@ -24,6 +26,10 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 	put("aglx_frames_appended_total", "counter", "Frames stored as events and answered (a fold may have refused one: then it counts as refused too).", c.FramesAppended)
 	put("aglx_frames_duplicate_total", "counter", "Resent frames (same ID within the duplicate window) answered from the first copy; nothing stored.", c.FramesDuplicate)
 	put("aglx_frames_refused_total", "counter", "Frames refused, at the edge or by a fold.", c.FramesRefused)
+	fmt.Fprintf(w, "# HELP aglx_frames_refused_by_status_total Frames refused, by the status of the refusal (other: one not in PROTOCOL.md's list).\n# TYPE aglx_frames_refused_by_status_total counter\n")
+	for _, st := range slices.Sorted(maps.Keys(c.FramesRefusedBy)) {
+		fmt.Fprintf(w, "aglx_frames_refused_by_status_total{status=%q} %d\n", st, c.FramesRefusedBy[st])
+	}
 	put("aglx_udp_appended_total", "counter", "Announce datagrams appended.", c.UDPAppended)
 	put("aglx_udp_refused_total", "counter", "Datagrams refused.", c.UDPRefused)
 	put("aglx_udp_limited_total", "counter", "Datagrams dropped unread over the UDP rate bounds (per host and in all).", c.UDPLimited)

@@ -21,7 +21,7 @@ func (s *Server) reply(it *item) []byte {
 		a, err := it.pending.Wait(s.abort)
 		s.forgetUnfolded(it.env, it.keyed, a, err)
 		if err != nil {
-			s.n.refused.Add(1)
+			s.n.refuse(protocol.StatusOf(err))
 			if st := protocol.StatusOf(err); st >= 400 && st < 500 {
 				// The sender's mistake (a reused ID with other content),
 				// not the store's: logged as refusals are.
@@ -124,7 +124,7 @@ func (s *Server) answer(it *item, a events.Appended) (projections.Reply, bool) {
 	}
 	if ok && !a.Duplicate && r.Status != protocol.StatusOK && r.Status != protocol.StatusAccepted {
 		// A resend's refusal was counted with its first copy.
-		s.n.refused.Add(1)
+		s.n.refuse(r.Status)
 	}
 	return r, ok
 }

@@ -161,10 +161,12 @@ type Counters struct {
 	// first copy, which store nothing.
 	FramesAppended  int64 `json:"frames_appended"`
 	FramesDuplicate int64 `json:"frames_duplicate"`
-	// FramesRefused counts every refused frame, UDP ones included.
-	FramesRefused int64 `json:"frames_refused"`
-	UDPAppended   int64 `json:"udp_appended"`
-	UDPRefused    int64 `json:"udp_refused"`
+	// FramesRefused counts every refused frame, UDP ones included;
+	// FramesRefusedBy by status ("400", ..., "other").
+	FramesRefused   int64            `json:"frames_refused"`
+	FramesRefusedBy map[string]int64 `json:"frames_refused_by_status"`
+	UDPAppended     int64            `json:"udp_appended"`
+	UDPRefused      int64            `json:"udp_refused"`
 	// UDPLimited counts datagrams dropped unread over the UDP rate
 	// bounds (udp_limit.go).
 	UDPLimited int64 `json:"udp_limited"`
@@ -174,6 +176,7 @@ type counters struct {
 	connsOpen, connsTotal, connsShed atomic.Int64
 	idleClosed                       atomic.Int64
 	appended, duplicate, refused     atomic.Int64
+	refusedBy                        [len(refusedStatuses) + 1]atomic.Int64 // "other", then refusedStatuses
 	udpAppended, udpRefused          atomic.Int64
 	udpLimited                       atomic.Int64
 	// ack is the time from reading a frame to handing its reply to the
@@ -246,6 +249,7 @@ func (s *Server) Counters() Counters {
 		FramesAppended:   s.n.appended.Load(),
 		FramesDuplicate:  s.n.duplicate.Load(),
 		FramesRefused:    s.n.refused.Load(),
+		FramesRefusedBy:  s.n.refusedByStatus(),
 		UDPAppended:      s.n.udpAppended.Load(),
 		UDPRefused:       s.n.udpRefused.Load(),
 		UDPLimited:       s.n.udpLimited.Load(),

@@ -135,7 +135,7 @@ func (s *Server) udpWaiter(waiting <-chan *udpItem) {
 			// a sender in a loop (with a forged source address, even)
 			// would otherwise write a line per datagram.
 			s.n.udpRefused.Add(1)
-			s.n.refused.Add(1)
+			s.n.refuse(protocol.StatusOf(err))
 			if st := protocol.StatusOf(err); st >= 400 && st < 500 {
 				s.datagramLog.log(s.lg, time.Now(), slog.LevelInfo, "datagram refused", "peer", it.peer, "status", int(st), "reason", protocol.ReasonOf(err))
 			} else {

@@ -287,3 +287,31 @@ func TestResourcesAreMeasured(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalsAreCountedByStatus: /metrics counts refusals by their
+// status, so that an operator can tell agents sending bad signatures
+// (401) from a store refusing writes (503) (helper-106).
+func TestRefusalsAreCountedByStatus(t *testing.T) {
+	m := startNode(t, t.TempDir())
+	c := dial(t, m.TCPAddr())
+	for _, f := range []string{
+		"AGLX/1.0 TCP\nFROM: agent://a.local\nTO: registry://localhost\nTYPE: registry.update\n\n{\"agent_name\": \"caf\xe9\"}\n", // 400
+		"AGLX/1.0 TCP\nFROM: agent://a.local\nTO: registry://localhost\nTYPE: registry.update\n\n{\"agent_name\": \"caf\xe9\"}\n", // 400
+		"AGLX/1.0 TCP\nFROM: agent://b.local\nTO: agent://c.local\nTYPE: credit.transfer\n\n{\"amount\": 5, \"currency\": \"AGLX\", \"transaction_id\": \"t1\", \"timestamp\": \"" + lfNow() + "\"}\n", // 402: no funds
+	} {
+		c.Write([]byte(f))
+		c.Flush()
+		answerOf(t, c)
+	}
+	metrics := string(lfGetMetrics(t, m))
+	for _, want := range []string{
+		"\naglx_frames_refused_by_status_total{status=\"400\"} 2\n",
+		"\naglx_frames_refused_by_status_total{status=\"402\"} 1\n",
+		"\naglx_frames_refused_by_status_total{status=\"other\"} 0\n",
+		"\naglx_frames_refused_total 3\n",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
+}
