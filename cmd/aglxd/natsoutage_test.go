@@ -294,11 +294,9 @@ func TestResourcesAreMeasured(t *testing.T) {
 func TestRefusalsAreCountedByStatus(t *testing.T) {
 	m := startNode(t, t.TempDir())
 	c := dial(t, m.TCPAddr())
-	for _, f := range []string{
-		"AGLX/1.0 TCP\nFROM: agent://a.local\nTO: registry://localhost\nTYPE: registry.update\n\n{\"agent_name\": \"caf\xe9\"}\n",                                                                      // 400
-		"AGLX/1.0 TCP\nFROM: agent://a.local\nTO: registry://localhost\nTYPE: registry.update\n\n{\"agent_name\": \"caf\xe9\"}\n",                                                                      // 400
-		"AGLX/1.0 TCP\nFROM: agent://b.local\nTO: agent://c.local\nTYPE: credit.transfer\n\n{\"amount\": 5, \"currency\": \"AGLX\", \"transaction_id\": \"t1\", \"timestamp\": \"" + lfNow() + "\"}\n", // 402: no funds
-	} {
+	notUTF8 := "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: registry://localhost\nTYPE: registry.update\n\n{\"agent_name\": \"caf\xe9\"}\n"
+	noFunds := "AGLX/1.0 TCP\nFROM: agent://b.local\nTO: agent://c.local\nTYPE: credit.transfer\n\n{\"amount\": 5, \"currency\": \"AGLX\", \"transaction_id\": \"t1\", \"timestamp\": \"" + lfNow() + "\"}\n"
+	for _, f := range []string{notUTF8, notUTF8, noFunds} { // 400, 400, 402
 		c.Write([]byte(f))
 		c.Flush()
 		answerOf(t, c)
