@@ -200,17 +200,15 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 			// The same failure again is said once a minute, with how
 			// many commits failed meanwhile: a store that refuses every
 			// write made a line a batch (helper-106).
-			l.commitFails++
-			if msg := err.Error(); msg != l.commitFailMsg || time.Since(l.commitFailLogged) >= repairLogEvery {
-				l.lg.Error("group commit failed", "first_seq", b.firstSeq, "events", len(b.events), "err", err, "failed_commits", l.commitFails)
-				l.commitFailMsg, l.commitFailLogged, l.commitFails = msg, time.Now(), 0
+			if n, due := l.commitFails.due(err); due {
+				l.lg.Error("group commit failed", "first_seq", b.firstSeq, "events", len(b.events), "err", err, "failed_commits", n)
 			}
 			l.resync()
 			return buf
 		}
 		b.walSeq = walSeq
 		l.walLast = walSeq
-		l.commitFailMsg = "" // a failure after this one is news again
+		l.commitFails.reset() // a failure after this one is news again
 		l.nextSeq += uint64(len(b.events))
 		l.durable.Store(l.nextSeq - 1)
 		l.lastCommitErr.set(nil)
@@ -490,8 +488,7 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 		case <-l.drops.context().Done(): // as in reap
 		}
 	}
-	var logged time.Time // when a failure was last logged
-	var lastErr string
+	var fails repeatedFailure
 	for attempt, wait := 1, 100*time.Millisecond; ; attempt, wait = attempt+1, min(2*wait, 5*time.Second) {
 		ctx, cancel := context.WithTimeout(l.drops.context(), l.cfg.AckTimeout)
 		last, err := l.replayWAL(ctx)
@@ -511,9 +508,8 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 		// The same failure again is said once a minute, not at every
 		// try: a full disk made a line every 5 s, which buried the
 		// earlier lines that said why (helper-104).
-		if msg := err.Error(); msg != lastErr || time.Since(logged) >= repairLogEvery {
+		if _, due := fails.due(err); due {
 			l.lg.Error("repairing the event stream failed; retrying", "err", err, "wait", wait, "attempt", attempt)
-			logged, lastErr = time.Now(), msg
 		}
 		select {
 		case <-time.After(wait):
@@ -523,9 +519,32 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 	}
 }
 
-// repairLogEvery is how often a repair that keeps failing the same way
-// says so again.
+// repairLogEvery is how often a repair or a commit that keeps failing the
+// same way says so again.
 const repairLogEvery = time.Minute
+
+// repeatedFailure decides when a failure that keeps coming is logged: the
+// first, one that differs from the last logged, and the same again once
+// repairLogEvery has passed. Its zero value is ready; one goroutine uses it.
+type repeatedFailure struct {
+	msg string    // the last logged
+	at  time.Time // when
+	n   int       // failures since, that one's included
+}
+
+// due counts err and reports whether to log it, and how many failures it
+// stands for (itself and those left out before it).
+func (f *repeatedFailure) due(err error) (n int, log bool) {
+	f.n++
+	if msg := err.Error(); msg != f.msg || time.Since(f.at) >= repairLogEvery {
+		n, f.msg, f.at, f.n = f.n, msg, time.Now(), 0
+		return n, true
+	}
+	return 0, false
+}
+
+// reset makes the next failure news, as after a success.
+func (f *repeatedFailure) reset() { f.msg = "" }
 
 var errGap = errors.New("events: gap between the event stream and the write-ahead stream")
 

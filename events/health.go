@@ -47,10 +47,9 @@ func (l *Log) connDown(grace time.Duration) error {
 		if !down || time.Since(since) < grace {
 			continue
 		}
-		what := "the log refuses appends at once until it is back"
 		return &protocol.Error{Status: protocol.StatusUnavailable, Reason: fmt.Sprintf(
-			"events: the node's NATS connection (%s) has been lost since %s (%s ago); %s; nothing acknowledged is lost, resend with the same ID",
-			c.name, since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second), what)}
+			"events: the node's NATS connection (%s) has been lost since %s (%s ago); the log refuses appends at once until it is back; nothing acknowledged is lost, resend with the same ID",
+			c.name, since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second))}
 	}
 	return nil
 }

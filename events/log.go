@@ -256,11 +256,9 @@ type Log struct {
 	// before: it starts the next one.
 	carry   *Pending
 	walLast uint64 // the write-ahead stream's last sequence
-	// commitFailMsg, commitFailLogged and commitFails bound the log lines
-	// of commits that keep failing the same way (commit).
-	commitFailMsg    string
-	commitFailLogged time.Time
-	commitFails      int
+	// commitFails bounds the log lines of commits that keep failing the
+	// same way (commit); the committer's alone.
+	commitFails repeatedFailure
 
 	pubMu     sync.Mutex
 	published uint64        // last sequence confirmed in the event stream

@@ -28,6 +28,13 @@ func connectTest(t *testing.T, dir string) *nats.Conn {
 // the node; both end with the test.
 func connectTestServer(t *testing.T, cfg ServerConfig) *nats.Conn {
 	t.Helper()
+	_, nc := startTestServer(t, cfg)
+	return nc
+}
+
+// startTestServer is connectTestServer that also gives the server.
+func startTestServer(t *testing.T, cfg ServerConfig) (*Server, *nats.Conn) {
+	t.Helper()
 	s, err := StartServer(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +45,7 @@ func connectTestServer(t *testing.T, cfg ServerConfig) *nats.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	return nc
+	return s, nc
 }
 
 // stopWorkers stops l's committer and publisher, so that a test can write

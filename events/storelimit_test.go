@@ -17,16 +17,7 @@ import (
 // the log's health says what was reached and what to do.
 func TestStoreLimitIsSaid(t *testing.T) {
 	const limit = 3 << 20
-	s, err := StartServer(ServerConfig{DataDir: t.TempDir(), maxStore: limit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown()
-	nc, err := s.Connect("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	s, nc := startTestServer(t, ServerConfig{DataDir: t.TempDir(), maxStore: limit})
 	ctx := context.Background()
 	l, err := Open(ctx, nc, Config{WALBytesMax: 1 << 20, StoreDown: s.JetStreamDown}, nil)
 	if err != nil {

@@ -35,12 +35,22 @@ func DigestOf(c *Credits, applied uint64) (Digest, error) {
 func DigestLater(c *Credits, applied uint64) func() (Digest, error) {
 	frozen, seq := c.L.Freeze(), c.L.Seq()
 	return func() (Digest, error) {
-		h := sha256.New()
-		if _, err := frozen.WriteTo(h); err != nil {
+		sum, err := FrozenSHA256(frozen)
+		if err != nil {
 			return Digest{}, err
 		}
-		return Digest{AppliedSeq: applied, LedgerSeq: seq, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+		return Digest{AppliedSeq: applied, LedgerSeq: seq, SHA256: sum}, nil
 	}
+}
+
+// FrozenSHA256 is the SHA-256, in hex, of a frozen ledger's canonical
+// snapshot: a Digest's SHA256.
+func FrozenSHA256(f *ledger.Frozen) (string, error) {
+	h := sha256.New()
+	if _, err := f.WriteTo(h); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // AuditReport is what Audit found.

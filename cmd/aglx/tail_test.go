@@ -87,14 +87,7 @@ func TestTailPrintsReceivedAtAsStored(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, tt := range tests {
-		id := ulid.Make().String()
-		env := &events.Envelope{ID: id, MsgID: id, Type: "task.reject", From: "agent://a.local", To: "agent://b.local",
-			Transport: events.TransportTCP, Declared: protocol.TransportTCP, Peer: "127.0.0.1:1", ReceivedAt: tt.at,
-			Headers: []protocol.Header{{Name: "FROM", Value: "agent://a.local"}, {Name: "TO", Value: "agent://b.local"}, {Name: "TYPE", Value: "task.reject"}},
-			Body:    []byte("{}")}
-		if _, err := n.log.Append(ctx, env).Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
+		appendTaskReject(ctx, t, n, tt.at, []byte("{}"))
 	}
 	n.waitPublished(t, uint64(len(tests)))
 	var tail bytes.Buffer
@@ -163,14 +156,7 @@ func TestTailJSONGivesEveryBody(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, tt := range tests {
-		id := ulid.Make().String()
-		env := &events.Envelope{ID: id, MsgID: id, Type: "task.reject", From: "agent://a.local", To: "agent://b.local",
-			Transport: events.TransportTCP, Declared: protocol.TransportTCP, Peer: "127.0.0.1:1", ReceivedAt: time.Now(),
-			Headers: []protocol.Header{{Name: "FROM", Value: "agent://a.local"}, {Name: "TO", Value: "agent://b.local"}, {Name: "TYPE", Value: "task.reject"}},
-			Body:    tt.body}
-		if _, err := n.log.Append(ctx, env).Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
+		appendTaskReject(ctx, t, n, time.Now(), tt.body)
 	}
 	n.waitPublished(t, uint64(len(tests)))
 	var tail bytes.Buffer
@@ -196,5 +182,19 @@ func TestTailJSONGivesEveryBody(t *testing.T) {
 		if tt.wantBody != "" && !strings.Contains(lines[i], tt.wantBody) {
 			t.Errorf("%s: the line escapes the body: %s", tt.name, lines[i])
 		}
+	}
+}
+
+// appendTaskReject appends a task.reject from agent://a.local to
+// agent://b.local, received at at, with body, straight to n's log.
+func appendTaskReject(ctx context.Context, t *testing.T, n testNode, at time.Time, body []byte) {
+	t.Helper()
+	id := ulid.Make().String()
+	env := &events.Envelope{ID: id, MsgID: id, Type: "task.reject", From: "agent://a.local", To: "agent://b.local",
+		Transport: events.TransportTCP, Declared: protocol.TransportTCP, Peer: "127.0.0.1:1", ReceivedAt: at,
+		Headers: []protocol.Header{{Name: "FROM", Value: "agent://a.local"}, {Name: "TO", Value: "agent://b.local"}, {Name: "TYPE", Value: "task.reject"}},
+		Body:    body}
+	if _, err := n.log.Append(ctx, env).Wait(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

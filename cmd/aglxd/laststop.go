@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -106,7 +104,7 @@ func (m *Main) recordStop(ctx context.Context) {
 		return
 	}
 	rec.EventID = e.ID
-	if rec.Ledger, err = ledgerSHA256(frozen); err != nil {
+	if rec.Ledger, err = projections.FrozenSHA256(frozen); err != nil {
 		m.lg.Warn("the stop is not recorded", "err", err)
 		return
 	}
@@ -159,7 +157,7 @@ func (m *Main) watchLastStop() {
 // compareLastStop says how the ledger at the last stop's event compares
 // with the one recorded there.
 func (m *Main) compareLastStop(rec lastStop, changed []string, frozen *ledger.Frozen) {
-	d, err := ledgerSHA256(frozen)
+	d, err := projections.FrozenSHA256(frozen)
 	args := []any{"seq", rec.AppliedSeq, "last_version", rec.Version, "version", bridge.Version(), "changed", strings.Join(changed, ", ")}
 	switch {
 	case err != nil:
@@ -202,14 +200,4 @@ func (rec lastStop) changedFrom(now lastStop) []string {
 		}
 	}
 	return out
-}
-
-// ledgerSHA256 is the SHA-256 of a frozen ledger's snapshot, the digest
-// of GET /v1/ledger/digest.
-func ledgerSHA256(f *ledger.Frozen) (string, error) {
-	h := sha256.New()
-	if _, err := f.WriteTo(h); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
