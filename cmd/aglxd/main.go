@@ -46,7 +46,13 @@ func main() {
 		os.Exit(1)
 	}
 	<-ctx.Done()
+	// A second signal during the stop ends the process at once, as the
+	// signal's default would, but says so first: it used to die with 143
+	// and no line after "shutting down" (OPERATIONS.md, "Stopping").
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
 	stop()
+	go stopAtOnce(lg, again)
 	lg.Info("shutting down: no new connections; finishing the replies in flight")
 	closeCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
@@ -55,6 +61,22 @@ func main() {
 		os.Exit(1)
 	}
 	lg.Info("stopped")
+}
+
+// stopAtOnce waits for a second SIGINT or SIGTERM during the stop, logs
+// what ending now leaves undone, and ends the process by the signal's
+// default action, so that a supervisor sees the same death by signal as
+// before (systemd counts SIGTERM and SIGINT as a clean stop and does not
+// restart the node for it). Where a process cannot signal itself
+// (Windows) it exits 1.
+func stopAtOnce(lg *slog.Logger, again <-chan os.Signal) {
+	sig := <-again
+	lg.Warn("a second signal: stopping at once; frames read but not yet answered get no reply and are not stored (their senders resend), and everything acknowledged is on disk; the next start repairs the event stream from the write-ahead stream", "signal", sig.String())
+	signal.Reset(os.Interrupt, syscall.SIGTERM)
+	if self, err := os.FindProcess(os.Getpid()); err == nil && self.Signal(sig) == nil {
+		select {} // the signal's default action ends the process
+	}
+	os.Exit(1)
 }
 
 // shutdownTimeout bounds the wait for in-flight replies on SIGINT/SIGTERM.

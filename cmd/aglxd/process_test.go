@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -110,6 +111,16 @@ func startProcess(t *testing.T, dataDir string) *nodeProcess {
 	return p
 }
 
+// logged reports whether a line of the node's log so far contains s.
+func (p *nodeProcess) logged(s string) bool {
+	for _, l := range p.log() {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *nodeProcess) log() []string {
 	p.stderrMu.Lock()
 	defer p.stderrMu.Unlock()
@@ -203,6 +214,46 @@ func TestSIGTERMAnswersWhatWasRead(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("aglxd did not exit after SIGTERM")
+	}
+	checkAcksStored(t, startProcess(t, dir), acks)
+}
+
+// TestSecondSIGTERMSaysItStopsAtOnce sends a second SIGTERM while the node
+// is stopping: the process ends by the signal, as the signal's default
+// would, after a log line that says so (it used to end without a word), or,
+// when the stop was done first, exits 0. Either way every acked frame is in
+// the log after a restart.
+func TestSecondSIGTERMSaysItStopsAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	p := startProcess(t, dir)
+	acks := pipelineUntil(t, p.tcp, 5000, 200, func() {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		deadline := time.Now().Add(30 * time.Second)
+		for !p.logged("shutting down") && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond) // a poll: the line comes from another process
+		}
+		p.cmd.Process.Signal(syscall.SIGTERM)
+	})
+	var err error
+	select {
+	case err = <-p.exited:
+		p.exited <- err
+	case <-time.After(60 * time.Second):
+		t.Fatal("aglxd did not exit after two SIGTERMs")
+	}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		if !p.logged(`"msg":"stopped"`) {
+			t.Fatalf("exit 0 without the stopped line:\n%v", p.log())
+		}
+		t.Log("the stop was done before the second signal")
+	case errors.As(err, &exit) && exit.ProcessState.Sys().(syscall.WaitStatus).Signal() == syscall.SIGTERM:
+		if !p.logged("a second signal: stopping at once") {
+			t.Fatalf("ended by the second SIGTERM without saying so:\n%v", p.log())
+		}
+	default:
+		t.Fatalf("aglxd ended with %v after two SIGTERMs, not by the signal or with 0\n%v", err, p.log())
 	}
 	checkAcksStored(t, startProcess(t, dir), acks)
 }
