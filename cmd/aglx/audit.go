@@ -23,7 +23,8 @@ import (
 // must match, and all balances must sum to zero); at the end, with the
 // ledger's own full consistency check; and against the node's live state,
 // by comparing snapshot digests at the same log position. It exits 3
-// (auditDiscrepancies) on any discrepancy, 1 when it could not audit.
+// (auditDiscrepancies) on any discrepancy, 4 (auditKeyMismatch) when the
+// node names another key than --key-id, 1 when it could not audit.
 // Folding with the node's own code, it proves that the node's state is
 // what its log folds to, not that the fold's rules are right
 // (docs/LEDGER.md). It reads only what any NATS reader and HTTP client may:
@@ -64,7 +65,8 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	keyID := protocol.KeyID(pub)
 	if *pin != "" && *pin != keyID {
-		return fmt.Errorf("the node's key is %s, not %s as pinned with --key-id: not auditing against a key you did not expect", keyID, *pin)
+		fmt.Fprintf(stdout, "KEY MISMATCH: the node %s names key %s, not %s as pinned with --key-id: not auditing against a key you did not expect.\n", node.Name, keyID, *pin)
+		return exitCode(auditKeyMismatch)
 	}
 	nc, err := nats.Connect(*natsURL, nats.Name("aglx audit"))
 	if err != nil {
@@ -122,6 +124,13 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 // unreachable, --wait run out): a cron job must tell a wrong ledger from
 // an outage (helper-88).
 const auditDiscrepancies = 3
+
+// auditKeyMismatch is aglx audit's exit status when the node names another
+// key than --key-id: not an outage (1) and not a wrong ledger (3), but a
+// node that was given another key or whose store was taken over, which an
+// auditor's cron job must not retry as if the node were only away
+// (helper-106).
+const auditKeyMismatch = 4
 
 // Bounds of waitApplied.
 const (

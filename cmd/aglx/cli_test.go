@@ -21,7 +21,8 @@ import (
 // TestAuditPinsTheNodeKey: an auditor needs no secret of the node's, only
 // its public key, which the node names itself; --key-id makes the audit
 // refuse a node that names another key than the one on record, before it
-// folds anything.
+// folds anything, with an exit status of its own (4), told apart from an
+// outage (1) and a wrong ledger (3).
 func TestAuditPinsTheNodeKey(t *testing.T) {
 	k, err := protocol.GenerateKey(protocol.KeyEd25519)
 	if err != nil {
@@ -46,9 +47,13 @@ func TestAuditPinsTheNodeKey(t *testing.T) {
 	}
 	noNATS := "nats://" + ln.Addr().String()
 	ln.Close() // nobody listens there now
-	err = runAudit(context.Background(), []string{"--http", api.URL, "--nats", noNATS, "--key-id", "sha256:0000000000000000"}, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), protocol.KeyID(k.Public())) || !strings.Contains(err.Error(), "pinned") {
-		t.Fatalf("audit against another key than the pinned one: %v", err)
+	var out strings.Builder
+	err = runAudit(context.Background(), []string{"--http", api.URL, "--nats", noNATS, "--key-id", "sha256:0000000000000000"}, &out)
+	if code, ok := err.(exitCode); !ok || code != auditKeyMismatch {
+		t.Fatalf("audit against another key than the pinned one: %v, want exit status %d", err, auditKeyMismatch)
+	}
+	if !strings.Contains(out.String(), protocol.KeyID(k.Public())) || !strings.Contains(out.String(), "pinned") {
+		t.Fatalf("audit against another key than the pinned one said %q", out.String())
 	}
 	// With the right pin it gets past the key, to the log, which is not
 	// there: the key check let it through.
