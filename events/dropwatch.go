@@ -50,7 +50,15 @@ func (w *dropWatch) run() {
 			w.downSince.Store(0)
 			continue
 		}
-		w.downSince.CompareAndSwap(0, int64(time.Since(dropEpoch))+1)
+		now := int64(time.Since(dropEpoch)) + 1
+		if st == nats.DISCONNECTED {
+			// A drop starts here, whatever downSince holds: a CONNECTED
+			// the bounded channel lost would otherwise leave the last
+			// drop's time, and this drop would skip ConnDownGrace.
+			w.downSince.Store(now)
+		} else {
+			w.downSince.CompareAndSwap(0, now)
+		}
 		w.mu.Lock()
 		w.cancel()
 		if st != nats.CLOSED {
