@@ -94,6 +94,10 @@ type handshakesSnapshot struct {
 	Pending    int             `json:"pending"`
 }
 
+// SnapshotEntries is how many handshakes Snapshot writes
+// (Registry.SnapshotEntries says why).
+func (h *Handshakes) SnapshotEntries() int { return len(h.book.bySeq) }
+
 // Snapshot implements Snapshotter: every kept handshake by seq, the
 // totals and the clock. The indexes follow from the handshakes.
 func (h *Handshakes) Snapshot() ([]byte, error) {

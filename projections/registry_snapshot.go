@@ -213,6 +213,20 @@ type zoneSnapshot struct {
 	Members       map[string]*zoneMember `json:"members"`
 }
 
+// SnapshotEntries is about how many entries Snapshot writes, so that a
+// caller under the folds' lock can tell a snapshot too large to make
+// there before it makes it (the last-stop record in aglxd).
+func (r *Registry) SnapshotEntries() int {
+	n := len(r.agents) + len(r.keys) + len(r.mentors) + r.hints.len() + r.sightings.len() + r.seen.len() + len(r.joinsFull)
+	for _, z := range r.zones {
+		n += len(z.members)
+	}
+	for _, j := range r.joins {
+		n += j.len()
+	}
+	return n
+}
+
 // Snapshot implements Snapshotter: the state as canonical JSON (members
 // and map keys sorted), identical for identical state.
 func (r *Registry) Snapshot() ([]byte, error) {

@@ -41,6 +41,10 @@ func (r *Reputation) Name() string { return "reputation" }
 // Snapshot implements Snapshotter.
 func (r *Reputation) Snapshot() ([]byte, error) { return r.M.Snapshot() }
 
+// SnapshotEntries is how many entries Snapshot writes
+// (Registry.SnapshotEntries says why).
+func (r *Reputation) SnapshotEntries() int { return r.M.SnapshotEntries() }
+
 // Apply implements Projection.
 func (r *Reputation) Apply(e *Event) {
 	if e.Foreign != nil || e.Msg == nil {

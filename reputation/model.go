@@ -194,6 +194,10 @@ type snapshot struct {
 	Given  [][4]any         `json:"given"` // rater, ratee, moved, stamp
 }
 
+// SnapshotEntries is how many agents and pairs Snapshot writes, for a
+// caller that must know a snapshot's size before it makes one.
+func (m *Model) SnapshotEntries() int { return len(m.agents) + len(m.given) }
+
 // Snapshot writes the whole model: every rated agent and every pair's
 // share used, sorted.
 func (m *Model) Snapshot() ([]byte, error) {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -19,10 +21,11 @@ import (
 
 // lastStopFile, beside the node's key, records what a clean stop left:
 // the build, the fold's inputs besides the log, the event the folds had
-// applied last, and the ledger's digest there. Later starts fold the same
-// log again, under their own build and inputs, and compare when their
-// replay passes that event (watchLastStop): a rule changed between
-// builds, or an input changed, changes balances on replay
+// applied last, and the digests of the ledger and of the other folds'
+// state there (the registry, the handshakes, reputation). Later starts
+// fold the same log again, under their own build and inputs, and compare
+// when their replay passes that event (watchLastStop): a rule changed
+// between builds, or an input changed, changes state on replay
 // (docs/DESIGN.md, "Changes in what an older log replays to"), and until
 // 2026-12-02 an upgrade did so without a word (helper-106). The log only
 // grows, so the record stays good until the next clean stop replaces it.
@@ -32,6 +35,14 @@ const lastStopFile = "last-stop.json"
 // postings: about 2 µs each, so some 4 s of a stop's 30. A larger ledger
 // is recorded without its digest, and a start then compares nothing.
 const lastStopPostingsMax = 2_000_000 // postings
+
+// lastStopFoldEntriesMax bounds a fold whose snapshot is recorded, in
+// entries (agents, keys, handshakes, rated pairs and the like): a
+// snapshot is made under the folds' lock (a stop's, or the replay's once
+// at the recorded event), and JSON for 100,000 registry entries (19 MB)
+// took 0.5-1 s here on a busy machine, so a larger fold is left out of
+// the record, and of the comparison.
+const lastStopFoldEntriesMax = 50_000 // entries
 
 // lastStopWait bounds how long a stop waits for the folds to apply the
 // last events before it records them.
@@ -48,10 +59,48 @@ type lastStop struct {
 	// AppliedSeq and EventID name the last event applied: a log whose
 	// event there is another (a store replaced, another stream) is not
 	// the one recorded (helper-107).
-	AppliedSeq uint64    `json:"applied_seq"`
-	EventID    string    `json:"event_id"`
-	Ledger     string    `json:"ledger_sha256,omitempty"`
-	At         time.Time `json:"at"`
+	AppliedSeq uint64 `json:"applied_seq"`
+	EventID    string `json:"event_id"`
+	Ledger     string `json:"ledger_sha256,omitempty"`
+	// Folds holds the SHA-256 of the other folds' snapshots by name
+	// (foldNames): an upgrade can change memberships, key bindings,
+	// handshakes or scores as surely as balances. Records before
+	// 2026-12-02, evening, have only the ledger's.
+	Folds map[string]string `json:"folds_sha256,omitempty"`
+	At    time.Time         `json:"at"`
+}
+
+// foldNames are the folds besides the ledger whose state the record
+// holds, in the order a start names them.
+var foldNames = []string{"registry", "handshakes", "reputation"}
+
+// foldSnapshots takes the snapshot of each of foldNames; call it with the
+// folds locked (Runner.View, Runner.AtSeq). A fold past
+// lastStopFoldEntriesMax, or whose snapshot cannot be made, is left out.
+func (m *Main) foldSnapshots() map[string][]byte {
+	out := make(map[string][]byte, len(foldNames))
+	for i, f := range []interface {
+		Snapshot() ([]byte, error)
+		SnapshotEntries() int
+	}{m.registry, m.handshakes, m.reputation} {
+		if f.SnapshotEntries() > lastStopFoldEntriesMax {
+			continue
+		}
+		if b, err := f.Snapshot(); err == nil {
+			out[foldNames[i]] = b
+		}
+	}
+	return out
+}
+
+// sha256Hex is the digest of each snapshot, by name.
+func sha256Hex(snaps map[string][]byte) map[string]string {
+	out := make(map[string]string, len(snaps))
+	for name, b := range snaps {
+		sum := sha256.Sum256(b)
+		out[name] = hex.EncodeToString(sum[:])
+	}
+	return out
 }
 
 func (m *Main) lastStopPath() string {
@@ -68,7 +117,7 @@ func (m *Main) foldInputs() lastStop {
 // appended any more. What cannot be recorded is logged, not failed: a
 // start then compares with the record before, or with none.
 func (m *Main) recordStop(ctx context.Context) {
-	if m.runner == nil || m.credits == nil || m.log == nil || m.key == nil {
+	if m.runner == nil || m.credits == nil || m.registry == nil || m.handshakes == nil || m.reputation == nil || m.log == nil || m.key == nil {
 		return
 	}
 	select {
@@ -89,10 +138,12 @@ func (m *Main) recordStop(ctx context.Context) {
 	rec := m.foldInputs()
 	rec.At = time.Now().UTC()
 	var frozen *ledger.Frozen
+	var snaps map[string][]byte
 	m.runner.View(func(applied uint64) {
 		rec.AppliedSeq = applied
 		if f := m.credits.L.Freeze(); f.Postings() <= lastStopPostingsMax {
 			frozen = f
+			snaps = m.foldSnapshots()
 		}
 	})
 	if rec.AppliedSeq == 0 || frozen == nil {
@@ -108,6 +159,7 @@ func (m *Main) recordStop(ctx context.Context) {
 		m.lg.Warn("the stop is not recorded", "err", err)
 		return
 	}
+	rec.Folds = sha256Hex(snaps)
 	b, _ := json.Marshal(rec)
 	if err := bridge.WriteFileDurable(m.lastStopPath(), b, 0o600); err != nil {
 		m.lg.Warn("the stop is not recorded: the next start cannot tell whether it folds the log as this one did", "path", m.lastStopPath(), "err", err)
@@ -146,33 +198,55 @@ func (m *Main) watchLastStop() {
 			return
 		}
 		frozen := m.credits.L.Freeze()
+		var snaps map[string][]byte
+		if len(rec.Folds) > 0 {
+			snaps = m.foldSnapshots()
+		}
 		m.wg.Add(1)
 		go func() { // hashing is most of the cost, off the folds' lock
 			defer m.wg.Done()
-			m.compareLastStop(rec, changed, frozen)
+			m.compareLastStop(rec, changed, frozen, snaps)
 		}()
 	})
 }
 
-// compareLastStop says how the ledger at the last stop's event compares
-// with the one recorded there.
-func (m *Main) compareLastStop(rec lastStop, changed []string, frozen *ledger.Frozen) {
+// compareLastStop says how the ledger and the other folds at the last
+// stop's event compare with those recorded there: differs names the
+// folds whose state is not the recorded one, with both digests of each.
+func (m *Main) compareLastStop(rec lastStop, changed []string, frozen *ledger.Frozen, snaps map[string][]byte) {
 	d, err := projections.FrozenSHA256(frozen)
+	if err != nil {
+		m.lg.Warn("the folds could not be compared with the last stop's", "err", err)
+		return
+	}
 	args := []any{"seq", rec.AppliedSeq, "last_version", rec.Version, "version", bridge.Version(), "changed", strings.Join(changed, ", ")}
+	var differs []string
+	var digests []any
+	if d != rec.Ledger {
+		differs = append(differs, "ledger")
+		digests = append(digests, "last_ledger_sha256", rec.Ledger, "ledger_sha256", d)
+	}
+	now := sha256Hex(snaps)
+	for _, name := range foldNames {
+		was, is := rec.Folds[name], now[name]
+		if was != "" && is != "" && was != is {
+			differs = append(differs, name)
+			digests = append(digests, "last_"+name+"_sha256", was, name+"_sha256", is)
+		}
+	}
+	args = append(args, "differs", strings.Join(differs, ", "))
 	switch {
-	case err != nil:
-		m.lg.Warn("the ledger could not be compared with the last stop's", "err", err)
-	case d != rec.Ledger && len(changed) == 0:
+	case len(differs) > 0 && len(changed) == 0:
 		// Nothing that should fold differently did: a fault to look into.
-		m.lg.Error("THE LEDGER FOLDS DIFFERENTLY than at the last stop, under the same build and inputs: a fold that is not deterministic, or a record that was changed; run `aglx audit` and keep this log",
-			append(args, "last_ledger_sha256", rec.Ledger, "ledger_sha256", d)...)
-	case d != rec.Ledger:
-		m.lg.Warn("THE LEDGER FOLDS DIFFERENTLY than at the last stop: the same log gives other balances since what is named in changed. For a new build, docs/DESIGN.md, \"Changes in what an older log replays to\", lists why by date, and the old build folds as before; for a changed input, the old one does. `aglx audit` checks the new balances",
-			append(args, "last_ledger_sha256", rec.Ledger, "ledger_sha256", d)...)
+		m.lg.Error("THE LOG FOLDS DIFFERENTLY than at the last stop, under the same build and inputs, in what differs names: a fold that is not deterministic, or a record that was changed; run `aglx audit` and keep this log",
+			append(args, digests...)...)
+	case len(differs) > 0:
+		m.lg.Warn("THE LOG FOLDS DIFFERENTLY than at the last stop: the same log gives another state in what differs names (the ledger: other balances) since what is named in changed. For a new build, docs/DESIGN.md, \"Changes in what an older log replays to\", lists why by date, and the old build folds as before; for a changed input, the old one does. `aglx audit` checks the new balances",
+			append(args, digests...)...)
 	case len(changed) > 0:
-		m.lg.Info("the ledger folds as at the last stop, though these changed", append(args, "ledger_sha256", d)...)
+		m.lg.Info("the log folds as at the last stop, though these changed", append(args, "ledger_sha256", d)...)
 	default:
-		m.lg.Debug("the ledger folds as at the last stop", append(args, "ledger_sha256", d)...)
+		m.lg.Debug("the log folds as at the last stop", append(args, "ledger_sha256", d)...)
 	}
 }
 

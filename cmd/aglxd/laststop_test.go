@@ -14,12 +14,13 @@ import (
 )
 
 // TestAStartComparesTheLedgerWithTheLastStop: a clean stop records the
-// ledger's digest where the folds stood, and the next start, replaying
-// the same log, compares its ledger there with it. The same build says
-// nothing; a record that does not match (as a build whose rules changed
-// would leave) is warned of loudly, naming both digests. Until
-// 2026-12-02 an upgrade that moved balances on replay did so without a
-// word (helper-106).
+// digests of the ledger and the other folds where they stood, and the
+// next start, replaying the same log, compares its own there with them.
+// The same build finds every fold as it was (the log touches the
+// registry, the handshakes and reputation too); a record that does not
+// match (as a build whose rules changed would leave) is warned of loudly,
+// naming the fold and both digests. Until 2026-12-02 an upgrade that
+// moved balances on replay did so without a word (helper-106).
 func TestAStartComparesTheLedgerWithTheLastStop(t *testing.T) {
 	dir := t.TempDir()
 	run := func(logs *lockedBuffer) *Main {
@@ -27,7 +28,7 @@ func TestAStartComparesTheLedgerWithTheLastStop(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Relay = false
 		cfg.DataDir = dir
-		cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "", "127.0.0.1:0", "", ""
+		cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "", "127.0.0.1:0", "", "127.0.0.1:0"
 		m := NewMain(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		if err := m.Run(context.Background()); err != nil {
 			m.Close(context.Background())
@@ -49,14 +50,26 @@ func TestAStartComparesTheLedgerWithTheLastStop(t *testing.T) {
 			t.Fatalf("mint %d: %s %s", i, f.Type(), f.Body)
 		}
 	}
+	// The registry (two keys bound, a mentor), the handshakes (a task
+	// assigned and answered) and reputation (a mentor's feedback).
+	s := lfNewSession(t, m)
+	mentor, mentee := s.boundPair(t, "agent://mentor.local", "agent://mentee.local")
+	lfExpect(t, s.send(t, mentor.signed(t, m.cfg.Name, protocol.TypeMentorRegister,
+		fmt.Sprintf(`{"agent_name":"Mentor","expertise":["nlp"],"available":true,"timestamp":%q}`, lfNow()))), "ack", 200)
+	lfExpect(t, s.send(t, mentor.signed(t, mentee.uri, protocol.TypeMentorFeedback,
+		fmt.Sprintf(`{"score":0.9,"comment":"c","reputation_delta":0.25,"timestamp":%q}`, lfNow()))), "ack", 202)
+	lfExpect(t, s.send(t, mentor.signed(t, mentee.uri, protocol.TypeTaskAssign,
+		fmt.Sprintf(`{"task":"data.analyze","task_id":"t-1","timestamp":%q}`, lfNow()))), "ack", 202)
+	lfExpect(t, s.send(t, mentee.signed(t, mentor.uri, protocol.TypeTaskResult,
+		fmt.Sprintf(`{"task_id":"t-1","status":"SUCCESS","timestamp":%q}`, lfNow()))), "ack", 202)
 	c.Close()
 	if err := m.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	path := m.lastStopPath()
 	var rec lastStop
-	if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &rec) != nil || rec.AppliedSeq == 0 || len(rec.Ledger) != 64 {
-		t.Fatalf("the stop's record %s: %+v (%v); want the applied position and the ledger's digest", path, rec, err)
+	if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &rec) != nil || rec.AppliedSeq == 0 || len(rec.Ledger) != 64 || len(rec.Folds) != len(foldNames) {
+		t.Fatalf("the stop's record %s: %+v (%v); want the applied position and the digests of the ledger and of %v", path, rec, err, foldNames)
 	}
 
 	for _, tc := range []struct {
@@ -66,10 +79,15 @@ func TestAStartComparesTheLedgerWithTheLastStop(t *testing.T) {
 		want    string          // in the start's log
 		notWant string
 	}{
-		{"the same build, the same ledger", nil, 0, "the ledger folds as at the last stop", "FOLDS DIFFERENTLY"},
+		{"the same build, the same state", nil, 0, "the log folds as at the last stop", "FOLDS DIFFERENTLY"},
 		{"a ledger that folds differently", func(r *lastStop) { r.Ledger = strings.Repeat("0", 64) }, 0,
 			"last_ledger_sha256=" + strings.Repeat("0", 64), ""},
-		{"an input changed", func(r *lastStop) { r.Ledger, r.Zones = strings.Repeat("0", 64), "other" }, 0, `--zones" last_ledger_sha256=`, ""},
+		{"an input changed", func(r *lastStop) { r.Ledger, r.Zones = strings.Repeat("0", 64), "other" }, 0, `--zones" differs=ledger last_ledger_sha256=`, ""},
+		{"a registry that folds differently", func(r *lastStop) { r.Folds["registry"] = strings.Repeat("0", 64) }, 0,
+			"differs=registry last_registry_sha256=" + strings.Repeat("0", 64), ""},
+		{"reputation folds differently", func(r *lastStop) { r.Folds["reputation"] = strings.Repeat("0", 64) }, 0,
+			"differs=reputation last_reputation_sha256=" + strings.Repeat("0", 64), ""},
+		{"a record from before the folds' digests", func(r *lastStop) { r.Folds = nil }, 0, "the log folds as at the last stop", "FOLDS DIFFERENTLY"},
 		// Another log (a store replaced, the key dir kept): not compared,
 		// neither at start nor when new events reach the position later
 		// (helper-107).
@@ -124,7 +142,7 @@ func TestAStartComparesTheLedgerWithTheLastStop(t *testing.T) {
 			// The stop after it recorded afresh: the next case starts from
 			// a true record again.
 			b, err = os.ReadFile(path)
-			if err != nil || json.Unmarshal(b, &r) != nil || r.Ledger == strings.Repeat("0", 64) || r.AppliedSeq < orig.AppliedSeq {
+			if err != nil || json.Unmarshal(b, &r) != nil || r.Ledger == strings.Repeat("0", 64) || r.Folds["registry"] == strings.Repeat("0", 64) || r.Folds["reputation"] == strings.Repeat("0", 64) || len(r.Folds) != len(foldNames) || r.AppliedSeq < orig.AppliedSeq {
 				t.Fatalf("the record after this start's stop: %+v (%v)", r, err)
 			}
 		})
