@@ -3,6 +3,7 @@ package projections
 import (
 	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/aglx/ledger/ledger"
 	"github.com/aglx/ledger/protocol"
@@ -30,11 +31,21 @@ type Credits struct {
 	warm []ledger.Event // Warm's scratch
 	// refusedID is the id of the last event the ledger refused.
 	refusedID string
+	// refused remembers refused signed messages, so that a copy is not
+	// booked later (refused.go); window is the signature window it keeps
+	// them for.
+	refused *refusedCopies
+	window  time.Duration
 }
 
-// NewCredits returns the ledger projection for the node at nodeURI.
+// NewCredits returns the ledger projection for the node at nodeURI. The
+// signature window is auth's (the registry's), or SignatureWindowDefault.
 func NewCredits(nodeURI string, auth Authenticator, outbox *Outbox) *Credits {
-	return &Credits{L: ledger.New(nodeURI), auth: auth, outbox: outbox}
+	c := &Credits{L: ledger.New(nodeURI), auth: auth, outbox: outbox, refused: newRefusedCopies(), window: SignatureWindowDefault}
+	if a, ok := auth.(interface{ SignatureWindow() time.Duration }); ok {
+		c.window = a.SignatureWindow()
+	}
+	return c
 }
 
 // Name implements Projection.
@@ -79,17 +90,41 @@ func (c *Credits) Apply(e *Event) {
 		return
 	}
 	verdict := c.verdict(e)
+	signed := verdict.Auth == AuthValid || verdict.Auth == AuthNode
+	var name string // e's replayKey, once made
+	c.refused.advance(e, c.window)
+	if signed {
+		if out, copied := c.refused.copyOf(e, &name); copied {
+			if c.Observe != nil {
+				c.Observe(e, out)
+			}
+			c.refusedID = e.ID
+			if c.outbox != nil {
+				c.outbox.Put(e.Seq, ErrorReply(out.Status, out.Reason))
+			}
+			return
+		}
+	}
 	ev := ledger.Event{
 		Seq: e.Seq, EventID: e.ID, Time: e.ReceivedAt,
 		From: e.From, To: e.To, MessageID: e.Header(protocol.HeaderID),
 		Credits: e.Msg.Credits, Auth: verdict.Auth, Payload: e.Msg.Payload,
 	}
 	if ev.NamedBySignature() {
-		ev.SignedName = replayKey(e)
+		if name == "" {
+			name = replayKey(e)
+		}
+		ev.SignedName = name
 	}
 	out := c.L.Apply(ev)
 	if out.Status == protocol.StatusUnauthorized && verdict.Reason != "" {
 		out.Reason = verdict.Reason // the signature check says best what is wrong
+	}
+	if signed && out.Status != 0 && out.Status != protocol.StatusOK {
+		if name == "" {
+			name = replayKey(e)
+		}
+		c.refused.remember(e, name, out.Status, c.window)
 	}
 	if c.Observe != nil {
 		c.Observe(e, out)

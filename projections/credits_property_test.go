@@ -19,8 +19,9 @@ import (
 // timestamps in and out of the signature window, and a receive clock that
 // steps back (helper-57). After every event the ledger's own check holds;
 // a signed reward posts once for its signed content, and a signed request
-// or denial takes effect once; and a rebuild from the log gives the same
-// ledger and registry, byte for byte.
+// or denial takes effect once; a signed message the ledger refused is
+// refused again whenever a copy comes (helper-108); and a rebuild from the
+// log gives the same ledger and registry, byte for byte.
 func TestSignedFoldsProperties(t *testing.T) {
 	const alice, bob, carol = "agent://alice.local", "agent://bob.local", "agent://carol.local"
 	spare := []crypto.Signer{newEd25519(t), newEd25519(t), newEd25519(t)}
@@ -29,16 +30,24 @@ func TestSignedFoldsProperties(t *testing.T) {
 		keys := append([]crypto.Signer{h.alice}, spare...)
 		keyName := "key-1" // the bound key's name for key.rotate: any, the first time
 		posted, taken := map[string]int{}, map[string]int{}
+		refused := map[string]uint64{} // by replayKey: the seq that refused it
 		h.c.Observe = func(e *Event, out ledger.Outcome) {
+			k := replayKey(e)
+			if seq, ok := refused[k]; ok && out.Status < 400 {
+				rt.Fatalf("seq %d: a copy (ID %q) of the signed %s refused at seq %d was taken (status %d): %s", e.Seq, e.Header(protocol.HeaderID), e.Type, seq, out.Status, e.Body)
+			}
+			if v := h.r.Authenticate(e).Auth; out.Status >= 400 && (v == AuthValid || v == AuthNode) {
+				if _, ok := refused[k]; !ok {
+					refused[k] = e.Seq
+				}
+			}
 			switch {
 			case e.Type == protocol.TypeCreditReward && out.Posted():
-				k := replayKey(e)
 				if posted[k]++; posted[k] > 1 {
 					rt.Fatalf("seq %d: a signed reward posted twice (ID %q): %s", e.Seq, e.Header(protocol.HeaderID), e.Body)
 				}
 			case (e.Type == protocol.TypeCreditRequest || e.Type == protocol.TypeCreditDeny) && out.Status == protocol.StatusOK && !out.Replayed &&
 				h.r.Authenticate(e).Auth == AuthValid:
-				k := replayKey(e)
 				if taken[k]++; taken[k] > 1 {
 					rt.Fatalf("seq %d: a signed %s took effect twice (ID %q): %s", e.Seq, e.Type, e.Header(protocol.HeaderID), e.Body)
 				}
@@ -46,9 +55,18 @@ func TestSignedFoldsProperties(t *testing.T) {
 		}
 		var sent []*protocol.Frame
 		stamp := func() string {
+			if rapid.Bool().Draw(rt, "stamp near the clock") { // mostly inside the window
+				return ts(h.at.Add(time.Duration(rapid.IntRange(-240, 240).Draw(rt, "stamp offset")) * time.Second))
+			}
 			return ts(regT0.Add(time.Duration(rapid.IntRange(0, 40).Draw(rt, "stamp minute")) * time.Minute))
 		}
-		signer := func() crypto.Signer { return keys[rapid.IntRange(0, len(keys)-1).Draw(rt, "key")] }
+		bound := h.alice // alice's key as the registry has it
+		signer := func() crypto.Signer {
+			if rapid.Bool().Draw(rt, "the bound key") { // most messages verify
+				return bound
+			}
+			return keys[rapid.IntRange(0, len(keys)-1).Draw(rt, "key")]
+		}
 		amount := func() string { return rapid.SampledFrom([]string{"1", "2.5", "10", "40"}).Draw(rt, "amount") }
 		for range rapid.IntRange(5, 60).Draw(rt, "events") {
 			h.at = h.at.Add(time.Duration(rapid.IntRange(-120, 300).Draw(rt, "step seconds"))*time.Second - time.Second) // send adds one
@@ -71,11 +89,14 @@ func TestSignedFoldsProperties(t *testing.T) {
 				sent = append(sent, f)
 				h.send(f)
 				if rep, ok, _ := h.out.Take(h.seq); ok && rep.Status == protocol.StatusOK {
-					keyName = fmt.Sprintf("n%d", h.seq)
+					keyName, bound = fmt.Sprintf("n%d", h.seq), next
 				}
 				continue
 			case 4:
-				f = signed(t, nodeKey, frame(testNode, bob, protocol.TypeCreditReward, fmt.Sprintf(
+				// To alice too, so that a transfer or an offer refused for
+				// want of funds could be paid by a copy later.
+				to := rapid.SampledFrom([]string{alice, bob}).Draw(rt, "rewarded")
+				f = signed(t, nodeKey, frame(testNode, to, protocol.TypeCreditReward, fmt.Sprintf(
 					`{"amount":%s,"reason":"bonus","timestamp":%q}`, amount(), stamp())))
 			case 5:
 				f = signed(t, signer(), frame(alice, bob, protocol.TypeCreditRequest, fmt.Sprintf(

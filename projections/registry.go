@@ -277,6 +277,11 @@ func (r *Registry) Name() string { return "registry" }
 // applied. Statuses such as EXPIRED are computed against it.
 func (r *Registry) Now() time.Time { return r.now }
 
+// SignatureWindow is how far a signed message's timestamp may lie from its
+// arrival; the ledger keeps refused signed messages for as long
+// (refusedCopies).
+func (r *Registry) SignatureWindow() time.Duration { return r.window }
+
 // Apply implements Projection. The verdict on the event's signature is
 // taken first, against the keys as they stood before the event, so that a
 // key.rotate is checked with the key it replaces and Authenticate gives the

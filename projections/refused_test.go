@@ -1,0 +1,152 @@
+package projections
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/ledger"
+	"github.com/aglx/ledger/protocol"
+)
+
+// TestRefusedSignedMessageStaysRefused: a signed transfer, approval,
+// reward or offer with CREDITS that the ledger refused for want of funds
+// is in the log, which anyone who may read the stream can read. Until
+// 2026-12-02 anyone could send it again, unchanged, once the sender had
+// the funds, and have it booked: money moved, or held, that its sender
+// had been told was refused (helper-108). A copy is refused now (409),
+// under any ID; the sender's own new message, signed again with another
+// timestamp, is taken.
+func TestRefusedSignedMessageStaysRefused(t *testing.T) {
+	const alice, bob, carol = "agent://alice.local", "agent://bob.local", "agent://carol.local"
+	tests := []struct {
+		name string
+		make func(h *creditsHarness, at time.Time) *protocol.Frame
+		// After the copy and the new message: alice's balance and what
+		// she has available (the mint of 100 came between).
+		balance, available string
+	}{
+		{"a transfer", func(h *creditsHarness, at time.Time) *protocol.Frame {
+			return signed(t, h.alice, frame(alice, bob, protocol.TypeCreditTransfer,
+				fmt.Sprintf(`{"amount":60,"currency":"AGLX","reason":"only if I can","transaction_id":"tx-r","timestamp":%q}`, ts(at))))
+		}, "90", "90"},
+		{"an approval", func(h *creditsHarness, at time.Time) *protocol.Frame {
+			return signed(t, h.alice, frame(alice, bob, protocol.TypeCreditApprove,
+				fmt.Sprintf(`{"approved_amount":60,"transaction_id":"appr-r","timestamp":%q}`, ts(at))))
+		}, "150", "90"},
+		{"a reward", func(h *creditsHarness, at time.Time) *protocol.Frame {
+			return signed(t, h.alice, frame(alice, bob, protocol.TypeCreditReward,
+				fmt.Sprintf(`{"amount":60,"reason":"thanks","timestamp":%q}`, ts(at))))
+		}, "90", "90"},
+		{"an offer with CREDITS", func(h *creditsHarness, at time.Time) *protocol.Frame {
+			f := frame(alice, carol, protocol.TypeTaskAssign, fmt.Sprintf(`{"task":"analyze","timestamp":%q}`, ts(at)))
+			f.Headers = append(f.Headers, protocol.Header{Name: protocol.HeaderCredits, Value: "60"})
+			return signed(t, h.alice, f)
+		}, "150", "90"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newCreditsHarness(t, alice, bob) // alice has 50
+			var last ledger.Outcome
+			h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+			first := tc.make(h, h.at)
+			h.send(first)
+			if last.Status != protocol.StatusPaymentRequired {
+				t.Fatalf("the first: %d %s, want 402", last.Status, last.Reason)
+			}
+			h.send(signed(t, nodeKey, frame(testNode, alice, protocol.TypeCreditTransfer,
+				fmt.Sprintf(`{"amount":100,"currency":"AGLX","transaction_id":"m-more","timestamp":%q}`, ts(h.at)))))
+			for _, id := range []string{"", "copy-1", "copy-2"} {
+				h.send(withID(first, id))
+				if last.Status != protocol.StatusConflict || !strings.Contains(last.Reason, "a copy of a signed message the node refused") {
+					t.Fatalf("a copy under ID %q: %d %s, want 409", id, last.Status, last.Reason)
+				}
+			}
+			if b, a := h.balance(alice), h.available(alice); b != "150" || a != "150" {
+				t.Fatalf("after the copies alice has %s, %s available; want 150, 150: a copy took effect", b, a)
+			}
+			h.send(tc.make(h, h.at.Add(time.Second))) // signed again
+			if last.Status >= 400 {
+				t.Fatalf("the message signed again: %d %s", last.Status, last.Reason)
+			}
+			if b, a := h.balance(alice), h.available(alice); b != tc.balance || a != tc.available {
+				t.Fatalf("alice has %s, %s available; want %s, %s", b, a, tc.balance, tc.available)
+			}
+			live, err := h.c.L.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again := h.refold(); !bytes.Equal(live, again) {
+				t.Fatalf("the rebuilt ledger differs:\n got %s\nwant %s", again, live)
+			}
+		})
+	}
+}
+
+// TestRefusedCopiesAreBounded: the memory of refusals holds at most
+// RefusedCopiesPerSenderMax of one sender's; a refusal past that seals
+// the sender up to its timestamp instead, so that its copy is refused
+// (429) all the same, and a message stamped later is judged as usual. The
+// memory forgets what no copy could pass the signature window with.
+func TestRefusedCopiesAreBounded(t *testing.T) {
+	const alice, bob = "agent://alice.local", "agent://bob.local"
+	h := newCreditsHarness(t, alice, bob) // alice has 50
+	var last ledger.Outcome
+	h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+	at := h.at
+	transfer := func(i int, at time.Time) *protocol.Frame {
+		return signed(t, h.alice, frame(alice, bob, protocol.TypeCreditTransfer,
+			fmt.Sprintf(`{"amount":1000,"currency":"AGLX","transaction_id":"tx-%d","timestamp":%q}`, i, ts(at))))
+	}
+	sendAt := func(f *protocol.Frame, when time.Time) {
+		h.at = when.Add(-time.Second) // send adds one
+		h.send(f)
+	}
+	var frames []*protocol.Frame
+	refuse := func(i int) {
+		t.Helper()
+		f := transfer(i, at)
+		frames = append(frames, f)
+		sendAt(f, at) // all in one second
+		if last.Status != protocol.StatusPaymentRequired {
+			t.Fatalf("transfer %d: %d %s", i, last.Status, last.Reason)
+		}
+	}
+	for i := range RefusedCopiesPerSenderMax {
+		refuse(i)
+	}
+	if n := len(h.c.refused.byName); n != RefusedCopiesPerSenderMax {
+		t.Fatalf("%d refusals remembered, want %d", n, RefusedCopiesPerSenderMax)
+	}
+	sendAt(withID(frames[0], "c-0"), at)
+	if last.Status != protocol.StatusConflict {
+		t.Fatalf("a copy of a remembered refusal: %d %s, want 409", last.Status, last.Reason)
+	}
+	refuse(RefusedCopiesPerSenderMax) // one more than the sender's share
+	if n, s := len(h.c.refused.byName), len(h.c.refused.seals); n != RefusedCopiesPerSenderMax || s != 1 {
+		t.Fatalf("%d refusals remembered and %d seals, want %d and 1", n, s, RefusedCopiesPerSenderMax)
+	}
+	cases := []struct {
+		name   string
+		f      *protocol.Frame
+		status protocol.Status
+	}{
+		{"a copy of the refusal past the memory", withID(frames[RefusedCopiesPerSenderMax], "c-last"), protocol.StatusTooManyRequests},
+		{"another message stamped at the seal", transfer(5000, at), protocol.StatusTooManyRequests},
+		{"a message stamped later", transfer(5001, at.Add(time.Second)), protocol.StatusPaymentRequired},
+	}
+	for _, tc := range cases {
+		sendAt(tc.f, at.Add(2*time.Second))
+		if last.Status != tc.status {
+			t.Fatalf("%s: %d %s, want %d", tc.name, last.Status, last.Reason, tc.status)
+		}
+	}
+	// Past twice the window (and the skew), nothing is kept: every copy
+	// would be stale.
+	sendAt(transfer(6000, at.Add(2*SignatureWindowDefault+refusedSkew+time.Minute)), at.Add(2*SignatureWindowDefault+refusedSkew+time.Minute))
+	if n, s := len(h.c.refused.byName), len(h.c.refused.seals); n != 1 || s != 0 {
+		t.Fatalf("after the window: %d refusals and %d seals kept, want only the last refusal", n, s)
+	}
+}
