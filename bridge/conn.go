@@ -83,7 +83,11 @@ type item struct {
 	transport  string
 	peer       string
 	receivedAt time.Time
-	size       int64 // wire size, taken from the server's budget
+	// readAt is when it was read, on the monotonic clock (receivedAt, in
+	// UTC, has none): the ack latency, and the answer's deadline, count
+	// from it.
+	readAt time.Time
+	size   int64 // wire size, taken from the server's budget
 
 	// Set by validate; validated is closed when it is done (validateAsync
 	// sets it: alreadyValidated for the frames validated on the reader).
@@ -394,7 +398,7 @@ func (c *conn) writeReply(bw *bufio.Writer, it *item, werr error) error {
 		}
 	}
 	if reply := c.s.reply(it); reply != nil {
-		c.s.n.ack.Observe(time.Since(it.receivedAt))
+		c.s.n.ack.Observe(time.Since(it.readAt))
 		_, werr = bw.Write(reply)
 	}
 	// Flushed when no other reply is ready, even if this frame had none
@@ -464,9 +468,10 @@ func (w deadlineWriter) Write(b []byte) (int, error) {
 // on the reader, so it does only cheap work; validate does the rest.
 func (s *Server) prepare(f *protocol.Frame, decodeErr *protocol.Error, transport, peer string) *item {
 	id := ulid.Make().String()
+	now := time.Now()
 	it := &item{
 		inReplyTo: id, id: id, frame: f, decodeErr: decodeErr,
-		transport: transport, peer: peer, receivedAt: time.Now().UTC(),
+		transport: transport, peer: peer, receivedAt: now.UTC(), readAt: now,
 	}
 	if f != nil {
 		if v := f.ID(); v != "" && len(v) <= protocol.IDSizeMax {

@@ -110,8 +110,15 @@ func (s *Server) answer(it *item, a events.Appended) (projections.Reply, bool) {
 		// A timer only for a reply that may wait: one for every reply
 		// was 2% of a signed transfer's CPU in a profile (about a
 		// microsecond), and an answer already applied needs none.
+		//
+		// AnswerTimeout counts from when the frame was read, not from
+		// when the writer gets to it: the replies on one connection are
+		// written in order, and when the folds stopped applying (a full
+		// disk kept the events from the event stream) each waited its
+		// own 10 s after the one before, so 256 frames in flight took 43
+		// minutes to be answered and the client gave up (helper-109).
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(s.abort, AnswerTimeout)
+		ctx, cancel = context.WithDeadline(s.abort, it.readAt.Add(AnswerTimeout))
 		defer cancel()
 	}
 	r, ok, err := s.cfg.Answerer.Answer(ctx, a.Seq)

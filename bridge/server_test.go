@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -102,6 +103,49 @@ func TestShutdownEndsWhileTheFoldsAreStalled(t *testing.T) {
 	}
 	if took := time.Since(start); took >= AnswerTimeout {
 		t.Fatalf("Shutdown took %s with a one-second deadline: it waited out AnswerTimeout (%s)", took, AnswerTimeout)
+	}
+}
+
+// TestStalledFoldsAnswerPipelinedFramesTogether: while the projections do
+// not apply (a full disk kept the events from the event stream), every
+// frame read is answered 202 once AnswerTimeout has passed since it was
+// read. Each reply used to wait its own AnswerTimeout after the writer
+// reached it, one after another: 256 frames in flight on one connection
+// took 43 minutes, and the client gave up (helper-109).
+func TestStalledFoldsAnswerPipelinedFramesTogether(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	srv := New(l, Config{Answerer: stalledFolds{asked: make(chan struct{}, 1)}}, quiet)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeTCP(ln, events.TransportTCP)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	c, err := Dial(context.Background(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const frames = 5
+	start := time.Now()
+	for i := range frames {
+		c.Write(benchFrame(i))
+	}
+	c.Flush()
+	// Sequentially, the last reply would come after frames × AnswerTimeout.
+	c.Conn().SetReadDeadline(start.Add((frames - 1) * AnswerTimeout))
+	for i := range frames {
+		f, err := c.ReadReply()
+		if err != nil {
+			t.Fatalf("reply %d of %d, %s after the frames were sent: %v; the replies waited one after another", i+1, frames, time.Since(start).Round(time.Second), err)
+		}
+		if f.Type() != "ack" || !strings.HasPrefix(f.Value("STATUS"), "202") {
+			t.Fatalf("reply %d: %s %s %s, want an ack with 202", i+1, f.Type(), f.Value("STATUS"), f.Body)
+		}
 	}
 }
 
