@@ -132,9 +132,35 @@ func (s *Server) answer(it *item, a events.Appended) (projections.Reply, bool) {
 	if ok && !a.Duplicate && r.Status != protocol.StatusOK && r.Status != protocol.StatusAccepted {
 		// A resend's refusal was counted with its first copy.
 		s.n.refuse(r.Status)
+		// The folds' refusals (402, most 401s, 409) were counted but
+		// never logged: "why was this transfer refused?" had no answer
+		// an operator could look up (helper-109).
+		typ := it.env.Type
+		if len(typ) > refusedTypeLogMax {
+			typ = typ[:refusedTypeLogMax] + "…"
+		}
+		s.refusedLog.log(s.lg, time.Now(), slog.LevelInfo, "frame refused by the projections", "peer", it.peer, "from", it.env.From, "type", typ,
+			"id", it.inReplyTo, "seq", a.Seq, "event_id", a.EventID, "status", int(r.Status), "reason", replyReason(r.Body))
 	}
 	return r, ok
 }
+
+// replyReason is the reason an error reply's body gives (ErrorReply), cut
+// at refusedReasonLogMax bytes for the log.
+func replyReason(body []byte) string {
+	var b struct {
+		Reason string `json:"reason"`
+	}
+	json.Unmarshal(body, &b)
+	if len(b.Reason) > refusedReasonLogMax {
+		return b.Reason[:refusedReasonLogMax] + "…"
+	}
+	return b.Reason
+}
+
+// refusedReasonLogMax bounds the reason a refusal's log line repeats, in
+// bytes.
+const refusedReasonLogMax = 512 // bytes
 
 // withEvent puts event_id and seq first in a reply body, so every answer to
 // a stored message names the event, whatever the projection decided. A body

@@ -30,13 +30,23 @@ import (
 // the test ends.
 func startNode(t *testing.T, dir string) *Main {
 	t.Helper()
+	return startNodeLogging(t, dir, nil)
+}
+
+// startNodeLogging is startNode with the node's log (text, INFO and up)
+// written to logs; nil: none, or stderr with -v.
+func startNodeLogging(t *testing.T, dir string, logs io.Writer) *Main {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Relay = false // tests register addresses off loopback; only the relay test relays
 	cfg.DataDir = dir
 	cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.TLSListen = "127.0.0.1:0"
 	lg := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
+	switch {
+	case logs != nil:
+		lg = slog.New(slog.NewTextHandler(logs, nil))
+	case testing.Verbose():
 		lg = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	m := NewMain(cfg, lg)

@@ -290,9 +290,13 @@ func TestResourcesAreMeasured(t *testing.T) {
 
 // TestRefusalsAreCountedByStatus: /metrics counts refusals by their
 // status, so that an operator can tell agents sending bad signatures
-// (401) from a store refusing writes (503) (helper-106).
+// (401) from a store refusing writes (503) (helper-106). The log names
+// every refusal, the folds' too (a 402): those were counted but not
+// logged, and why a transfer was refused could not be looked up
+// (helper-109).
 func TestRefusalsAreCountedByStatus(t *testing.T) {
-	m := startNode(t, t.TempDir())
+	var logs lockedBuffer
+	m := startNodeLogging(t, t.TempDir(), &logs)
 	c := dial(t, m.TCPAddr())
 	notUTF8 := "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: registry://localhost\nTYPE: registry.update\n\n{\"agent_name\": \"caf\xe9\"}\n"
 	noFunds := "AGLX/1.0 TCP\nFROM: agent://b.local\nTO: agent://c.local\nTYPE: credit.transfer\n\n{\"amount\": 5, \"currency\": \"AGLX\", \"transaction_id\": \"t1\", \"timestamp\": \"" + lfNow() + "\"}\n"
@@ -311,5 +315,16 @@ func TestRefusalsAreCountedByStatus(t *testing.T) {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
 		}
+	}
+	for _, want := range []string{
+		`msg="frame refused" peer=127.0.0.1:`, `from=agent://a.local type=registry.update`,
+		`msg="frame refused by the projections" peer=127.0.0.1:`, `from=agent://b.local type=credit.transfer id=`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, logs.String())
+		}
+	}
+	if !strings.Contains(logs.String(), `status=402 reason="\"agent://b.local\" has 0 credits available`) {
+		t.Errorf("the folds' refusal is logged without its status and reason:\n%s", logs.String())
 	}
 }
