@@ -152,8 +152,8 @@ func TestReplayStretchesAreBoundedInBytes(t *testing.T) {
 	rec := &stretchRecorder{}
 	r.Prefetcher = rec
 	defer replayUntilReady(ctx, t, r)()
-	if r.Applied() != n {
-		t.Fatalf("applied %d of %d events", r.Applied(), n)
+	if r.Applied() != n || stats.Events != n {
+		t.Fatalf("applied to seq %d, %d events; want %d", r.Applied(), stats.Events, n)
 	}
 	one := protocol.MemorySize(envs[0].Headers, envs[0].Body)
 	rec.mu.Lock()
@@ -167,8 +167,15 @@ func TestReplayStretchesAreBoundedInBytes(t *testing.T) {
 // until it has caught up with its log (or ctx ends).
 func replayUntilReady(ctx context.Context, t *testing.T, r *Runner) (stop func()) {
 	t.Helper()
-	rctx, stop := context.WithCancel(ctx)
-	go r.Run(rctx)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(rctx)
+	}()
+	// Run ends before the test's server does (helper-110: runners
+	// outlived their tests).
+	stop = func() { cancel(); <-done }
 	select {
 	case <-r.Ready():
 	case <-ctx.Done():
