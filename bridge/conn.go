@@ -557,10 +557,13 @@ func (s *Server) validate(it *item) (verify bool) {
 		env.MsgID = events.ClientKey(env.From, v)
 	}
 	it.accepted = protocol.StatusAccepted
-	if env.To == s.cfg.Name || !relayable(env.Type) {
-		// Done once recorded: addressed to the node, or of a TYPE the
-		// relay never delivers (a registry's answers, announcements), for
-		// which "queued for delivery" would not be true.
+	if _, relayed := f.Get(HeaderRelayedBy); env.To == s.cfg.Name || !relayable(env.Type) || relayed {
+		// Done once recorded: addressed to the node, of a TYPE the relay
+		// never delivers (a registry's answers, announcements), or relayed
+		// once already (a RELAYED-BY header, which the relay never
+		// delivers again: relayedBefore), for all of which "queued for
+		// delivery" would not be true. A sender's own RELAYED-BY got 202
+		// and its message was never delivered (helper-108).
 		it.accepted = protocol.StatusOK
 	}
 	it.env = env

@@ -127,3 +127,38 @@ func TestEveryFrameIsCheckedOnceBeforeItsReply(t *testing.T) {
 		t.Fatalf("the largest batch held %d frames; want batches of 2 to %d while frames wait", largest, verifyBatchMax)
 	}
 }
+
+// TestAcceptedSaysWhetherTheRelayDelivers: 202 means recorded and queued
+// for delivery; a message the relay will never deliver is answered 200
+// once recorded. A frame that arrives with a RELAYED-BY header, whatever
+// its value, is never relayed again (the relay is one hop), and a
+// sender's own RELAYED-BY got 202 while its message was silently never
+// delivered (helper-108).
+func TestAcceptedSaysWhetherTheRelayDelivers(t *testing.T) {
+	s := New(nil, Config{}, nil)
+	for _, tc := range []struct {
+		name   string
+		to     string
+		extra  []protocol.Header
+		status protocol.Status
+	}{
+		{"to an agent", "agent://w.local", nil, protocol.StatusAccepted},
+		{"to an agent, relayed once", "agent://w.local", []protocol.Header{{Name: "RELAYED-BY", Value: "registry://elsewhere"}}, protocol.StatusOK},
+		{"to an agent, an empty RELAYED-BY", "agent://w.local", []protocol.Header{{Name: "Relayed-By", Value: ""}}, protocol.StatusOK},
+		{"to the node", "registry://localhost", nil, protocol.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &protocol.Frame{Transport: protocol.TransportTCP, Body: []byte(`{"task":"analyze"}`), Headers: append([]protocol.Header{
+				{Name: protocol.HeaderFrom, Value: "agent://a.local"}, {Name: protocol.HeaderTo, Value: tc.to},
+				{Name: protocol.HeaderType, Value: protocol.TypeTaskAssign}}, tc.extra...)}
+			it := s.prepare(f, nil, events.TransportTCP, "192.0.2.9:4000")
+			s.validate(it)
+			if it.refusal != nil || it.env == nil {
+				t.Fatalf("refused: %v", it.refusal)
+			}
+			if it.accepted != tc.status {
+				t.Fatalf("accepted with %d, want %d", it.accepted, tc.status)
+			}
+		})
+	}
+}
