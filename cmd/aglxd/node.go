@@ -35,6 +35,8 @@ type Main struct {
 	key crypto.Signer // the node's signing key
 
 	dataLock *os.File // held while the node runs (lockDataDir)
+	// runningMarked: this run's record is in the data dir (running.go).
+	runningMarked bool
 
 	ns       *events.Server // nil with --nats-url
 	nc       *nats.Conn
@@ -90,6 +92,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 		m.dataLock = lock
+		m.markRunning()
 	}
 	// The zone file is read before anything is made in the data dir: a
 	// bad one used to be found after the store was created and stamped
@@ -395,11 +398,15 @@ func (m *Main) Close(ctx context.Context) error {
 	if m.ns != nil {
 		m.ns.Shutdown()
 	}
+	err := errors.Join(errs...)
+	if err == nil {
+		m.markStopped() // under the lock still: the next node's record is its own
+	}
 	if m.dataLock != nil {
 		m.dataLock.Close() // the store is closed: another node may have it
 		m.dataLock = nil
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 // TCPAddr is the AGLX TCP address actually listened on.

@@ -201,7 +201,8 @@ func storedByID(t *testing.T, natsURL string) map[string]*events.Envelope {
 
 // TestSIGTERMAnswersWhatWasRead stops the node in the middle of a pipelined
 // load: it exits 0, every reply it sent is an ack, and every acked frame is
-// in the log after a restart.
+// in the log after a restart, which does not say the last run did not
+// stop cleanly.
 func TestSIGTERMAnswersWhatWasRead(t *testing.T) {
 	dir := t.TempDir()
 	p := startProcess(t, dir)
@@ -215,7 +216,11 @@ func TestSIGTERMAnswersWhatWasRead(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("aglxd did not exit after SIGTERM")
 	}
-	checkAcksStored(t, startProcess(t, dir), acks)
+	again := startProcess(t, dir)
+	checkAcksStored(t, again, acks)
+	if again.logged("did not stop cleanly") {
+		t.Fatalf("the start after a clean stop says the last run did not stop cleanly:\n%v", again.log())
+	}
 }
 
 // TestSecondSIGTERMSaysItStopsAtOnce sends a second SIGTERM while the node
@@ -260,7 +265,9 @@ func TestSecondSIGTERMSaysItStopsAtOnce(t *testing.T) {
 
 // TestSIGKILLLosesNoAckedFrame kills the node without warning in the middle
 // of a pipelined load. After a restart every frame whose ack the client saw
-// is in the log exactly once.
+// is in the log exactly once, and the start says first that the last run
+// did not stop cleanly, so that the recovery's warnings after it are read
+// as such (helper-109).
 func TestSIGKILLLosesNoAckedFrame(t *testing.T) {
 	dir := t.TempDir()
 	p := startProcess(t, dir)
@@ -269,7 +276,11 @@ func TestSIGKILLLosesNoAckedFrame(t *testing.T) {
 		t.Fatal("aglxd exited cleanly after SIGKILL?")
 	}
 	p.exited <- errors.New("killed")
-	checkAcksStored(t, startProcess(t, dir), acks)
+	again := startProcess(t, dir)
+	checkAcksStored(t, again, acks)
+	if !again.logged("the last run here did not stop cleanly") {
+		t.Fatalf("the start after a SIGKILL does not say the last run did not stop cleanly:\n%v", again.log())
+	}
 }
 
 func checkAcksStored(t *testing.T, p *nodeProcess, acks map[string]ackBody) {
