@@ -66,6 +66,7 @@ func TLSConfig(certFile, keyFile, dir string, hosts []string, lg *slog.Logger) (
 	if err := c.load(); err != nil {
 		return nil, nil, err
 	}
+	c.madeAtStart = c.own && was != c.fp
 	if was != "" && was != c.fp {
 		// Said at once: clients that pin it fail from now on, and a
 		// changed --tls-listen remade it without a word (helper-106).
@@ -92,9 +93,12 @@ const CertCheckInterval = time.Minute
 type Certs struct {
 	certFile, keyFile string
 	own               bool // made by the node: remade when a tenth of its validity is left
-	hosts             []string
-	lg                *slog.Logger
-	checkEvery        time.Duration
+	// madeAtStart: the node's own certificate was made at this start
+	// (there was none, or it was remade), which its start line says.
+	madeAtStart bool
+	hosts       []string
+	lg          *slog.Logger
+	checkEvery  time.Duration
 
 	mu         sync.Mutex
 	cert       *tls.Certificate
@@ -121,6 +125,12 @@ func readPair(certFile, keyFile string) (certPEM, keyPEM []byte, digest [sha256.
 	h.Sum(digest[:0])
 	return certPEM, keyPEM, digest, nil
 }
+
+// MadeAtStart reports whether the node made its own certificate at this
+// start: a first start, or one whose certificate had been moved aside
+// (OPERATIONS.md, "TLS"), remade without a word but its new fingerprint
+// (helper-109).
+func (c *Certs) MadeAtStart() bool { return c.madeAtStart }
 
 // NotAfter is the end of the certificate being served.
 func (c *Certs) NotAfter() time.Time {

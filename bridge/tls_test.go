@@ -64,6 +64,9 @@ func TestSelfSignedCertificateFollowsTheHost(t *testing.T) {
 		if (fp == prev) != tt.same {
 			t.Errorf("host %q: fingerprint the same as before = %v, want %v", tt.host, fp == prev, tt.same)
 		}
+		if certs.MadeAtStart() == tt.same { // made at the first start too
+			t.Errorf("host %q: MadeAtStart = %v, want %v", tt.host, certs.MadeAtStart(), !tt.same)
+		}
 		said := strings.Contains(logged.String(), "made anew") && strings.Contains(logged.String(), "was="+prev)
 		if want := prev != "" && !tt.same; said != want {
 			t.Errorf("host %q: said the certificate was made anew: %v, want %v\n%s", tt.host, said, want, logged.String())
@@ -75,6 +78,21 @@ func TestSelfSignedCertificateFollowsTheHost(t *testing.T) {
 			}
 		}
 		prev = fp
+	}
+	// Moved aside, as OPERATIONS.md says to make it anew: made, and said
+	// so by MadeAtStart, without the warning about a replaced one.
+	for _, f := range []string{"cert.pem", "key.pem"} {
+		if err := os.Rename(filepath.Join(dir, f), filepath.Join(dir, f+".old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logged bytes.Buffer
+	_, certs, err := TLSConfig("", "", dir, nil, slog.New(slog.NewTextHandler(&logged, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !certs.MadeAtStart() || certs.Fingerprint() == prev || strings.Contains(logged.String(), "made anew") {
+		t.Fatalf("after the pair was moved aside: MadeAtStart %v, fingerprint %s (was %s), log %q", certs.MadeAtStart(), certs.Fingerprint(), prev, logged.String())
 	}
 }
 

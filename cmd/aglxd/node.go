@@ -244,7 +244,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.tlsLn = tls.NewListener(ln, tcfg)
 		m.tlsCerts = certs
-		m.lg.Info("TLS certificate", "sha256_fingerprint", certs.Fingerprint(), "self_signed", m.cfg.TLSCert == "", "not_after", certs.NotAfter())
+		m.lg.Info("TLS certificate", "sha256_fingerprint", certs.Fingerprint(), "self_signed", m.cfg.TLSCert == "", "created", certs.MadeAtStart(), "not_after", certs.NotAfter())
 	}
 	m.bridge = bridge.New(m.log, bridge.Config{
 		Name: m.cfg.Name, BodySizeMax: m.cfg.BodySizeMax,
