@@ -103,6 +103,43 @@ func FuzzParsePublicKey(f *testing.F) {
 	})
 }
 
+// FuzzParsePrivateKey: the node's key file (--node-key) and aglx's --key
+// are read with ParsePrivateKey; whatever the file holds, it returns an
+// error or a key, and an accepted key signs a frame that verifies under
+// its public key (helper-110: the decoder had table tests only).
+func FuzzParsePrivateKey(f *testing.F) {
+	for _, alg := range []string{KeyEd25519, KeyRSA} {
+		k, err := GenerateKey(alg)
+		if err != nil {
+			f.Fatal(err)
+		}
+		b, err := MarshalPrivateKey(k)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"))
+	f.Add([]byte("not PEM"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, err := ParsePrivateKey(b)
+		if err != nil {
+			if k != nil {
+				t.Fatalf("a key and an error: %v", err)
+			}
+			return
+		}
+		fr := &Frame{Transport: TransportTCP, Body: []byte(`{"task":"analyze"}`), Headers: []Header{
+			{Name: HeaderFrom, Value: "agent://a.local"}, {Name: HeaderTo, Value: "agent://b.local"}, {Name: HeaderType, Value: TypeTaskAssign}}}
+		if err := SignFrame(k, fr); err != nil {
+			t.Fatalf("an accepted key does not sign: %v", err)
+		}
+		if err := Verify(k.Public(), fr.From(), fr.To(), fr.Type(), "", fr.Body); err != nil {
+			t.Fatalf("a frame signed with an accepted key does not verify: %v", err)
+		}
+	})
+}
+
 // FuzzParseAmount: an accepted amount prints as a string that parses to
 // the same value, digit for digit.
 func FuzzParseAmount(f *testing.F) {
