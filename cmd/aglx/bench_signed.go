@@ -153,7 +153,7 @@ func benchSigned(ctx context.Context, dir string, n, conns int) (signedResult, e
 			return signedResult{}, err
 		}
 		mint, err := signedFrame(node.key, node.name, uri(i), protocol.TypeCreditTransfer,
-			fmt.Sprintf(`{"amount": 1000000000, "currency": "AGLX", "timestamp": %q, "transaction_id": "mint-%02d"}`, now, i))
+			fmt.Sprintf(`{"amount": "1000000000", "currency": "AGLX", "timestamp": %q, "transaction_id": "mint-%02d"}`, now, i))
 		if err != nil {
 			return signedResult{}, err
 		}
@@ -180,7 +180,7 @@ func benchSigned(ctx context.Context, dir string, n, conns int) (signedResult, e
 	var frames frameSet
 	for i := range n {
 		f, err := signedFrame(keys[i%benchAgents], uri(i), uri(i+1), protocol.TypeCreditTransfer,
-			fmt.Sprintf(`{"amount": 1, "currency": "AGLX", "timestamp": %q, "transaction_id": "tx-%08d"}`, now, i))
+			fmt.Sprintf(`{"amount": "1", "currency": "AGLX", "timestamp": %q, "transaction_id": "tx-%08d"}`, now, i))
 		if err != nil {
 			return signedResult{}, err
 		}
