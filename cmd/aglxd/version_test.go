@@ -28,7 +28,11 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if binPath != "" { // the binary aglxdBinary built for the process tests
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
 }
 
 // versionRunMax bounds one run of aglxd --version: a node started by
