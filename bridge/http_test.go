@@ -289,7 +289,7 @@ func TestReadsWaitForTheReplay(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go runner.Run(ctx)
+	runFor(t, ctx, cancel, runner)
 	if code, body := get("/v1/stats"); code != http.StatusOK {
 		t.Fatalf("a read once the replay could end: %d %s; want 200", code, body)
 	}
@@ -539,13 +539,25 @@ func appendEvents(t *testing.T, l *events.Log, n int) {
 	}
 }
 
+// runFor runs r in the background until the test ends: at its cleanup the
+// run is cancelled and waited for, before the cleanups registered earlier
+// stop the server under it (helper-110: runners outlived their tests).
+func runFor(t *testing.T, ctx context.Context, cancel context.CancelFunc, r *projections.Runner) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 // runUntilReady runs runner until the test ends and waits until it has
 // caught up with its log; the context returned ends with the test.
 func runUntilReady(t *testing.T, runner *projections.Runner) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go runner.Run(ctx)
+	runFor(t, ctx, cancel, runner)
 	select {
 	case <-runner.Ready():
 	case <-time.After(20 * time.Second):

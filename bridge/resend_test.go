@@ -34,7 +34,7 @@ func TestResendGetsTheFirstReply(t *testing.T) {
 	runner := projections.NewRunner(l, quiet, reg, credits)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	go runner.Run(ctx)
+	runFor(t, ctx, cancel, runner)
 	srv := New(l, Config{Name: node, Answerer: projections.NewAnswers(runner, ob, projections.AnswersCredits, projections.AnswersRegistry)}, quiet)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -33,7 +33,7 @@ func TestResendsLeaveNoVerdicts(t *testing.T) {
 	runner := projections.NewRunner(l, quiet, reg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go runner.Run(ctx)
+	runFor(t, ctx, cancel, runner)
 	srv := New(l, Config{Name: node, AllowPlaintextSecurity: true, Verifier: &projections.IngestVerifier{Registry: reg, Cache: cache}}, quiet)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

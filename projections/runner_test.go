@@ -188,12 +188,25 @@ func foldSnapshots(t *testing.T, r *Runner, f *Folds) [][]byte {
 	return out
 }
 
+// runFor runs r in the background until the test ends: at its cleanup the
+// run is cancelled and waited for, before the cleanups registered earlier
+// stop the server under it (helper-110: runners outlived their tests).
+func runFor(t *testing.T, ctx context.Context, cancel context.CancelFunc, r *Runner) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 func TestWaitFor(t *testing.T) {
 	l := openLog(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r := NewRunner(l, nil, NewStats())
-	go r.Run(ctx)
+	runFor(t, ctx, cancel, r)
 	select {
 	case <-r.Ready():
 	case <-time.After(10 * time.Second):
@@ -329,7 +342,7 @@ func TestRunnerSkipsAForeignMessage(t *testing.T) {
 	}
 	stats := NewStats()
 	r := NewRunner(rl, nil, stats)
-	go r.Run(ctx)
+	runFor(t, ctx, cancel, r)
 	select {
 	case <-r.Ready():
 	case <-ctx.Done():
@@ -380,7 +393,7 @@ func TestAtSeqLooksAtExactlyThatEvent(t *testing.T) {
 			}
 			got <- [2]uint64{r.Applied(), e}
 		})
-		go r.Run(ctx)
+		runFor(t, ctx, cancel, r)
 		select {
 		case g := <-got:
 			if g[0] != tc.seq || (g[1] == 1) != tc.wantExact {
