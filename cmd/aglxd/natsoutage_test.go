@@ -90,9 +90,7 @@ func TestNATSOutageLongerThanTheAckTimeout(t *testing.T) {
 	// The outage lasts a few ack timeouts: every attempt the node makes
 	// to learn the write-ahead stream's end meanwhile fails.
 	time.Sleep(3 * ackTimeout)
-	if current, err = startNATSAt(t, storeDir, port); err != nil {
-		t.Fatal(err)
-	}
+	current = restartNATSAt(t, storeDir, port)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if code, _ := healthz(t, m); code == http.StatusOK {
 			break
@@ -249,9 +247,7 @@ func TestNATSServerAwayIsSaidAtOnce(t *testing.T) {
 		t.Fatalf("a frame with the NATS server away: %s %s %s", f.Type(), f.Value("STATUS"), f.Body)
 	}
 
-	if current, err = startNATSAt(t, storeDir, port); err != nil {
-		t.Fatal(err)
-	}
+	current = restartNATSAt(t, storeDir, port)
 	c.Conn().SetDeadline(time.Now().Add(90 * time.Second))
 	resendUntilAcked(t, m, c, 1, 60*time.Second)
 	if code, body := healthz(t, m); code != http.StatusOK {

@@ -31,6 +31,25 @@ func startNATSAt(t *testing.T, dir string, port int) (*server.Server, error) {
 	return ns, nil
 }
 
+// restartNATSAt starts the NATS server again on the port it had, trying
+// for a while: the port was just freed, and on a shared machine it may be
+// slow to come free, or briefly taken (helper-110). It fails the test
+// rather than return no server, which the cleanup that stops the current
+// one would not survive.
+func restartNATSAt(t *testing.T, dir string, port int) *server.Server {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var ns *server.Server
+		if ns, err = startNATSAt(t, dir, port); err == nil {
+			return ns
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the NATS server did not start again on port %d: %v", port, err)
+		}
+	}
+}
+
 // restartFrame is frame i of the restart test: a task.result with its own
 // ID, so that a resend is recognised.
 func restartFrame(i int) []byte {
