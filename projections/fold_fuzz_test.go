@@ -142,7 +142,7 @@ func signedSeed(tb testing.TB) []byte {
 		}
 		return k
 	}
-	a, b, rotated := key(), key(), key()
+	a, b, rotated, peer := key(), key(), key(), key()
 	const (
 		alice = "agent://fz-alice.local"
 		bob   = "agent://fz-bob.local"
@@ -150,25 +150,43 @@ func signedSeed(tb testing.TB) []byte {
 	type step struct {
 		k                   crypto.Signer
 		from, to, typ, body string // body: JSON members after the timestamp
+		zoneSecret          []byte // signed with the zone's HMAC instead of k
 	}
 	steps := []step{
-		{a, alice, testNode, protocol.TypeAuthRequest, fmt.Sprintf(`"agent_id":"fa","public_key":%q`, pubTextOf(a))},
-		{b, bob, testNode, protocol.TypeAuthRequest, fmt.Sprintf(`"agent_id":"fb","public_key":%q`, pubTextOf(b))},
-		{a, alice, testNode, protocol.TypeRegistryUpdate, `"agent_name":"Alice","capabilities":["data.analyze"],"ttl":3600`},
-		{nodeKey, testNode, alice, protocol.TypeCreditTransfer, `"amount":"100","currency":"AGLX","reason":"issuance","transaction_id":"fz-mint-1"`},
-		{a, alice, bob, protocol.TypeCreditTransfer, `"amount":"2.5","currency":"AGLX","reason":"lunch","transaction_id":"fz-tx-1"`},
-		{b, bob, alice, protocol.TypeCreditRequest, `"requested_amount":5,"purpose":"p"`},
-		{a, alice, bob, protocol.TypeCreditDeny, `"requested_amount":5,"reason":"no"`},
-		{b, bob, alice, protocol.TypeMentorRequest, `"task_id":"fz-t1"`},
-		{a, alice, bob, protocol.TypeMentorFeedback, `"score":0.9,"reputation_delta":0.5`},
-		{a, alice, testNode, protocol.TypeKeyRotate, fmt.Sprintf(`"old_key_id":%q,"new_key_id":"fa-2","public_key":%q`, protocol.KeyID(a.Public()), pubTextOf(rotated))},
-		{rotated, alice, bob, protocol.TypeCreditTransfer, `"amount":"1","currency":"AGLX","reason":"after","transaction_id":"fz-tx-2"`},
+		{a, alice, testNode, protocol.TypeAuthRequest, fmt.Sprintf(`"agent_id":"fa","public_key":%q`, pubTextOf(a)), nil},
+		{b, bob, testNode, protocol.TypeAuthRequest, fmt.Sprintf(`"agent_id":"fb","public_key":%q`, pubTextOf(b)), nil},
+		{a, alice, testNode, protocol.TypeRegistryUpdate, `"agent_name":"Alice","capabilities":["data.analyze"],"ttl":86400`, nil},
+		// A zone join with the zone's HMAC (testZonesDefault), while alice's
+		// registration lasts; the fuzzer never reached it either.
+		{nil, alice, testNode, protocol.TypeZoneJoin, `"zone_id":"research-hub","agent_id":"fa"`, testZoneSecretA},
+		{nodeKey, testNode, alice, protocol.TypeCreditTransfer, `"amount":"100","currency":"AGLX","reason":"issuance","transaction_id":"fz-mint-1"`, nil},
+		{a, alice, bob, protocol.TypeCreditTransfer, `"amount":"2.5","currency":"AGLX","reason":"lunch","transaction_id":"fz-tx-1"`, nil},
+		{b, bob, alice, protocol.TypeCreditRequest, `"requested_amount":5,"purpose":"p"`, nil},
+		{a, alice, bob, protocol.TypeCreditDeny, `"requested_amount":5,"reason":"no"`, nil},
+		{b, bob, alice, protocol.TypeMentorRequest, `"task_id":"fz-t1"`, nil},
+		{a, alice, bob, protocol.TypeMentorFeedback, `"score":0.9,"reputation_delta":0.5`, nil},
+		{a, alice, testNode, protocol.TypeKeyRotate, fmt.Sprintf(`"old_key_id":%q,"new_key_id":"fa-2","public_key":%q`, protocol.KeyID(a.Public()), pubTextOf(rotated)), nil},
+		{rotated, alice, bob, protocol.TypeCreditTransfer, `"amount":"1","currency":"AGLX","reason":"after","transaction_id":"fz-tx-2"`, nil},
+		// A peer registry the harness takes syncs from (testPeer): its key
+		// bound, then a sync that the merge takes (helper-110: the fuzzer
+		// never got past the sync's checks to the merge).
+		{peer, testPeer, testNode, protocol.TypeAuthRequest, fmt.Sprintf(`"agent_id":"fp","public_key":%q`, pubTextOf(peer)), nil},
+		{peer, testPeer, testNode, protocol.TypeRegistrySync, `"entries":[{"agent_id":"fc","agent_uri":"agent://fz-carol.local","agent_name":"Carol","capabilities":["data.analyze"],"status":"READY","ttl":3600},` +
+			`{"agent_id":"fd","agent_uri":"agent://fz-dave.local","status":"GONE","ttl":0}]`, nil},
 	}
 	at := time.Date(2025, 10, 29, 18, 0, 0, 0, time.UTC) // as fuzzEvents starts
 	var out []byte
 	for _, st := range steps {
 		f := frame(st.from, st.to, st.typ, fmt.Sprintf(`{"timestamp":%q,%s}`, ts(at), st.body))
-		if err := protocol.SignFrame(st.k, f); err != nil {
+		if st.zoneSecret != nil {
+			sig, err := protocol.SignHMAC(st.zoneSecret, f.From(), f.To(), f.Type(), "", f.Body)
+			if err == nil {
+				f.Body, err = protocol.SetSignature(f.Body, sig)
+			}
+			if err != nil {
+				tb.Fatalf("signing the seed's %s: %v", st.typ, err)
+			}
+		} else if err := protocol.SignFrame(st.k, f); err != nil {
 			tb.Fatalf("signing the seed's %s: %v", st.typ, err)
 		}
 		out = append(out, protocol.Encode(f)...)
@@ -208,5 +226,11 @@ func TestSignedSeedFolds(t *testing.T) {
 	}
 	if v, ok := folds.Credits.L.Account("agent://fz-bob.local"); !ok || v.Balance.String() != "3.5" {
 		t.Fatalf("bob's balance after the seed: %v %v; want 3.5", v.Balance, ok)
+	}
+	if _, ok := folds.Registry.Agent("agent://fz-carol.local"); !ok {
+		t.Fatal("the peer's sync was not merged: carol is unknown")
+	}
+	if z, ok := folds.Registry.Zone("research-hub"); !ok || len(z.Members) != 1 {
+		t.Fatalf("the zone join did not take: %+v", z)
 	}
 }
