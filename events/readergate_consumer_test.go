@@ -160,3 +160,50 @@ func FuzzReaderConsumerRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReaderGateCheck: whatever subject and body a reader sends to the
+// JetStream API, the gate passes on only the requests it lists: the
+// account and stream info and names, a message of the event stream by
+// sequence, the event stream's info without its options (the option body
+// is the reader's, and was not fuzzed: helper-110), and the event
+// stream's consumers other than the node's. Consumer creation, which asks
+// JetStream how many consumers there are, is FuzzReaderConsumerRequest's.
+func FuzzReaderGateCheck(f *testing.F) {
+	const stream = "AGLX"
+	f.Add("STREAM.INFO.AGLX", []byte(`{"subjects_filter":">"}`))
+	f.Add("STREAM.INFO.AGLX", []byte(`{"deleted_details":false,"subjects_filter":""}`))
+	f.Add("STREAM.INFO.AGLX", []byte(`null`))
+	f.Add("STREAM.MSG.GET.AGLX", []byte(`{"seq":1}`))
+	f.Add("CONSUMER.INFO.AGLX.mine", []byte(nil))
+	f.Add("CONSUMER.DELETE.AGLX."+NodeConsumerPrefix+"relay", []byte(nil))
+	f.Add("STREAM.DELETE.AGLX", []byte(nil))
+	f.Add("CONSUMER.NAMES.AGLX_WAL", []byte(nil))
+	g := &readerGate{stream: stream}
+	f.Fuzz(func(t *testing.T, rest string, data []byte) {
+		if op, _, ok := cutConsumerOp(rest); ok && (op == "CREATE" || op == "DURABLE.CREATE") {
+			return
+		}
+		body, err := g.check(rest, data)
+		if err != nil {
+			return
+		}
+		switch rest {
+		case "INFO", "STREAM.NAMES", "STREAM.LIST", "STREAM.MSG.GET." + stream:
+			return
+		case "STREAM.INFO." + stream:
+			if body != nil {
+				t.Fatalf("the stream's info passed with options %q", body)
+			}
+			return
+		}
+		_, target, ok := cutConsumerOp(rest)
+		if !ok {
+			t.Fatalf("the gate passed $JS.API.%s", rest)
+		}
+		s, name, _ := strings.Cut(target, ".")
+		name, _, _ = strings.Cut(name, ".")
+		if s != stream || checkReaderConsumerName(name) != nil {
+			t.Fatalf("the gate passed %s: stream %q, consumer %q", rest, s, name)
+		}
+	})
+}
