@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/protocol"
+	"github.com/cockroachdb/apd/v3"
 	"pgregory.net/rapid"
 )
 
@@ -187,6 +188,22 @@ func peekAhead(t *rapid.T, h *harness) Outcome {
 	return o
 }
 
+// balancesSum adds every account's balance as Account reports it, in plain
+// apd arithmetic wide enough for any sum: a check of the zero sum that
+// does not rest on the ledger's own (checkSum, Check), which are code
+// under test too (helper-110).
+func balancesSum(t *rapid.T, h *harness) *apd.Decimal {
+	ctx := apd.BaseContext.WithPrecision(100)
+	sum := new(apd.Decimal)
+	for _, a := range append([]string{node}, propAgents...) {
+		v, _ := h.l.Account(a)
+		if _, err := ctx.Add(sum, sum, v.Balance.Decimal()); err != nil {
+			t.Fatalf("adding %s's balance %s: %v", a, v.Balance, err)
+		}
+	}
+	return sum
+}
+
 // TestLedgerProperties applies thousands of random events and checks
 // after every one: the balances sum to exactly zero; no account but the
 // issuance account is below zero unless an adjustment took it there; a
@@ -233,6 +250,9 @@ func TestLedgerProperties(t *testing.T) {
 				if (v.Balance.Decimal().Sign() < 0 || v.Available.Decimal().Sign() < 0) && !debtors[a] {
 					t.Fatalf("after Apply(%s): %s is at %s (available %s) without an adjustment", describe(e), a, v.Balance, v.Available)
 				}
+			}
+			if sum := balancesSum(t, h); !sum.IsZero() {
+				t.Fatalf("after Apply(%s): the balances sum to %s", describe(e), sum)
 			}
 			if len(h.log)%50 == 0 {
 				if err := h.l.Check(); err != nil {
