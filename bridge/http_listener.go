@@ -171,6 +171,16 @@ func (l *LimitedListener) closeIdlest() {
 	}
 }
 
+// Held reports how many connections hold a slot, and how many of them
+// are idle between requests: with every slot held and none idle, a new
+// connection waits until one goes idle or a write has been stuck for
+// writeStallMax.
+func (l *LimitedListener) Held() (open, idle int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.open), len(l.idle)
+}
+
 func (l *LimitedListener) Close() error {
 	l.closeOnce.Do(func() { close(l.done) })
 	return l.Listener.Close()

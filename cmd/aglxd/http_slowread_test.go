@@ -62,7 +62,19 @@ func TestClientsThatReadNothingDoNotLockOutHealthz(t *testing.T) {
 		}
 		// and never read
 	}
-	time.Sleep(2 * time.Second) // the answers are made and stuck in their writes: no event to poll for
+	// Every slot held by a connection that is not idle (its answers being
+	// made, or stuck in their writes): a sleep stood here, and when it was
+	// too short for a busy machine the test passed without the lock-out
+	// it is about (helper-110).
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		open, idle := m.httpLimit.Held()
+		if open == bridge.HTTPConnectionsMax && idle == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d slots held, %d idle: the clients never held every slot", open, bridge.HTTPConnectionsMax, idle)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+m.HTTPAddr()+"/healthz", nil)

@@ -66,6 +66,8 @@ type Main struct {
 	tlsCerts *bridge.Certs // the TLS certificate served, and its fingerprint
 	udpPC    net.PacketConn
 	httpLn   net.Listener
+	// httpLimit is httpLn with the HTTP API's bound on connections.
+	httpLimit *bridge.LimitedListener
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -334,6 +336,7 @@ func (m *Main) serveHTTPEarly() error {
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: bridge.RequestReadMax, WriteTimeout: bridge.ResponseWriteMax, IdleTimeout: 2 * time.Minute,
 		MaxHeaderBytes: bridge.HTTPHeaderBytesMax}
 	httpLn := bridge.LimitListener(m.httpLn, bridge.HTTPConnectionsMax)
+	m.httpLimit = httpLn
 	m.http.ConnState = httpLn.ConnState
 	m.serve("http", func() error { return m.http.Serve(httpLn) })
 	return nil
