@@ -239,7 +239,14 @@ func TestReadersRequestsAreBounded(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(2 * time.Second) // the flood runs while the node starts again
+	// The flood is on once the gate refuses requests as too many; a sleep
+	// stood here, which a busy machine could outlast before the flood
+	// began (helper-110).
+	for deadline := time.Now().Add(30 * time.Second); busy.Load() < 100; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the flood did not begin: %d sent, %d answered, %d refused as too many", sent.Load(), answers.Load(), busy.Load())
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	l2, err := reopenLog(ctx, t, s, l)
