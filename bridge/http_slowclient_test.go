@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -44,12 +45,14 @@ func TestASteadySlowDownloadIsNotCut(t *testing.T) {
 	defer c.Close()
 	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	got := make(chan int64, 1)
+	var read atomic.Int64
 	go func() { // reads 4 KiB every 10 ms, without a pause
 		var n int64
 		buf := make([]byte, 4096)
 		for {
 			k, err := c.Read(buf)
 			n += int64(k)
+			read.Store(n)
 			if err != nil || n >= int64(len(page)) {
 				got <- n
 				return
@@ -57,7 +60,12 @@ func TestASteadySlowDownloadIsNotCut(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
+	// Longer than writeStallMax, so that the download's writes have been
+	// waiting on the reader long enough to count as stuck, were they.
 	time.Sleep(1500 * time.Millisecond)
+	if n := read.Load(); n == 0 || n >= int64(len(page)) {
+		t.Fatalf("%d of %d bytes read when the second client comes: the download must be under way", n, len(page))
+	}
 	other, err := net.Dial("tcp", ln.Addr().String()) // e.g. /healthz
 	if err != nil {
 		t.Fatal(err)
