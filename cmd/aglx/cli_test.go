@@ -122,15 +122,15 @@ func TestHistorySaysWhenThePageIsFull(t *testing.T) {
 // byte; a body that has one, or is not an object, is left alone. A frame
 // with no body at all was signed as "{}", without one.
 func TestSignAddsATimestamp(t *testing.T) {
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 7_000_000, time.UTC) // milliseconds: two sends within a second differ
 	tests := []struct{ in, want string }{
-		{`{"amount": 1.50, "currency": "AGLX"}`, `{"timestamp": "2026-11-30T12:00:00Z", "amount": 1.50, "currency": "AGLX"}`},
-		{` {}`, ` {"timestamp": "2026-11-30T12:00:00Z"}`},
+		{`{"amount": 1.50, "currency": "AGLX"}`, `{"timestamp": "2026-11-30T12:00:00.007Z", "amount": 1.50, "currency": "AGLX"}`},
+		{` {}`, ` {"timestamp": "2026-11-30T12:00:00.007Z"}`},
 		{`{"timestamp": "2025-01-01T00:00:00Z"}`, `{"timestamp": "2025-01-01T00:00:00Z"}`},
 		{`[1, 2]`, `[1, 2]`},
 		{`not json`, `not json`},
-		{``, `{"timestamp": "2026-11-30T12:00:00Z"}`},
-		{" \n", `{"timestamp": "2026-11-30T12:00:00Z"}`},
+		{``, `{"timestamp": "2026-11-30T12:00:00.007Z"}`},
+		{" \n", `{"timestamp": "2026-11-30T12:00:00.007Z"}`},
 	}
 	for _, tc := range tests {
 		if got := string(withTimestamp([]byte(tc.in), now)); got != tc.want {

@@ -126,7 +126,7 @@ func signFrames(key crypto.Signer, inputs [][]byte) ([][]byte, error) {
 // no other text moves.
 func withTimestamp(body []byte, now time.Time) []byte {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return fmt.Appendf(nil, `{"timestamp": %q}`, now.UTC().Format(time.RFC3339))
+		return fmt.Appendf(nil, `{"timestamp": %q}`, now.UTC().Format(stampFormat))
 	}
 	var members map[string]json.RawMessage
 	if json.Unmarshal(body, &members) != nil || members == nil {
@@ -136,7 +136,7 @@ func withTimestamp(body []byte, now time.Time) []byte {
 		return body
 	}
 	open := bytes.IndexByte(body, '{')
-	member := fmt.Sprintf(`"timestamp": %q`, now.UTC().Format(time.RFC3339))
+	member := fmt.Sprintf(`"timestamp": %q`, now.UTC().Format(stampFormat))
 	if len(members) > 0 {
 		member += ", "
 	}
@@ -145,6 +145,13 @@ func withTimestamp(body []byte, now time.Time) []byte {
 	out = append(out, member...)
 	return append(out, body[open+1:]...)
 }
+
+// stampFormat is how aglx stamps a body: RFC 3339 in UTC with
+// milliseconds. A stamp in whole seconds made a frame file sent again
+// within the same second the same signed message as the first, which the
+// node takes once (a reward, a request, an offer) or, refused once,
+// refuses again (docs/LEDGER.md).
+const stampFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // runSign signs frames from files or stdin and prints them.
 func runSign(args []string, stdin io.Reader, stdout io.Writer) error {
