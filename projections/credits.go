@@ -94,6 +94,9 @@ func (c *Credits) Apply(e *Event) {
 	var name string // e's replayKey, once made
 	c.refused.advance(e, c.window)
 	if signed {
+		// A copy of a refused message is refused here, and the ledger
+		// never sees it: deterministic all the same, since the memory
+		// is a fold of the log too (refused.go).
 		if out, copied := c.refused.copyOf(e, &name); copied {
 			if c.Observe != nil {
 				c.Observe(e, out)

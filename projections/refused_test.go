@@ -143,10 +143,114 @@ func TestRefusedCopiesAreBounded(t *testing.T) {
 			t.Fatalf("%s: %d %s, want %d", tc.name, last.Status, last.Reason, tc.status)
 		}
 	}
-	// Past twice the window (and the skew), nothing is kept: every copy
-	// would be stale.
-	sendAt(transfer(6000, at.Add(2*SignatureWindowDefault+refusedSkew+time.Minute)), at.Add(2*SignatureWindowDefault+refusedSkew+time.Minute))
-	if n, s := len(h.c.refused.byName), len(h.c.refused.seals); n != 1 || s != 0 {
-		t.Fatalf("after the window: %d refusals and %d seals kept, want only the last refusal", n, s)
+	// Past twice the window (and the skew), the refusals are forgotten
+	// one by one into alice's seal: only the last is remembered, and the
+	// seal stands at the latest stamp of those forgotten.
+	later := at.Add(2*SignatureWindowDefault + refusedSkew + time.Minute)
+	sendAt(transfer(6000, later), later)
+	if n, s := len(h.c.refused.byName), h.c.refused.seals[alice]; n != 1 || !s.Equal(at.Add(time.Second)) {
+		t.Fatalf("after the window: %d refusals kept and a seal at %s; want the last refusal only, and a seal at %s", n, s, at.Add(time.Second))
+	}
+}
+
+// TestRefusedCopiesSurviveAClockThatStepsBack: the memory forgets by the
+// fold's clock, the latest receive time, while the signature window is
+// judged by each message's own. A receive clock that ran ahead for one
+// event and was set back (an NTP step, a resumed VM) made the memory
+// forget a refusal whose copy could still pass the window, and the copy
+// was booked (helper-111). A forgotten refusal goes into its sender's
+// seal, which refuses the copy all the same.
+func TestRefusedCopiesSurviveAClockThatStepsBack(t *testing.T) {
+	const alice, bob = "agent://alice.local", "agent://bob.local"
+	h := newCreditsHarness(t, alice, bob) // alice has 50
+	var last ledger.Outcome
+	h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+	r0 := h.at.Add(time.Second)
+	first := signed(t, h.alice, frame(alice, bob, protocol.TypeCreditTransfer,
+		fmt.Sprintf(`{"amount":60,"currency":"AGLX","transaction_id":"tx-r","timestamp":%q}`, ts(r0))))
+	h.send(first) // received at r0
+	if last.Status != protocol.StatusPaymentRequired {
+		t.Fatalf("the first: %d %s", last.Status, last.Reason)
+	}
+	// The clock runs twelve minutes ahead for one event, the node's mint...
+	h.at = r0.Add(12*time.Minute - time.Second)
+	h.send(signed(t, nodeKey, frame(testNode, alice, protocol.TypeCreditTransfer,
+		fmt.Sprintf(`{"amount":100,"currency":"AGLX","transaction_id":"m-more","timestamp":%q}`, ts(h.at.Add(time.Second))))))
+	// ... and is set back: the copy arrives three minutes after the first.
+	h.at = r0.Add(3*time.Minute - time.Second)
+	h.send(withID(first, "copy"))
+	if last.Status != protocol.StatusConflict && last.Status != protocol.StatusTooManyRequests {
+		t.Fatalf("a copy of the refused transfer, in its window after the clock stepped back: %d %s", last.Status, last.Reason)
+	}
+	if b := h.balance(alice); b != "150" {
+		t.Fatalf("alice has %s, want 150: the copy was booked", b)
+	}
+}
+
+// TestAFullMemoryForgetsTheOldest: with the memory full of other agents'
+// refusals (a hundred keys could keep it so), a bystander's one refusal
+// sealed the bystander, and its next, different message in the same
+// second was refused (helper-111). The oldest refusal is forgotten into
+// its own sender's seal instead, and the bystander's next message is
+// judged as any.
+func TestAFullMemoryForgetsTheOldest(t *testing.T) {
+	const alice, bob = "agent://alice.local", "agent://bob.local"
+	h := newCreditsHarness(t, alice, bob) // alice has 50
+	var last ledger.Outcome
+	h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+	m := h.c.refused
+	old := h.at.Add(-time.Minute)
+	for i := range RefusedCopiesMax { // a hundred senders' thousand each
+		from := fmt.Sprintf("agent://mallory-%d.local", i/RefusedCopiesPerSenderMax)
+		name := fmt.Sprintf("n%d", i)
+		m.byName[name] = refusedCopy{from: from, stamp: old, expires: h.at.Add(time.Hour)}
+		m.perSender[from]++
+		m.order = append(m.order, name)
+	}
+	t1 := h.at.Add(time.Second)
+	h.send(signed(t, h.alice, frame(alice, bob, protocol.TypeCreditTransfer,
+		fmt.Sprintf(`{"amount":60,"currency":"AGLX","transaction_id":"tx-a","timestamp":%q}`, ts(t1)))))
+	if last.Status != protocol.StatusPaymentRequired {
+		t.Fatalf("the first: %d %s", last.Status, last.Reason)
+	}
+	if _, sealed := m.seals[alice]; sealed || len(m.byName) != RefusedCopiesMax || !m.seals["agent://mallory-0.local"].Equal(old) {
+		t.Fatalf("alice sealed %v, %d remembered, mallory-0 sealed at %s; want alice remembered, the oldest forgotten into its sender's seal", sealed, len(m.byName), m.seals["agent://mallory-0.local"])
+	}
+	h.send(signed(t, h.alice, frame(alice, bob, protocol.TypeCreditTransfer,
+		fmt.Sprintf(`{"amount":5,"currency":"AGLX","transaction_id":"tx-b","timestamp":%q}`, ts(t1)))))
+	if last.Status != protocol.StatusOK {
+		t.Fatalf("alice's next, different transfer in the same second (she has 50): %d %s", last.Status, last.Reason)
+	}
+}
+
+// TestASealLeavesTaskEndsAlone: a seal refuses only what moves or holds
+// credit. A sealed sender's task.cancel, never refused by the ledger and
+// so never a copy of a refusal, was refused 429 and the hold it ends
+// stayed (helper-111).
+func TestASealLeavesTaskEndsAlone(t *testing.T) {
+	const alice, bob, carol = "agent://alice.local", "agent://bob.local", "agent://carol.local"
+	h := newCreditsHarness(t, alice, bob) // alice has 50
+	var last ledger.Outcome
+	h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+	t0 := h.at
+	offer := frame(alice, carol, protocol.TypeTaskAssign, fmt.Sprintf(`{"task":"analyze","task_id":"t1","timestamp":%q}`, ts(t0)))
+	offer.Headers = append(offer.Headers, protocol.Header{Name: protocol.HeaderCredits, Value: "10"})
+	h.send(signed(t, h.alice, offer))
+	if h.available(alice) != "40" {
+		t.Fatalf("the offer: %d %s, available %s", last.Status, last.Reason, h.available(alice))
+	}
+	t1 := t0.Add(10 * time.Second)
+	for i := range RefusedCopiesPerSenderMax + 1 { // the last seals alice at t1
+		h.at = t1.Add(-time.Second)
+		h.send(signed(t, h.alice, frame(alice, bob, protocol.TypeCreditTransfer,
+			fmt.Sprintf(`{"amount":1000,"currency":"AGLX","transaction_id":"tx-%d","timestamp":%q}`, i, ts(t1)))))
+	}
+	if _, sealed := h.c.refused.seals[alice]; !sealed {
+		t.Fatal("alice is not sealed")
+	}
+	h.at = t1
+	h.send(signed(t, h.alice, frame(alice, carol, protocol.TypeTaskCancel, fmt.Sprintf(`{"task_id":"t1","timestamp":%q}`, ts(t1)))))
+	if e := h.events[len(h.events)-1]; h.c.RefusedEvent(e) || h.available(alice) != "50" {
+		t.Fatalf("alice's task.cancel while sealed: refused %v (%d %s), available %s; want it taken and the hold ended", h.c.RefusedEvent(e), last.Status, last.Reason, h.available(alice))
 	}
 }
