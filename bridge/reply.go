@@ -117,8 +117,17 @@ func (s *Server) answer(it *item, a events.Appended) (projections.Reply, bool) {
 		// disk kept the events from the event stream) each waited its
 		// own 10 s after the one before, so 256 frames in flight took 43
 		// minutes to be answered and the client gave up (helper-109).
+		// But an append that itself took longer (buffered through a
+		// NATS reconnection) still gives the folds AnswerAfterAppendMin
+		// to answer: a deadline already past made the answer 202 at
+		// once, and a refused transfer's sender heard "recorded"
+		// (helper-111).
+		deadline := it.readAt.Add(AnswerTimeout)
+		if least := it.pending.DurableAt().Add(AnswerAfterAppendMin); deadline.Before(least) {
+			deadline = least
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(s.abort, it.readAt.Add(AnswerTimeout))
+		ctx, cancel = context.WithDeadline(s.abort, deadline)
 		defer cancel()
 	}
 	r, ok, err := s.cfg.Answerer.Answer(ctx, a.Seq)

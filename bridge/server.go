@@ -125,6 +125,12 @@ type Answerer interface {
 // durable, its outcome is not known yet.
 const AnswerTimeout = 10 * time.Second
 
+// AnswerAfterAppendMin is the least the projections are given to answer
+// once an append is durable, even when AnswerTimeout, counted from the
+// frame's reading, has passed: they apply an event within milliseconds
+// of its append unless they are stalled.
+const AnswerAfterAppendMin = time.Second
+
 func (c Config) withDefaults() Config {
 	if c.Name == "" {
 		c.Name = "registry://localhost"

@@ -215,10 +215,13 @@ func (l *Log) commit(pend []*Pending, buf []byte) []byte {
 	}
 	// The batch is on disk: every append in it is durable now. The event
 	// stream gets the events next, at the sequences just promised.
+	now := time.Now()
 	for i, e := range b.events {
+		stored[i].durableAt = now
 		stored[i].resolve(Appended{EventID: e.ID, Seq: e.Seq})
 	}
 	for _, d := range dups {
+		d.p.durableAt = now
 		d.p.resolve(d.a)
 	}
 	if len(b.events) > 0 {

@@ -547,6 +547,16 @@ type Pending struct {
 	done chan struct{}
 	res  Appended
 	err  error
+	// durableAt is when the commit made it durable (or found it a
+	// duplicate), on the monotonic clock; set before done is closed.
+	durableAt time.Time
+}
+
+// DurableAt is when the append was found durable, once Poll is true: a
+// reply that waits for the projections counts its least wait from it.
+func (p *Pending) DurableAt() time.Time {
+	<-p.done
+	return p.durableAt
 }
 
 // Append queues env for the next group commit and returns at once, unless
