@@ -638,10 +638,7 @@ func (s *Server) refuse(it *item, err error) {
 		from = u.String() // as the log and the folds spell it
 	}
 	if it.frame != nil {
-		typ = it.frame.Type()
-		if len(typ) > refusedTypeLogMax {
-			typ = typ[:refusedTypeLogMax] + "…"
-		}
+		typ = cutForLog(it.frame.Type(), refusedTypeLogMax)
 	}
 	s.refusedLog.log(s.lg, time.Now(), slog.LevelInfo, "frame refused", "peer", it.peer, "from", from, "type", typ, "id", it.inReplyTo, "status", int(protocol.StatusOf(err)), "reason", protocol.ReasonOf(err))
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/projections"
@@ -144,10 +145,7 @@ func (s *Server) answer(it *item, a events.Appended) (projections.Reply, bool) {
 		// The folds' refusals (402, most 401s, 409) were counted but
 		// never logged: "why was this transfer refused?" had no answer
 		// an operator could look up (helper-109).
-		typ := it.env.Type
-		if len(typ) > refusedTypeLogMax {
-			typ = typ[:refusedTypeLogMax] + "…"
-		}
+		typ := cutForLog(it.env.Type, refusedTypeLogMax)
 		s.refusedLog.log(s.lg, time.Now(), slog.LevelInfo, "frame refused by the projections", "peer", it.peer, "from", it.env.From, "type", typ,
 			"id", it.inReplyTo, "seq", a.Seq, "event_id", a.EventID, "status", int(r.Status), "reason", replyReason(r.Body))
 	}
@@ -161,10 +159,20 @@ func replyReason(body []byte) string {
 		Reason string `json:"reason"`
 	}
 	json.Unmarshal(body, &b)
-	if len(b.Reason) > refusedReasonLogMax {
-		return b.Reason[:refusedReasonLogMax] + "…"
+	return cutForLog(b.Reason, refusedReasonLogMax)
+}
+
+// cutForLog cuts s to at most max bytes for a log line, at the start of a
+// character, and marks the cut.
+func cutForLog(s string, max int) string {
+	if len(s) <= max {
+		return s
 	}
-	return b.Reason
+	i := max
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 // refusedReasonLogMax bounds the reason a refusal's log line repeats, in

@@ -64,3 +64,24 @@ func TestARefusalSaysWhoAndWhat(t *testing.T) {
 		}
 	}
 }
+
+// TestCutForLogKeepsCharactersWhole: a TYPE or reason cut for a log line
+// is cut at the start of a character: cut inside one, the line held
+// bytes that are not UTF-8 (helper-111).
+func TestCutForLogKeepsCharactersWhole(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		max  int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "abc…"},
+		{"ab€cd", 3, "ab…"}, // € is three bytes, from byte 2
+		{"ab€cd", 5, "ab€…"},
+		{"€€", 1, "…"},
+	} {
+		if got := cutForLog(tc.s, tc.max); got != tc.want {
+			t.Errorf("cutForLog(%q, %d) = %q, want %q", tc.s, tc.max, got, tc.want)
+		}
+	}
+}

@@ -42,7 +42,8 @@ func (m *Main) markRunning() {
 		m.lg.Warn("the record of the last run cannot be read", "path", path, "err", err)
 	}
 	b, _ = json.Marshal(runRecord{PID: os.Getpid(), Started: time.Now().UTC(), Version: bridge.Version()})
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	// Durably: a machine that goes down is one of the ends it is for.
+	if err := bridge.WriteFileDurable(path, b, 0o600); err != nil {
 		m.lg.Warn("the record of this run cannot be written; the next start cannot tell whether this one stopped cleanly", "path", path, "err", err)
 		return
 	}
