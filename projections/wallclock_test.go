@@ -16,14 +16,19 @@ import (
 // rebuild with the live state runs within milliseconds of it, so such a
 // leak passes them unless a second or an hour happens to turn in between
 // (helper-110 put time.Now into a registry record: no test failed). So
-// the folds' packages are read here, and a call to time.Now, time.Since or
-// time.Until in them fails the test, outside the places listed, which
+// the folds' packages are read here, and a call to time.Now, time.Since,
+// time.Until, ulid.Make or ulid.Now in them fails the test, outside the places listed, which
 // only time the replay for the log.
 func TestFoldsReadNoWallClock(t *testing.T) {
 	allowed := map[string]bool{ // file:function
 		"projections/runner.go:Run": true, // how long the replay took, for the log line
 	}
-	clock := map[string]bool{"Now": true, "Since": true, "Until": true}
+	// By import path: the calls that read the wall clock. ulid.Make and
+	// ulid.Now read it inside (helper-111).
+	clock := map[string]map[string]bool{
+		"time":                     {"Now": true, "Since": true, "Until": true},
+		"github.com/oklog/ulid/v2": {"Make": true, "Now": true, "Timestamp": false},
+	}
 	for _, dir := range []string{".", "../ledger", "../reputation"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
@@ -41,16 +46,23 @@ func TestFoldsReadNoWallClock(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			timeName := ""
+			banned := map[string]map[string]bool{} // by the name the file imports it under
 			for _, imp := range f.Imports {
-				if p, _ := strconv.Unquote(imp.Path.Value); p == "time" {
-					timeName = "time"
-					if imp.Name != nil {
-						timeName = imp.Name.Name
-					}
+				p, _ := strconv.Unquote(imp.Path.Value)
+				calls, ok := clock[p]
+				if !ok {
+					continue
 				}
+				name := filepath.Base(p)
+				if p == "github.com/oklog/ulid/v2" {
+					name = "ulid"
+				}
+				if imp.Name != nil {
+					name = imp.Name.Name
+				}
+				banned[name] = calls
 			}
-			if timeName == "" {
+			if len(banned) == 0 {
 				continue
 			}
 			pkg := filepath.Base(filepath.Dir(mustAbs(t, path)))
@@ -65,9 +77,9 @@ func TestFoldsReadNoWallClock(t *testing.T) {
 					if !ok {
 						return true
 					}
-					if id, ok := sel.X.(*ast.Ident); ok && id.Name == timeName && clock[sel.Sel.Name] && !allowed[where] {
+					if id, ok := sel.X.(*ast.Ident); ok && banned[id.Name][sel.Sel.Name] && !allowed[where] {
 						t.Errorf("%s: %s.%s in %s: a fold must take its time from the event (ReceivedAt, a body's timestamp), never the wall clock",
-							fset.Position(sel.Pos()), timeName, sel.Sel.Name, name)
+							fset.Position(sel.Pos()), id.Name, sel.Sel.Name, name)
 					}
 					return true
 				})

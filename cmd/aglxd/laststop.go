@@ -39,10 +39,11 @@ const lastStopPostingsMax = 2_000_000 // postings
 // lastStopFoldEntriesMax bounds a fold whose snapshot is recorded, in
 // entries (agents, keys, handshakes, rated pairs and the like): a
 // snapshot is made under the folds' lock (a stop's, or the replay's once
-// at the recorded event), and JSON for 100,000 registry entries (19 MB)
-// took 0.5-1 s here on a busy machine, so a larger fold is left out of
-// the record, and of the comparison.
-const lastStopFoldEntriesMax = 50_000 // entries
+// at the recorded event, which holds up the replay meanwhile), and JSON
+// for 100,000 registry entries (19 MB) took 0.5-1 s here on a busy
+// machine, so a larger fold is left out of the record, and of the
+// comparison: three folds at the bound cost some tenths of a second.
+const lastStopFoldEntriesMax = 20_000 // entries
 
 // lastStopWait bounds how long a stop waits for the folds to apply the
 // last events before it records them.
@@ -229,6 +230,9 @@ func (m *Main) compareLastStop(rec lastStop, changed []string, frozen *ledger.Fr
 	now := sha256Hex(snaps)
 	for _, name := range foldNames {
 		was, is := rec.Folds[name], now[name]
+		if (was == "") != (is == "") {
+			m.lg.Debug("a fold is not compared with the last stop's: it is past the bound on one side", "fold", name, "entries_max", lastStopFoldEntriesMax)
+		}
 		if was != "" && is != "" && was != is {
 			differs = append(differs, name)
 			digests = append(digests, "last_"+name+"_sha256", was, name+"_sha256", is)
