@@ -112,7 +112,7 @@ func (l *Ledger) request(e *Event, p *protocol.CreditRequest) Outcome {
 		return Outcome{Status: protocol.StatusOK, Replayed: true}
 	}
 	if len(l.requests.byPair[e.From+" "+e.To]) >= requestsOpenMax {
-		return refuse(protocol.StatusTooManyRequests, "%s has %d requests open with %s; wait for answers", quoteURI(e.From), requestsOpenMax, quoteURI(e.To))
+		return refuse(protocol.StatusTooManyRequests, "%s has %d requests open with %s; wait for answers, then sign the request again (a signed message refused once is refused again, unchanged)", quoteURI(e.From), requestsOpenMax, quoteURI(e.To))
 	}
 	l.requests.open(e, p.RequestedAmount.Decimal(), p.TaskID)
 	l.take(e)
