@@ -34,6 +34,10 @@ type Verdict struct {
 	// KeyID is the fingerprint (protocol.KeyID) of the key the signature
 	// was checked against, or "" if none was.
 	KeyID string
+	// Stale: the signature verified under KeyID, and only the timestamp
+	// lies outside the window. One stamped ahead passes the window later,
+	// unchanged (refusedCopies).
+	Stale bool
 }
 
 // signedTypes are the TYPEs that, once the sender has a key, must be signed
@@ -150,7 +154,7 @@ func (r *Registry) authenticate(e *Event) Verdict {
 		return Verdict{Auth: AuthInvalid, KeyID: keyID, Reason: sigReason(err)}
 	}
 	if reason := r.staleness(e); reason != "" {
-		return Verdict{Auth: AuthInvalid, KeyID: keyID, Reason: reason}
+		return Verdict{Auth: AuthInvalid, KeyID: keyID, Reason: reason, Stale: true}
 	}
 	if e.From == r.node {
 		return Verdict{Auth: AuthNode, KeyID: keyID}
@@ -176,7 +180,7 @@ func (r *Registry) verifiedAtIngest(e *Event) (Verdict, bool) {
 		return Verdict{}, false
 	}
 	if reason := r.staleness(e); reason != "" {
-		return Verdict{Auth: AuthInvalid, KeyID: keyID, Reason: reason}, true
+		return Verdict{Auth: AuthInvalid, KeyID: keyID, Reason: reason, Stale: true}, true
 	}
 	if e.From == r.node {
 		return Verdict{Auth: AuthNode, KeyID: keyID}, true

@@ -123,7 +123,7 @@ func (c *Credits) Apply(e *Event) {
 	if out.Status == protocol.StatusUnauthorized && verdict.Reason != "" {
 		out.Reason = verdict.Reason // the signature check says best what is wrong
 	}
-	if signed && out.Status != 0 && out.Status != protocol.StatusOK {
+	if (signed || verdict.Stale && stampedAhead(e)) && out.Status != 0 && out.Status != protocol.StatusOK {
 		if name == "" {
 			name = replayKey(e)
 		}
@@ -154,6 +154,16 @@ func (c *Credits) Apply(e *Event) {
 	if ok && c.outbox != nil {
 		c.outbox.Put(e.Seq, r)
 	}
+}
+
+// stampedAhead reports whether e's signed timestamp lies after its receive
+// time. A message refused as stale for that reason passes the window
+// later, unchanged, and was booked by a copy then (helper-112); one stale
+// because it is old never passes it again, and remembering those would let
+// anyone fill a sender's share with copies of its old messages.
+func stampedAhead(e *Event) bool {
+	ts, ok := signedTimestamp(e)
+	return ok && ts.After(e.ReceivedAt)
 }
 
 // RefusedEvent reports whether the ledger refused e while applying it.

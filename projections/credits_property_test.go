@@ -17,7 +17,8 @@ import (
 // CREDITS, requests and denials), key rotations (some signed with the
 // wrong key, so refused), copies of earlier frames under new IDs,
 // timestamps in and out of the signature window, and a receive clock that
-// steps back (helper-57). After every event the ledger's own check holds;
+// steps back (helper-57) and now and then jumps ten minutes or more.
+// After every event the ledger's own check holds;
 // a signed reward posts once for its signed content, and a signed request
 // or denial takes effect once; a signed message the ledger refused is
 // refused again whenever a copy comes (helper-108); and a rebuild from the
@@ -36,7 +37,7 @@ func TestSignedFoldsProperties(t *testing.T) {
 			if seq, ok := refused[k]; ok && out.Status < 400 {
 				rt.Fatalf("seq %d: a copy (ID %q) of the signed %s refused at seq %d was taken (status %d): %s", e.Seq, e.Header(protocol.HeaderID), e.Type, seq, out.Status, e.Body)
 			}
-			if v := h.r.Authenticate(e).Auth; out.Status >= 400 && (v == AuthValid || v == AuthNode) {
+			if v := h.r.Authenticate(e); out.Status >= 400 && (v.Auth == AuthValid || v.Auth == AuthNode || v.Stale && stampedAhead(e)) {
 				if _, ok := refused[k]; !ok {
 					refused[k] = e.Seq
 				}
@@ -70,6 +71,12 @@ func TestSignedFoldsProperties(t *testing.T) {
 		amount := func() string { return rapid.SampledFrom([]string{"1", "2.5", "10", "40"}).Draw(rt, "amount") }
 		for range rapid.IntRange(5, 60).Draw(rt, "events") {
 			h.at = h.at.Add(time.Duration(rapid.IntRange(-120, 300).Draw(rt, "step seconds"))*time.Second - time.Second) // send adds one
+			switch rapid.IntRange(0, 20).Draw(rt, "clock jump") { // a receive clock set ahead, or back (helper-111, helper-112)
+			case 0:
+				h.at = h.at.Add(12 * time.Minute)
+			case 1:
+				h.at = h.at.Add(-10 * time.Minute)
+			}
 			var f *protocol.Frame
 			switch rapid.IntRange(0, 8).Draw(rt, "kind") {
 			case 0:

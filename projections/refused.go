@@ -23,12 +23,12 @@ const (
 	// their receive order.
 	refusedSkew = time.Minute
 	// refusedSealKeep is how long, in event time, a seal is kept after
-	// its timestamp. A seal covers only messages stamped no later than
-	// it, which the signature window refuses anyway once the receive
-	// time is past it by the window; it is kept far longer than that, so
-	// that a node whose clock is set back by less than a day refuses the
-	// copies all the same. It bounds the seals by the senders with a
-	// refusal in the last day.
+	// its timestamp, beyond the window and the skew. A seal covers only
+	// messages stamped no later than it, which the signature window
+	// refuses anyway once the receive time is past it by the window; it
+	// is kept a day longer, so that a node whose clock is set back by
+	// less than a day refuses the copies all the same. It bounds the seals
+	// by the senders with a refusal in the last day.
 	refusedSealKeep = 24 * time.Hour
 	// refusedSealSweep is how often, in event time, old seals are
 	// dropped: not at every event, since a node with many seals would
@@ -63,14 +63,19 @@ const (
 //
 // Only messages whose signature verified are remembered: anyone could
 // send a message with a bad signature in another's name, and by
-// remembering it refuse the real one later. Only the TYPEs the ledger may
+// remembering it refuse the real one later. A verified one refused as
+// stale because it was stamped ahead of its arrival is remembered too: it
+// passes the window later, unchanged (helper-112). Only the TYPEs the ledger may
 // refuse and that move or hold credit are remembered and sealed
 // (sealable): a task's end, a claim or a query never is.
 type refusedCopies struct {
 	byName    map[string]refusedCopy
 	perSender map[string]int
-	order     []string // names, oldest first; expiry follows this order
-	head      int      // order[head:] are live or forgotten names
+	// order holds the names, oldest first. They expire in this order but
+	// for a message stamped ahead, which expires later: it holds up the
+	// ones behind it, which are then kept longer, never shorter.
+	order []string
+	head  int // order[head:] are live or forgotten names
 	// seals holds, by sender, the latest timestamp of its forgotten
 	// refusals.
 	seals map[string]time.Time
@@ -117,7 +122,9 @@ func (m *refusedCopies) advance(e *Event, window time.Duration) {
 	}
 	if len(m.seals) > 0 && m.now.After(m.sweep) {
 		for from, ts := range m.seals {
-			if m.now.Sub(ts) > refusedSealKeep {
+			// A copy stamped ts passes the window until the clock is past
+			// ts by the window: kept that much longer (helper-112).
+			if m.now.Sub(ts) > refusedSealKeep+window+refusedSkew {
 				delete(m.seals, from)
 			}
 		}
@@ -163,7 +170,7 @@ func (m *refusedCopies) copyOf(e *Event, name *string) (ledger.Outcome, bool) {
 	if seal, ok := m.seals[e.From]; ok {
 		if ts, ok := signedTimestamp(e); ok && !ts.After(seal) {
 			return ledger.Outcome{Status: protocol.StatusTooManyRequests, Reason: fmt.Sprintf(
-				"a signed message of %s that the node refused, stamped %s, is no longer remembered by itself, so every signed credit message of %s stamped no later is refused, copies of it among them: sign the message again with a later timestamp",
+				"a signed message of %s that the node refused, stamped %s, is no longer remembered by itself, so every signed credit message of %s stamped no later is refused, copies of it among them: sign the message again with a later timestamp, unless it may have been taken already (a resend after a lost reply: look at the account's history first, or a reward, request or offer signed again is taken twice)",
 				e.From, rfc3339(seal), e.From)}, true
 		}
 	}
@@ -191,7 +198,19 @@ func (m *refusedCopies) remember(e *Event, name string, status protocol.Status, 
 	if _, ok := m.byName[name]; ok {
 		return
 	}
-	stamp, _ := signedTimestamp(e) // a verified signature has one (Registry.staleness)
+	stamp, ok := signedTimestamp(e) // a verified signature has one (Registry.staleness)
+	if !ok || stamp.Sub(m.now) > refusedSealKeep {
+		// So far ahead that a seal at it would lock the sender out for
+		// longer than seals are kept: not remembered (LEDGER.md).
+		return
+	}
+	// A copy passes the window until the clock is past the later of the
+	// receive time and the stamp (a message refused as stamped ahead) by
+	// the window.
+	from := m.now
+	if stamp.After(from) {
+		from = stamp
+	}
 	if m.perSender[e.From] >= RefusedCopiesPerSenderMax {
 		m.seal(e.From, stamp)
 		return
@@ -199,7 +218,7 @@ func (m *refusedCopies) remember(e *Event, name string, status protocol.Status, 
 	for len(m.byName) >= RefusedCopiesMax {
 		m.forgetOldest()
 	}
-	m.byName[name] = refusedCopy{from: e.From, seq: e.Seq, status: status, stamp: stamp, expires: m.now.Add(2*window + refusedSkew)}
+	m.byName[name] = refusedCopy{from: e.From, seq: e.Seq, status: status, stamp: stamp, expires: from.Add(2*window + refusedSkew)}
 	m.perSender[e.From]++
 	m.order = append(m.order, name)
 }

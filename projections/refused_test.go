@@ -254,3 +254,59 @@ func TestASealLeavesTaskEndsAlone(t *testing.T) {
 		t.Fatalf("alice's task.cancel while sealed: refused %v (%d %s), available %s; want it taken and the hold ended", h.c.RefusedEvent(e), last.Status, last.Reason, h.available(alice))
 	}
 }
+
+// TestRefusedWhenStampedAheadStaysRefused: a transfer whose signature
+// held but whose timestamp lay ahead of its arrival by more than the
+// window was refused as stale (401), and was not remembered: a copy sent
+// once its timestamp was inside the window was booked, with no clock
+// step at all (helper-112).
+func TestRefusedWhenStampedAheadStaysRefused(t *testing.T) {
+	const alice, bob = "agent://alice.local", "agent://bob.local"
+	h := newCreditsHarness(t, alice, bob) // alice has 50
+	var last ledger.Outcome
+	h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+	r0 := h.at.Add(time.Second)
+	first := signed(t, h.alice, frame(alice, bob, protocol.TypeCreditTransfer,
+		fmt.Sprintf(`{"amount":40,"currency":"AGLX","transaction_id":"tx-s","timestamp":%q}`, ts(r0.Add(6*time.Minute)))))
+	h.send(first) // received at r0, stamped six minutes ahead
+	if last.Status != protocol.StatusUnauthorized {
+		t.Fatalf("the first: %d %s, want 401 (stale)", last.Status, last.Reason)
+	}
+	for _, after := range []time.Duration{2 * time.Minute, 10 * time.Minute} { // the stamp inside the window, then its end
+		h.at = r0.Add(after - time.Second)
+		h.send(withID(first, fmt.Sprint("copy-", after)))
+		if last.Status < 400 || h.balance(alice) != "50" {
+			t.Fatalf("a copy %s after the stale first: %d %s; alice has %s", after, last.Status, last.Reason, h.balance(alice))
+		}
+	}
+}
+
+// TestASealOutlivesItsWindowByADay: a seal is dropped a day after its
+// timestamp plus the window, so that a copy of a refusal it holds is
+// refused after the node's clock ran a day ahead and was set back by a
+// day less two minutes; dropped at a day flat, the copy was booked
+// (helper-112).
+func TestASealOutlivesItsWindowByADay(t *testing.T) {
+	const alice, bob = "agent://alice.local", "agent://bob.local"
+	h := newCreditsHarness(t, alice, bob) // alice has 50
+	var last ledger.Outcome
+	h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+	r0 := h.at.Add(time.Second)
+	first := signed(t, h.alice, frame(alice, bob, protocol.TypeCreditTransfer,
+		fmt.Sprintf(`{"amount":60,"currency":"AGLX","transaction_id":"tx-r","timestamp":%q}`, ts(r0))))
+	h.send(first)
+	if last.Status != protocol.StatusPaymentRequired {
+		t.Fatalf("the first: %d %s", last.Status, last.Reason)
+	}
+	// A day and two minutes ahead, for a mint to alice (which forgets the
+	// refusal into alice's seal and sweeps the seals)...
+	h.at = r0.Add(refusedSealKeep + 2*time.Minute - time.Second)
+	h.send(signed(t, nodeKey, frame(testNode, alice, protocol.TypeCreditTransfer,
+		fmt.Sprintf(`{"amount":100,"currency":"AGLX","transaction_id":"m-more","timestamp":%q}`, ts(h.at.Add(time.Second))))))
+	// ... then set back: the copy arrives four minutes after the first.
+	h.at = r0.Add(4*time.Minute - time.Second)
+	h.send(withID(first, "copy"))
+	if last.Status < 400 || h.balance(alice) != "150" {
+		t.Fatalf("a copy after the clock came back by a day less two minutes: %d %s; alice has %s", last.Status, last.Reason, h.balance(alice))
+	}
+}
