@@ -71,7 +71,8 @@ func TestSignedFoldsProperties(t *testing.T) {
 		amount := func() string { return rapid.SampledFrom([]string{"1", "2.5", "10", "40"}).Draw(rt, "amount") }
 		for range rapid.IntRange(5, 60).Draw(rt, "events") {
 			h.at = h.at.Add(time.Duration(rapid.IntRange(-120, 300).Draw(rt, "step seconds"))*time.Second - time.Second) // send adds one
-			switch rapid.IntRange(0, 20).Draw(rt, "clock jump") {                                                        // a receive clock set ahead, or back (helper-111, helper-112)
+			// Now and then a receive clock set ahead, or back (helper-111, helper-112).
+			switch rapid.IntRange(0, 20).Draw(rt, "clock jump") {
 			case 0:
 				h.at = h.at.Add(12 * time.Minute)
 			case 1:
