@@ -123,7 +123,7 @@ func (c *Credits) Apply(e *Event) {
 	if out.Status == protocol.StatusUnauthorized && verdict.Reason != "" {
 		out.Reason = verdict.Reason // the signature check says best what is wrong
 	}
-	if (signed || verdict.Stale && stampedAhead(e)) && out.Status != 0 && out.Status != protocol.StatusOK {
+	if (signed || verdict.Stale && stampedAhead(e)) && out.Status != 0 && out.Status != protocol.StatusOK && sealable(e) {
 		if name == "" {
 			name = replayKey(e)
 		}
