@@ -71,7 +71,7 @@ func main() {
 // (Windows) it exits 1.
 func stopAtOnce(lg *slog.Logger, again <-chan os.Signal) {
 	sig := <-again
-	lg.Warn("a second signal: stopping at once; frames read but not yet answered get no reply and are not stored (their senders resend), and everything acknowledged is on disk; the next start repairs the event stream from the write-ahead stream", "signal", sig.String())
+	lg.Warn("a second signal: stopping at once; frames read but not yet answered get no reply (each may or may not be stored: their senders resend with the same ID), and everything acknowledged is on disk; the next start repairs the event stream from the write-ahead stream", "signal", sig.String())
 	signal.Reset(os.Interrupt, syscall.SIGTERM)
 	if self, err := os.FindProcess(os.Getpid()); err == nil && self.Signal(sig) == nil {
 		select {} // the signal's default action ends the process
