@@ -225,11 +225,15 @@ func TestLedgerProperties(t *testing.T) {
 			}
 			e := drawEvent(t, h)
 			postings, holds := h.l.postings.len(), h.l.holds.rows.len()
+			repeats := h.l.Repeats(e)
 			o := h.apply(e)
 			e = h.log[len(h.log)-1]
 			outcomes = append(outcomes, o)
 
 			booked := h.l.postings.len() - postings
+			if repeats && (booked != 0 || h.l.holds.rows.len() != holds) {
+				t.Fatalf("Repeats(%s) said taken, yet Apply booked %d postings and %d holds", describe(e), booked, h.l.holds.rows.len()-holds)
+			}
 			if booked != 0 && (booked != 1 || !o.Posted()) {
 				t.Fatalf("Apply(%s) made %d postings, Posted() = %v", describe(e), booked, o.Posted())
 			}

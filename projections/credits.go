@@ -92,12 +92,25 @@ func (c *Credits) Apply(e *Event) {
 	verdict := c.verdict(e)
 	signed := verdict.Auth == AuthValid || verdict.Auth == AuthNode
 	var name string // e's replayKey, once made
+	ev := ledger.Event{
+		Seq: e.Seq, EventID: e.ID, Time: e.ReceivedAt,
+		From: e.From, To: e.To, MessageID: e.Header(protocol.HeaderID),
+		Credits: e.Msg.Credits, Auth: verdict.Auth, Payload: e.Msg.Payload,
+	}
+	if ev.NamedBySignature() {
+		name = replayKey(e)
+		ev.SignedName = name
+	}
 	c.refused.advance(e, c.window)
 	if signed {
 		// A copy of a refused message is refused here, and the ledger
 		// never sees it: deterministic all the same, since the memory
-		// is a fold of the log too (refused.go).
-		if out, copied := c.refused.copyOf(e, &name); copied {
+		// is a fold of the log too (refused.go). A sealed sender's
+		// message that the ledger would answer as one already taken (a
+		// resend whose reply was lost) goes on to the ledger, which
+		// changes nothing for it: refused, and signed again, it was
+		// taken twice (helper-112).
+		if out, copied := c.refused.copyOf(e, &name); copied && !(out.Status == protocol.StatusTooManyRequests && c.L.Repeats(ev)) {
 			if c.Observe != nil {
 				c.Observe(e, out)
 			}
@@ -107,17 +120,6 @@ func (c *Credits) Apply(e *Event) {
 			}
 			return
 		}
-	}
-	ev := ledger.Event{
-		Seq: e.Seq, EventID: e.ID, Time: e.ReceivedAt,
-		From: e.From, To: e.To, MessageID: e.Header(protocol.HeaderID),
-		Credits: e.Msg.Credits, Auth: verdict.Auth, Payload: e.Msg.Payload,
-	}
-	if ev.NamedBySignature() {
-		if name == "" {
-			name = replayKey(e)
-		}
-		ev.SignedName = name
 	}
 	out := c.L.Apply(ev)
 	if out.Status == protocol.StatusUnauthorized && verdict.Reason != "" {

@@ -61,6 +61,10 @@ const (
 // came back). So no refused message is booked by a copy, and the memory
 // is bounded.
 //
+// A sealed sender's message that the ledger would answer as one already
+// taken (ledger.Repeats: a resend whose reply was lost) is not refused but
+// goes on to the ledger, which answers it again and changes nothing.
+//
 // Only messages whose signature verified are remembered: anyone could
 // send a message with a bad signature in another's name, and by
 // remembering it refuse the real one later. A verified one refused as
@@ -170,7 +174,7 @@ func (m *refusedCopies) copyOf(e *Event, name *string) (ledger.Outcome, bool) {
 	if seal, ok := m.seals[e.From]; ok {
 		if ts, ok := signedTimestamp(e); ok && !ts.After(seal) {
 			return ledger.Outcome{Status: protocol.StatusTooManyRequests, Reason: fmt.Sprintf(
-				"a signed message of %s that the node refused, stamped %s, is no longer remembered by itself, so every signed credit message of %s stamped no later is refused, copies of it among them: sign the message again with a later timestamp, unless it may have been taken already (a resend after a lost reply: look at the account's history first, or a reward, request or offer signed again is taken twice)",
+				"a signed message of %s that the node refused, stamped %s, is no longer remembered by itself, so every signed credit message of %s stamped no later is refused, copies of it among them (a message already taken is answered as before): sign the message again with a later timestamp",
 				e.From, rfc3339(seal), e.From)}, true
 		}
 	}

@@ -310,3 +310,45 @@ func TestASealOutlivesItsWindowByADay(t *testing.T) {
 		t.Fatalf("a copy after the clock came back by a day less two minutes: %d %s; alice has %s", last.Status, last.Reason, h.balance(alice))
 	}
 }
+
+// TestASealedSendersResendIsAnsweredAsBefore: someone with many keys can
+// fill the memory fast enough that another sender's fresh refusal is
+// forgotten into its seal. That sender's resend of a reward already taken
+// (its reply lost), stamped before the seal, was refused 429, and signed
+// again as the 429 said, it was taken twice (helper-112). A message the
+// ledger would answer as already taken goes on to the ledger, which
+// answers it again and changes nothing; a new one stamped before the seal
+// is still refused.
+func TestASealedSendersResendIsAnsweredAsBefore(t *testing.T) {
+	const alice, bob = "agent://alice.local", "agent://bob.local"
+	h := newCreditsHarness(t, alice, bob) // alice has 50, bob 10
+	var last ledger.Outcome
+	h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+	t1 := h.at.Add(time.Second)
+	rewardAt := func(reason string) *protocol.Frame {
+		return signed(t, h.alice, frame(alice, bob, protocol.TypeCreditReward,
+			fmt.Sprintf(`{"amount":5,"reason":%q,"timestamp":%q}`, reason, ts(t1))))
+	}
+	first := rewardAt("thanks")
+	h.send(first) // taken; say its reply was lost
+	if last.Status != protocol.StatusOK || h.balance(bob) != "15" {
+		t.Fatalf("the reward: %d %s, bob has %s", last.Status, last.Reason, h.balance(bob))
+	}
+	h.send(signed(t, h.alice, frame(alice, bob, protocol.TypeCreditTransfer,
+		fmt.Sprintf(`{"amount":1000,"currency":"AGLX","transaction_id":"tx-big","timestamp":%q}`, ts(h.at.Add(time.Second))))))
+	if last.Status != protocol.StatusPaymentRequired {
+		t.Fatalf("the transfer: %d %s", last.Status, last.Reason)
+	}
+	h.c.refused.forgetOldest() // as a flood of others' refusals would
+	if _, sealed := h.c.refused.seals[alice]; !sealed {
+		t.Fatal("alice is not sealed")
+	}
+	h.send(withID(first, "resend"))
+	if last.Status != protocol.StatusOK || !last.Replayed || h.balance(bob) != "15" {
+		t.Fatalf("the resend of the taken reward: %d %s (replayed %v); bob has %s, want 15", last.Status, last.Reason, last.Replayed, h.balance(bob))
+	}
+	h.send(rewardAt("another"))
+	if last.Status != protocol.StatusTooManyRequests || h.balance(bob) != "15" {
+		t.Fatalf("a new reward stamped before the seal: %d %s; bob has %s", last.Status, last.Reason, h.balance(bob))
+	}
+}
