@@ -325,8 +325,8 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 			// write-ahead stream's reservation against the free space
 			// when it loads the streams, and the refusal named only this
 			// stream (helper-61).
-			return nil, fmt.Errorf("events: open stream %s: JetStream finds too little free disk for the streams' reservations (a start needs about %d MiB free besides what the streams hold; OPERATIONS.md, \"The disk\"): %w",
-				cfg.Stream, freeForReservation(cfg.WALBytesMax)>>20, err)
+			return nil, fmt.Errorf("events: open stream %s: %w (a start needs about %d MiB free besides what the streams hold; OPERATIONS.md, \"The disk\"): %w",
+				cfg.Stream, ErrTooLittleDisk, freeForReservation(cfg.WALBytesMax)>>20, err)
 		}
 		return nil, fmt.Errorf("events: create stream %s: %w", cfg.Stream, err)
 	}
@@ -336,8 +336,12 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	}
 	wal, err := js.CreateOrUpdateStream(ctx, wc)
 	if err != nil {
-		return nil, fmt.Errorf("events: create stream %s: it reserves %d MiB of the JetStream store, and JetStream grants a reservation only within three quarters of the free disk (about %d MiB free is needed besides what the streams hold): %w",
-			cfg.walStream(), cfg.WALBytesMax>>20, freeForReservation(cfg.WALBytesMax)>>20, err)
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrInsufficientResources {
+			return nil, fmt.Errorf("events: create stream %s: %w: it reserves %d MiB of the JetStream store, and JetStream grants a reservation only within three quarters of the free disk (a start needs about %d MiB free besides what the streams hold): %w",
+				cfg.walStream(), ErrTooLittleDisk, cfg.WALBytesMax>>20, freeForReservation(cfg.WALBytesMax)>>20, err)
+		}
+		return nil, fmt.Errorf("events: create stream %s: %w", cfg.walStream(), err)
 	}
 	walMsgMax, err := walMessageMax(nc, cfg)
 	if err != nil {

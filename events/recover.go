@@ -58,6 +58,10 @@ var ErrDamaged = errors.New("events: the event stream is damaged")
 // helper-104).
 var ErrWALDamaged = errors.New("events: the write-ahead stream is damaged")
 
+// ErrTooLittleDisk is Open's error when JetStream finds too little free
+// space for the streams' reservations; the node adds how much is free.
+var ErrTooLittleDisk = errors.New("JetStream finds too little free disk for the streams' reservations")
+
 // errBatchUnreadable marks a write-ahead batch that is gone from inside
 // the stream's range or does not decode; errBatchTrimmed one the stream
 // dropped as its oldest.

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -90,5 +91,34 @@ func TestStoreFullIsReported(t *testing.T) {
 	_, err = l.Append(context.Background(), testEnvelope(500, "task.result", "agent://a.local", "agent://b.local")).Wait(context.Background())
 	if protocol.StatusOf(err) != protocol.StatusUnavailable || !strings.Contains(err.Error(), "store takes no writes") || strings.Contains(err.Error(), dir) {
 		t.Fatalf("an append with the disk full = %v; want 503 saying the store takes no writes, without its paths", err)
+	}
+}
+
+// TestAStartWithTooLittleDiskSaysSo: JetStream refuses to open the
+// streams when the free space cannot hold the write-ahead stream's
+// reservation; Open says so with ErrTooLittleDisk, which the node
+// completes with what is free (helper-109: the operator had to run df).
+func TestAStartWithTooLittleDiskSaysSo(t *testing.T) {
+	dir := mountSmallFS(t, 64<<20)
+	s, err := StartServer(ServerConfig{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := s.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	l, err := Open(context.Background(), nc, Config{}, nil) // the default reservation, a GiB
+	if err == nil {
+		l.Close(context.Background())
+		t.Fatal("the log opened with a GiB to reserve on a 64 MiB file system")
+	}
+	if !errors.Is(err, ErrTooLittleDisk) || !strings.Contains(err.Error(), "a start needs about") {
+		t.Fatalf("Open on a 64 MiB file system: %v; want ErrTooLittleDisk with what a start needs", err)
+	}
+	if free, ferr := s.StoreFree(); ferr != nil || free == 0 || free > 64<<20 {
+		t.Fatalf("StoreFree = %d, %v; want what the small file system has free", free, ferr)
 	}
 }

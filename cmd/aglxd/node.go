@@ -165,6 +165,13 @@ func (m *Main) Run(ctx context.Context) error {
 			// the server does not try to load it at every start.
 			err = fmt.Errorf("%w. Here: mv '%s' to a place outside %s", err, m.ns.StreamDir(events.StreamNameDefault), m.cfg.DataDir)
 		}
+		if errors.Is(err, events.ErrTooLittleDisk) && m.ns != nil {
+			// What is free now, beside what is needed: a df saved
+			// (helper-109).
+			if free, ferr := m.ns.StoreFree(); ferr == nil {
+				err = fmt.Errorf("%w; %d MiB are free under %s", err, free>>20, m.cfg.DataDir)
+			}
+		}
 		if errors.Is(err, events.ErrWALDamaged) && m.ns != nil {
 			err = fmt.Errorf("%w. The write-ahead stream here: '%s'; move it to a place outside %s", err, m.ns.StreamDir(events.StreamNameDefault+"_WAL"), m.cfg.DataDir)
 		}
