@@ -7,10 +7,12 @@ import "github.com/aglx/ledger/protocol"
 // transaction_id, a reward's or an adjustment's key, a signed request's,
 // denial's or offer's name) names what an earlier event did, so that
 // Apply changes nothing for it but to answer it again (or refuse it with
-// 409, for other content under the same key). Nothing here ever answers
-// true for a message Apply would book or hold anew: the keys it looks up
-// are never removed, and each is the one Apply's own repeat check finds
-// first. The caller sets SignedName as for Apply (NamedBySignature).
+// 409, for other content under the same key), beyond the hold expiry that
+// every event's time brings. Nothing here ever answers true for a message
+// Apply would book or hold anew: the keys it looks up are never removed,
+// and each is the one Apply's own repeat check finds first
+// (TestRepeatsChangesNothing). The caller sets SignedName as for Apply
+// (NamedBySignature).
 //
 // The memory of refused signed messages (projections) asks it before it
 // refuses a sealed sender's message: a resend of a message that was
