@@ -114,22 +114,7 @@ func TestShutdownEndsWhileTheFoldsAreStalled(t *testing.T) {
 // took 43 minutes, and the client gave up (helper-109).
 func TestStalledFoldsAnswerPipelinedFramesTogether(t *testing.T) {
 	l, quiet := openBenchLog(t)
-	srv := New(l, Config{Answerer: stalledFolds{asked: make(chan struct{}, 1)}}, quiet)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.ServeTCP(ln, events.TransportTCP)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	c, err := Dial(context.Background(), ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := serveAndDial(t, New(l, Config{Answerer: stalledFolds{asked: make(chan struct{}, 1)}}, quiet))
 	const frames = 5
 	start := time.Now()
 	for i := range frames {
@@ -147,6 +132,28 @@ func TestStalledFoldsAnswerPipelinedFramesTogether(t *testing.T) {
 			t.Fatalf("reply %d: %s %s %s, want an ack with 202", i+1, f.Type(), f.Value("STATUS"), f.Body)
 		}
 	}
+}
+
+// serveAndDial serves srv over TCP on loopback and dials it; the client
+// is closed, and the server stopped within a second, when the test ends.
+func serveAndDial(t *testing.T, srv *Server) *Client {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeTCP(ln, events.TransportTCP)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	c, err := Dial(context.Background(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // failingListener fails its first Accept calls as a process out of file
@@ -218,22 +225,7 @@ func TestAcceptOutlivesRunningOutOfFiles(t *testing.T) {
 func TestPipelineBoundsUnansweredFrames(t *testing.T) {
 	l, quiet := openBenchLog(t)
 	const pipeline = 2
-	srv := New(l, Config{Answerer: stalledFolds{asked: make(chan struct{}, 1)}, PipelineMax: pipeline}, quiet)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.ServeTCP(ln, events.TransportTCP)
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	}()
-	c, err := Dial(context.Background(), ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := serveAndDial(t, New(l, Config{Answerer: stalledFolds{asked: make(chan struct{}, 1)}, PipelineMax: pipeline}, quiet))
 	for i := range 10 {
 		c.Write(benchFrame(i))
 	}

@@ -42,16 +42,7 @@ func mountSmallFS(t *testing.T, size int) string {
 func TestStoreFullIsReported(t *testing.T) {
 	const fsSize = 48 << 20
 	dir := mountSmallFS(t, fsSize)
-	s, err := StartServer(ServerConfig{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Shutdown)
-	nc, err := s.Connect("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	s, nc := startTestServer(t, ServerConfig{DataDir: dir})
 	l, err := Open(context.Background(), nc, Config{WALBytesMax: 4 << 20, AckTimeout: 2 * time.Second, StoreDown: s.JetStreamDown}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -100,16 +91,7 @@ func TestStoreFullIsReported(t *testing.T) {
 // completes with what is free (helper-109: the operator had to run df).
 func TestAStartWithTooLittleDiskSaysSo(t *testing.T) {
 	dir := mountSmallFS(t, 64<<20)
-	s, err := StartServer(ServerConfig{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Shutdown)
-	nc, err := s.Connect("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	s, nc := startTestServer(t, ServerConfig{DataDir: dir})
 	l, err := Open(context.Background(), nc, Config{}, nil) // the default reservation, a GiB
 	if err == nil {
 		l.Close(context.Background())

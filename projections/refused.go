@@ -193,12 +193,10 @@ func (m *refusedCopies) copyOf(e *Event, name *string) (ledger.Outcome, bool) {
 		c.seq, int(c.status))}, true
 }
 
-// remember records that e, whose signature verified, was refused with
+// remember records that e, whose signature verified and which is
+// sealable (the caller has asked, before it made name), was refused with
 // status.
 func (m *refusedCopies) remember(e *Event, name string, status protocol.Status, window time.Duration) {
-	if !sealable(e) {
-		return
-	}
 	if _, ok := m.byName[name]; ok {
 		return
 	}

@@ -48,9 +48,7 @@ func TestRefusedSignedMessageStaysRefused(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newCreditsHarness(t, alice, bob) // alice has 50
-			var last ledger.Outcome
-			h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+			h, last := observedHarness(t, alice, bob) // alice has 50
 			first := tc.make(h, h.at)
 			h.send(first)
 			if last.Status != protocol.StatusPaymentRequired {
@@ -92,9 +90,7 @@ func TestRefusedSignedMessageStaysRefused(t *testing.T) {
 // memory forgets what no copy could pass the signature window with.
 func TestRefusedCopiesAreBounded(t *testing.T) {
 	const alice, bob = "agent://alice.local", "agent://bob.local"
-	h := newCreditsHarness(t, alice, bob) // alice has 50
-	var last ledger.Outcome
-	h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+	h, last := observedHarness(t, alice, bob) // alice has 50
 	at := h.at
 	transfer := func(i int, at time.Time) *protocol.Frame {
 		return signed(t, h.alice, frame(alice, bob, protocol.TypeCreditTransfer,
@@ -162,9 +158,7 @@ func TestRefusedCopiesAreBounded(t *testing.T) {
 // seal, which refuses the copy all the same.
 func TestRefusedCopiesSurviveAClockThatStepsBack(t *testing.T) {
 	const alice, bob = "agent://alice.local", "agent://bob.local"
-	h := newCreditsHarness(t, alice, bob) // alice has 50
-	var last ledger.Outcome
-	h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+	h, last := observedHarness(t, alice, bob) // alice has 50
 	r0 := h.at.Add(time.Second)
 	first := signed(t, h.alice, frame(alice, bob, protocol.TypeCreditTransfer,
 		fmt.Sprintf(`{"amount":60,"currency":"AGLX","transaction_id":"tx-r","timestamp":%q}`, ts(r0))))
@@ -195,9 +189,7 @@ func TestRefusedCopiesSurviveAClockThatStepsBack(t *testing.T) {
 // judged as any.
 func TestAFullMemoryForgetsTheOldest(t *testing.T) {
 	const alice, bob = "agent://alice.local", "agent://bob.local"
-	h := newCreditsHarness(t, alice, bob) // alice has 50
-	var last ledger.Outcome
-	h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+	h, last := observedHarness(t, alice, bob) // alice has 50
 	m := h.c.refused
 	old := h.at.Add(-time.Minute)
 	for i := range RefusedCopiesMax { // a hundred senders' thousand each
@@ -229,9 +221,7 @@ func TestAFullMemoryForgetsTheOldest(t *testing.T) {
 // stayed (helper-111).
 func TestASealLeavesTaskEndsAlone(t *testing.T) {
 	const alice, bob, carol = "agent://alice.local", "agent://bob.local", "agent://carol.local"
-	h := newCreditsHarness(t, alice, bob) // alice has 50
-	var last ledger.Outcome
-	h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+	h, last := observedHarness(t, alice, bob) // alice has 50
 	t0 := h.at
 	offer := frame(alice, carol, protocol.TypeTaskAssign, fmt.Sprintf(`{"task":"analyze","task_id":"t1","timestamp":%q}`, ts(t0)))
 	offer.Headers = append(offer.Headers, protocol.Header{Name: protocol.HeaderCredits, Value: "10"})
@@ -262,9 +252,7 @@ func TestASealLeavesTaskEndsAlone(t *testing.T) {
 // step at all (helper-112).
 func TestRefusedWhenStampedAheadStaysRefused(t *testing.T) {
 	const alice, bob = "agent://alice.local", "agent://bob.local"
-	h := newCreditsHarness(t, alice, bob) // alice has 50
-	var last ledger.Outcome
-	h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+	h, last := observedHarness(t, alice, bob) // alice has 50
 	r0 := h.at.Add(time.Second)
 	first := signed(t, h.alice, frame(alice, bob, protocol.TypeCreditTransfer,
 		fmt.Sprintf(`{"amount":40,"currency":"AGLX","transaction_id":"tx-s","timestamp":%q}`, ts(r0.Add(6*time.Minute)))))
@@ -288,9 +276,7 @@ func TestRefusedWhenStampedAheadStaysRefused(t *testing.T) {
 // (helper-112).
 func TestASealOutlivesItsWindowByADay(t *testing.T) {
 	const alice, bob = "agent://alice.local", "agent://bob.local"
-	h := newCreditsHarness(t, alice, bob) // alice has 50
-	var last ledger.Outcome
-	h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+	h, last := observedHarness(t, alice, bob) // alice has 50
 	r0 := h.at.Add(time.Second)
 	first := signed(t, h.alice, frame(alice, bob, protocol.TypeCreditTransfer,
 		fmt.Sprintf(`{"amount":60,"currency":"AGLX","transaction_id":"tx-r","timestamp":%q}`, ts(r0))))
@@ -321,9 +307,7 @@ func TestASealOutlivesItsWindowByADay(t *testing.T) {
 // is still refused.
 func TestASealedSendersResendIsAnsweredAsBefore(t *testing.T) {
 	const alice, bob = "agent://alice.local", "agent://bob.local"
-	h := newCreditsHarness(t, alice, bob) // alice has 50, bob 10
-	var last ledger.Outcome
-	h.c.Observe = func(_ *Event, out ledger.Outcome) { last = out }
+	h, last := observedHarness(t, alice, bob) // alice has 50, bob 10
 	t1 := h.at.Add(time.Second)
 	rewardAt := func(reason string) *protocol.Frame {
 		return signed(t, h.alice, frame(alice, bob, protocol.TypeCreditReward,
@@ -351,4 +335,12 @@ func TestASealedSendersResendIsAnsweredAsBefore(t *testing.T) {
 	if last.Status != protocol.StatusTooManyRequests || h.balance(bob) != "15" {
 		t.Fatalf("a new reward stamped before the seal: %d %s; bob has %s", last.Status, last.Reason, h.balance(bob))
 	}
+}
+
+// observedHarness is newCreditsHarness with the ledger's outcome of the
+// latest event kept in *last.
+func observedHarness(t *testing.T, alice, bob string) (h *creditsHarness, last *ledger.Outcome) {
+	h, last = newCreditsHarness(t, alice, bob), new(ledger.Outcome)
+	h.c.Observe = func(_ *Event, out ledger.Outcome) { *last = out }
+	return h, last
 }
