@@ -15,6 +15,10 @@ const (
 	TransportTCP = "tcp"
 	TransportTLS = "tls"
 	TransportUDP = "udp"
+	// TransportNode marks an event the node made itself rather than
+	// received: its own key rotation (aglxd --rotate-node-key), appended
+	// straight to the log, with no peer.
+	TransportNode = "node"
 )
 
 // Envelope is one received AGLX message as the log keeps it. It holds the
@@ -30,7 +34,8 @@ type Envelope struct {
 	From string
 	// To is empty for a broadcast (agent.announce).
 	To string
-	// Transport is how the frame reached the node: tcp, tls or udp.
+	// Transport is how the frame reached the node: tcp, tls or udp; node
+	// for an event the node made itself (TransportNode).
 	Transport string
 	// Declared is the transport the frame's start line names (TCP or UDP).
 	Declared string

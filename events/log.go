@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,17 +106,6 @@ const jsErrInsufficientResources jetstream.ErrorCode = 10047
 // the store holds what the server lets it (nats-server's
 // JSInsufficientResourcesErr, "insufficient resources"; Server.StoreUsage).
 const jsErrStoreLimit jetstream.ErrorCode = 10023
-
-// MetaOwner is the event stream's metadata key for Config.Owner.
-const MetaOwner = "aglx_owner"
-
-// MetaTakenFrom keeps the owner the last take-over replaced (Config.
-// TakeOver), so that an auditor can learn why that owner's mints no longer
-// count.
-const MetaTakenFrom = "aglx_taken_from"
-
-// ErrOtherOwner is Open's refusal of a log that another owner wrote.
-var ErrOtherOwner = errors.New("events: the log is another node's")
 
 // withDefaults fills unset fields.
 func (c Config) withDefaults() Config {
@@ -239,9 +228,12 @@ type Log struct {
 	// one behind the events a replay was reading, and /healthz failed with
 	// a timeout while a node caught up after a start (helper-74).
 	info jetstream.Stream
-	wal  jetstream.Stream // nil for a read-only (attached) log
-	cfg  Config
-	lg   *slog.Logger
+	// meta is the event stream's metadata as last read or written (Meta).
+	metaMu sync.Mutex
+	meta   map[string]string
+	wal    jetstream.Stream // nil for a read-only (attached) log
+	cfg    Config
+	lg     *slog.Logger
 
 	queue     chan *Pending // appends waiting for the committer
 	toPublish chan *batch   // committed batches waiting for the publisher
@@ -331,8 +323,8 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 		return nil, fmt.Errorf("events: create stream %s: %w", cfg.Stream, err)
 	}
 	wc := cfg.WALConfig()
-	if owner := meta[MetaOwner]; owner != "" {
-		wc.Metadata = map[string]string{MetaOwner: owner}
+	if wm := walMeta(meta); len(wm) > 0 {
+		wc.Metadata = wm
 	}
 	wal, err := js.CreateOrUpdateStream(ctx, wc)
 	if err != nil {
@@ -361,6 +353,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	}
 	l := &Log{
 		nc: nc, js: js, walJS: walJS, stream: st, info: info, wal: wal, cfg: cfg, lg: lg,
+		meta:      maps.Clone(st.CachedInfo().Config.Metadata),
 		walMsgMax: walMsgMax, batchBytesMax: min(BatchBytesMax, walMsgMax),
 		queue:     make(chan *Pending, InFlightMax),
 		toPublish: make(chan *batch, InFlightMax/BatchEventsMax+1),
@@ -382,72 +375,6 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	go l.commitLoop()
 	go l.publishLoop()
 	return l, nil
-}
-
-// CheckOwner refuses, with ErrOtherOwner, an event stream that another
-// owner than cfg.Owner wrote, as Open would, but changes nothing: the node
-// asks before it keeps a key it made at this start.
-func CheckOwner(ctx context.Context, nc *nats.Conn, cfg Config) error {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("events: jetstream: %w", err)
-	}
-	_, _, err = checkExisting(ctx, js, cfg.withDefaults())
-	return err
-}
-
-// checkExisting checks an existing event stream against cfg (its replicas
-// and its owner) and returns the metadata to keep on it: the stream's
-// own, with cfg.Owner added where it had none. takenFrom is the owner that
-// cfg.TakeOver replaces, for the caller to log, or "".
-func checkExisting(ctx context.Context, js jetstream.JetStream, cfg Config) (meta map[string]string, takenFrom string, err error) {
-	meta = map[string]string{}
-	s, err := js.Stream(ctx, cfg.Stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		// A new log, or an event stream moved aside to be rebuilt from
-		// the write-ahead stream (ErrDamaged), which keeps the owner too:
-		// without it the rebuild took any owner, and the guard was gone
-		// just when an operator was repairing the store (helper-55).
-		w, err := js.Stream(ctx, cfg.walStream())
-		switch {
-		case errors.Is(err, jetstream.ErrStreamNotFound):
-		case err != nil:
-			return nil, "", fmt.Errorf("events: stream %s: %w", cfg.walStream(), err)
-		default:
-			if was := w.CachedInfo().Config.Metadata[MetaOwner]; was != "" {
-				meta[MetaOwner] = was
-			}
-		}
-		return owned(meta, cfg)
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("events: stream %s: %w", cfg.Stream, err)
-	}
-	info := s.CachedInfo()
-	if err := checkReplicas(info, cfg); err != nil {
-		return nil, "", err
-	}
-	for k, v := range info.Config.Metadata {
-		if !strings.HasPrefix(k, "_nats.") { // the server's own, which it sets
-			meta[k] = v
-		}
-	}
-	return owned(meta, cfg)
-}
-
-// owned checks the owner recorded in meta against cfg.Owner and records
-// cfg.Owner there, or refuses with ErrOtherOwner.
-func owned(meta map[string]string, cfg Config) (_ map[string]string, takenFrom string, _ error) {
-	switch was := meta[MetaOwner]; {
-	case cfg.Owner == "":
-	case was == "" || was == cfg.Owner:
-		meta[MetaOwner] = cfg.Owner
-	case cfg.TakeOver:
-		meta[MetaOwner], meta[MetaTakenFrom], takenFrom = cfg.Owner, was, was
-	default:
-		return nil, "", fmt.Errorf("%w: stream %s was written by %q, and this is %q: a node's own mints and registry entries are void on replay under another name or key. Start it as the node that wrote it, give another node a store of its own, or take the store over knowing that (docs/OPERATIONS.md)", ErrOtherOwner, cfg.Stream, was, cfg.Owner)
-	}
-	return meta, takenFrom, nil
 }
 
 // checkReplicas refuses to open an existing log with a replica count that
@@ -486,7 +413,8 @@ func Attach(ctx context.Context, nc *nats.Conn, stream string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: stream %s: %w", stream, err)
 	}
-	return &Log{nc: nc, js: js, stream: st, info: st, cfg: Config{Stream: stream}.withDefaults()}, nil
+	return &Log{nc: nc, js: js, stream: st, info: st, cfg: Config{Stream: stream}.withDefaults(),
+		meta: maps.Clone(st.CachedInfo().Config.Metadata)}, nil
 }
 
 // Close stops taking appends, commits what it holds, publishes what the

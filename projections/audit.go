@@ -67,6 +67,9 @@ type AuditReport struct {
 	// balances they made are gone (helper-88).
 	Unvouched      int
 	UnvouchedFirst uint64
+	// NodeKeys is the node's key history as the log has it, oldest first:
+	// its first key and each its rotations bound.
+	NodeKeys []KeyView
 	// Problems lists the first auditProblemsMax discrepancies;
 	// ProblemsTotal counts them all.
 	Problems      []string
@@ -98,7 +101,18 @@ func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodePub crypto.P
 	// the fold, which takes a verdict only if it was made with the key the
 	// fold would use.
 	verdicts := NewVerdictCache()
-	registry := NewRegistry(RegistryConfig{NodeURI: nodeURI, NodePublicKey: nodePub, Verdicts: verdicts})
+	// A node that rotated its key is checked from the key its log began
+	// with, as the node itself does (events.MetaNodeFirstKey), and must
+	// end with the key it names now.
+	var first crypto.PublicKey
+	if text := lg.Meta(events.MetaNodeFirstKey); text != "" {
+		k, err := protocol.ParsePublicKey(text)
+		if err != nil {
+			return nil, fmt.Errorf("the event stream's metadata %s does not hold a public key: %w", events.MetaNodeFirstKey, err)
+		}
+		first = k
+	}
+	registry := NewRegistry(RegistryConfig{NodeURI: nodeURI, NodePublicKey: nodePub, NodeFirstKey: first, Verdicts: verdicts})
 	verifier := &IngestVerifier{Registry: registry, Cache: verdicts}
 	credits := NewCredits(nodeURI, registry, nil)
 	// The auditor's own books: plain apd, no shortcuts.
@@ -207,6 +221,10 @@ func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodePub crypto.P
 	if err := credits.L.Check(); err != nil {
 		problem("the ledger's own check: %v", err)
 	}
+	if _, id, _ := registry.CurrentKey(nodeURI); id != protocol.KeyID(nodePub) {
+		problem("the log's node key at seq %d is %s, not the key the node names (%s): its key history does not lead to it", live.AppliedSeq, id, protocol.KeyID(nodePub))
+	}
+	rep.NodeKeys = registry.keyViews(nodeURI)
 	rep.Accounts = len(books)
 	d, err := DigestOf(credits, live.AppliedSeq)
 	if err != nil {

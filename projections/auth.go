@@ -213,10 +213,7 @@ func (r *Registry) HasKey(uri string, seq uint64) bool {
 // keyFor returns the key FROM had before the event at seq: the node's own
 // for the node's URI, else the latest bound at a lower sequence.
 func (r *Registry) keyFor(uri string, seq uint64) (crypto.PublicKey, string, bool) {
-	if uri == r.node {
-		return r.nodePub, r.nodeKeyID, true
-	}
-	k := r.keys[uri].at(seq)
+	k := r.keyringOf(uri).at(seq)
 	if k == nil {
 		return nil, "", false
 	}

@@ -97,6 +97,19 @@ func (kr *keyring) at(seq uint64) *keyRecord {
 
 func (kr *keyring) current() *keyRecord { return kr.at(0) }
 
+// nodeKeyConfigured is the bound_by of the node's first key, which comes
+// from its configuration (RegistryConfig.NodeFirstKey), not from an event.
+const nodeKeyConfigured = "configuration"
+
+// keyringOf is uri's keys: the node's own history for the node's URI,
+// else the agent's (nil if it has none).
+func (r *Registry) keyringOf(uri string) *keyring {
+	if uri == r.node {
+		return r.nodeKeys
+	}
+	return r.keys[uri]
+}
+
 // has reports whether the agent has had a key with this fingerprint or
 // this name.
 func (kr *keyring) has(keyID, name string) bool {
@@ -303,13 +316,16 @@ func (r *Registry) keyRotate(e *Event, p *protocol.KeyRotate) {
 	if r.answerReplay(key, e) {
 		return
 	}
-	cur := r.keys[e.From].current()
+	cur := r.keyringOf(e.From).current()
 	if cur == nil {
 		r.refuse(e, protocol.StatusUnauthorized, fmt.Sprintf(
 			"no key is bound to %s, so key.rotate cannot be checked; bind a first key with auth.request", e.From))
 		return
 	}
-	if v := r.last.v; v.Auth != AuthValid {
+	// The node's own rotation is AuthNode: it is made by aglxd
+	// --rotate-node-key, never taken from the wire (the bridge refuses
+	// every non-credit frame in the node's name).
+	if v := r.last.v; v.Auth != AuthValid && (v.Auth != AuthNode || e.From != r.node) {
 		r.refuse(e, protocol.StatusUnauthorized, "key.rotate must be signed with the current key: "+v.Reason)
 		return
 	}
@@ -333,7 +349,7 @@ func (r *Registry) rotate(e *Event, p *protocol.KeyRotate, cur *keyRecord) Reply
 	if err != nil {
 		return fail(protocol.StatusBadRequest, sigReason(err))
 	}
-	kr := r.keys[e.From]
+	kr := r.keyringOf(e.From)
 	keyID := protocol.KeyID(pub)
 	if kr.has(keyID, "") {
 		return fail(protocol.StatusConflict, fmt.Sprintf("the key %s was bound to %s before; a rotation needs a new key", keyID, e.From))
@@ -366,7 +382,7 @@ type KeyView struct {
 
 // keyViews lists uri's keys, oldest first.
 func (r *Registry) keyViews(uri string) []KeyView {
-	kr := r.keys[uri]
+	kr := r.keyringOf(uri)
 	if kr == nil {
 		return nil
 	}

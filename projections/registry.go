@@ -75,6 +75,15 @@ type RegistryConfig struct {
 	// same state; the auth.response it would have sent goes unsigned, to
 	// nobody. Ignored when NodeKey is set.
 	NodePublicKey crypto.PublicKey
+	// NodeFirstKey is the key the node's first messages in the log were
+	// signed with, when the node has rotated its key since (aglxd
+	// --rotate-node-key; the event stream's metadata, events.
+	// MetaNodeFirstKey). The fold checks the node's messages against it
+	// and follows the node's own key.rotate events in the log from there,
+	// as it does an agent's, so that mints made before a rotation still
+	// count on replay. Nil: NodeKey's (or NodePublicKey's) public key,
+	// right for a node that never rotated.
+	NodeFirstKey crypto.PublicKey
 	// Zones are the zones agents may join (ParseZones).
 	Zones []Zone
 	// SyncFrom names the peer registries whose registry.sync this node
@@ -127,6 +136,11 @@ func (c *RegistryConfig) Validate() error {
 	if _, err := protocol.MarshalPublicKey(pub); err != nil {
 		return fmt.Errorf("registry: node key: %w", err)
 	}
+	if c.NodeFirstKey != nil {
+		if _, err := protocol.MarshalPublicKey(c.NodeFirstKey); err != nil {
+			return fmt.Errorf("registry: the node's first key: %w", err)
+		}
+	}
 	if c.SignatureWindow < 0 || c.SignatureWindow > signatureWindowMax {
 		return fmt.Errorf("registry: signature window %v must be from 0 (the default, %v) to %v", c.SignatureWindow, SignatureWindowDefault, signatureWindowMax)
 	}
@@ -156,9 +170,10 @@ type Registry struct {
 	// state: no snapshot holds it.
 	unnamedSyncs map[string]int
 	node         string
-	nodePub      crypto.PublicKey
-	nodeKeyID    string
-	window       time.Duration
+	// nodeKeys is the node's own key history: its first key (config, not
+	// state), then each key its own key.rotate events bound.
+	nodeKeys *keyring
+	window   time.Duration
 
 	// now is the registry's clock: the latest ReceivedAt applied. Expiry
 	// is measured against it, never against the wall clock.
@@ -218,11 +233,15 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 	if cfg.NodeKey != nil {
 		pub = cfg.NodeKey.Public()
 	}
+	if cfg.NodeFirstKey != nil {
+		pub = cfg.NodeFirstKey
+	}
+	text, _ := protocol.MarshalPublicKey(pub) // Validate parsed it
 	r := &Registry{
-		cfg:       cfg,
-		node:      cfg.NodeURI,
-		nodePub:   pub,
-		nodeKeyID: protocol.KeyID(pub),
+		cfg:  cfg,
+		node: cfg.NodeURI,
+		nodeKeys: &keyring{keys: []*keyRecord{{
+			KeyID: protocol.KeyID(pub), PublicKey: text, BoundBy: nodeKeyConfigured, pub: pub}}},
 		window:    cfg.SignatureWindow,
 		agents:    map[string]*agentEntry{},
 		keys:      map[string]*keyring{},

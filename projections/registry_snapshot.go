@@ -205,6 +205,10 @@ type registrySnapshot struct {
 	// refused for a full memory (joinsFull); left out when there is none,
 	// as there was none before it.
 	JoinsFull map[string]time.Time `json:"joins_full,omitempty"`
+	// NodeKeys is the node's own key history once it has rotated its key;
+	// left out before, when it holds only the first key, which is
+	// configuration (and was not in a snapshot before rotations were).
+	NodeKeys []*keyRecord `json:"node_keys,omitempty"`
 }
 
 type zoneSnapshot struct {
@@ -217,7 +221,7 @@ type zoneSnapshot struct {
 // caller under the folds' lock can tell a snapshot too large to make
 // there before it makes it (the last-stop record in aglxd).
 func (r *Registry) SnapshotEntries() int {
-	n := len(r.agents) + len(r.keys) + len(r.mentors) + r.hints.len() + r.sightings.len() + r.seen.len() + len(r.joinsFull)
+	n := len(r.agents) + len(r.keys) + len(r.nodeKeys.keys) + len(r.mentors) + r.hints.len() + r.sightings.len() + r.seen.len() + len(r.joinsFull)
 	for _, z := range r.zones {
 		n += len(z.members)
 	}
@@ -243,6 +247,9 @@ func (r *Registry) Snapshot() ([]byte, error) {
 	}
 	for uri, kr := range r.keys {
 		s.Keys[uri] = kr.keys
+	}
+	if len(r.nodeKeys.keys) > 1 || r.nodeKeys.keys[0].BoundBy != nodeKeyConfigured {
+		s.NodeKeys = r.nodeKeys.keys
 	}
 	for id, z := range r.zones {
 		s.Zones[id] = zoneSnapshot{Role: z.cfg.Role, MinReputation: z.cfg.MinReputation, Members: z.members}

@@ -100,8 +100,18 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "node:            %s, key %s\naudited:         the log to seq %d (its end when the audit started: seq %d)\nevents folded:   %d (to seq %d)\npostings:        %d\naccounts:        %d\nledger digest:   %s\nnode digest:     %s\n",
 		node.Name, keyID, rep.AppliedSeq, end, rep.Events, rep.AppliedSeq, rep.Postings, rep.Accounts, rep.Digest, rep.NodeDigest)
+	if len(rep.NodeKeys) > 1 {
+		fmt.Fprintf(stdout, "node keys:       %d in the log's history (aglxd --rotate-node-key), oldest first:\n", len(rep.NodeKeys))
+		for _, k := range rep.NodeKeys {
+			fmt.Fprintf(stdout, "  - %s, bound by %s", k.KeyID, k.BoundBy)
+			if !k.RetiredAt.IsZero() {
+				fmt.Fprintf(stdout, ", retired %s", k.RetiredAt.Format(time.RFC3339))
+			}
+			fmt.Fprintln(stdout)
+		}
+	}
 	if rep.Unvouched > 0 {
-		fmt.Fprintf(stdout, "\nnote: %d credit messages in the node's name (mints, adjustments), the first at seq %d, are not signed by its current key %s, and the ledger did not book them: was the store taken over under another key (--take-over-store), or are they forged? (docs/OPERATIONS.md, --node-key)\n",
+		fmt.Fprintf(stdout, "\nnote: %d credit messages in the node's name (mints, adjustments), the first at seq %d, are not signed by the key that spoke for the node then (now %s), and the ledger did not book them: was the store taken over under another key (--take-over-store), or are they forged? (docs/OPERATIONS.md, --node-key)\n",
 			rep.Unvouched, rep.UnvouchedFirst, keyID)
 	}
 	if len(rep.Problems) > 0 {

@@ -50,6 +50,9 @@ type Config struct {
 	// TakeOverStore lets the node start on a store written under another
 	// name or key (events.Config.TakeOver).
 	TakeOverStore bool
+	// RotateNodeKey makes aglxd rotate the node's key and exit instead of
+	// serving (rotate.go).
+	RotateNodeKey bool
 	// Relay delivers agent-to-agent messages to the addressees' registered
 	// addresses, if those lie in RelayNetworks (CIDRs).
 	Relay         bool
@@ -147,6 +150,7 @@ func parseFlags(args []string) (Config, error) {
 	})
 	fs.BoolVar(&c.Relay, "relay", c.Relay, "deliver messages agents address to each other to the address each addressee registered")
 	fs.BoolVar(&c.TakeOverStore, "take-over-store", false, "start on a store another --name or node key wrote (a lost key, a renamed node): that node's own mints and registry entries are void on replay")
+	fs.BoolVar(&c.RotateNodeKey, "rotate-node-key", false, "rotate the node's key and exit: record a key.rotate signed with the current key, then replace --node-key with a new Ed25519 key (or with the key put in NODE-KEY.next beforehand); run it with the node stopped and the flags it runs with")
 	fs.StringVar(&c.RelayNetworks, "relay-networks", c.RelayNetworks, "comma-separated CIDRs the relay may connect to (agents choose the addresses: widen with care)")
 	fs.StringVar(&c.Zones, "zones", c.Zones, "zone file (JSON): each zone's id, HMAC secret, minimum reputation and role")
 	fs.StringVar(&c.NodeKey, "node-key", c.NodeKey, "the node's signing key (PKCS #8 PEM); made on first start (default DATA/keys/node.key)")

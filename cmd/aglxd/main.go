@@ -35,6 +35,21 @@ func main() {
 	defer stop()
 
 	m := NewMain(cfg, lg)
+	if cfg.RotateNodeKey {
+		err := m.Run(ctx)
+		if cerr := m.Close(context.Background()); err == nil {
+			err = cerr
+		}
+		switch {
+		case errors.Is(err, errPeersLeft):
+			lg.Warn("node key rotation", "err", err)
+			os.Exit(exitPeersLeft)
+		case err != nil:
+			lg.Error("node key rotation failed", "err", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := m.Run(ctx); err != nil {
 		m.Close(context.Background())
 		if ctx.Err() != nil {

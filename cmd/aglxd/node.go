@@ -109,17 +109,33 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("--zones %s: %w", m.cfg.Zones, err)
 		}
 	}
+	if !m.cfg.RotateNodeKey {
+		// Before the key is read: with the rotation's last step undone,
+		// the old key may be gone and a new one would be made here.
+		if err := m.checkNoRotationLeft(); err != nil {
+			return err
+		}
+	}
 	key, made, err := loadNodeKey(m.cfg.NodeKeyPath())
 	if err != nil {
 		return err
 	}
+	if made && m.cfg.RotateNodeKey {
+		return fmt.Errorf("--rotate-node-key: there is no node key at %s to rotate", m.cfg.NodeKeyPath())
+	}
 	m.key = key
-	if err := m.serveHTTPEarly(); err != nil {
-		return err
+	if !m.cfg.RotateNodeKey { // a maintenance run answers nobody
+		if err := m.serveHTTPEarly(); err != nil {
+			return err
+		}
 	}
 	sync, _ := m.cfg.FsyncInterval()
 	if m.cfg.NATSURL == "" {
-		ns, err := events.StartServer(events.ServerConfig{DataDir: m.cfg.DataDir, Listen: m.cfg.NATSListen, SyncInterval: sync, Logger: m.lg})
+		listen := m.cfg.NATSListen
+		if m.cfg.RotateNodeKey {
+			listen = "" // a maintenance run serves no NATS clients
+		}
+		ns, err := events.StartServer(events.ServerConfig{DataDir: m.cfg.DataDir, Listen: listen, SyncInterval: sync, Logger: m.lg})
 		if err != nil {
 			return fmt.Errorf("--nats-listen %s, --data %s: %w", m.cfg.NATSListen, m.cfg.DataDir, err)
 		}
@@ -151,6 +167,11 @@ func (m *Main) Run(ctx context.Context) error {
 	logCfg := events.Config{BodySizeMax: m.cfg.BodySizeMax, CommitConn: m.commitNC, Replicas: m.cfg.Replicas,
 		AckTimeout: m.cfg.ackTimeout, ExclusiveWriter: m.ns != nil, Owner: m.cfg.Name + " " + protocol.KeyID(key.Public()),
 		TakeOver: m.cfg.TakeOverStore}
+	if m.cfg.RotateNodeKey {
+		// The rotation checks the owner itself: an interrupted one may
+		// have recorded the new key's already.
+		logCfg.Owner, logCfg.TakeOver = "", false
+	}
 	if m.ns != nil {
 		logCfg.StoreDown = m.ns.JetStreamDown
 	}
@@ -178,6 +199,14 @@ func (m *Main) Run(ctx context.Context) error {
 		return m.ownerError(err, false)
 	}
 
+	if m.cfg.RotateNodeKey {
+		return m.rotateNodeKey(ctx)
+	}
+	firstKey, err := nodeFirstKey(m.log)
+	if err != nil {
+		return err
+	}
+
 	runCtx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	if err := m.noteZoneChange(zones); err != nil {
@@ -203,7 +232,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.outbox = projections.NewOutbox()
 	m.verdicts = projections.NewVerdictCache()
 	folds := projections.NewFolds(projections.RegistryConfig{
-		NodeURI: m.cfg.Name, NodeKey: key, Zones: zones, TokenKey: tokenKey, SyncFrom: m.cfg.SyncFrom,
+		NodeURI: m.cfg.Name, NodeKey: key, NodeFirstKey: firstKey, Zones: zones, TokenKey: tokenKey, SyncFrom: m.cfg.SyncFrom,
 		Outbox: m.outbox, Verdicts: m.verdicts,
 	})
 	m.registry, m.credits, m.handshakes, m.reputation, m.stats = folds.Registry, folds.Credits, folds.Handshakes, folds.Reputation, folds.Stats
@@ -235,6 +264,8 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { defer m.wg.Done(); m.runner.Run(runCtx) }()
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.warnUnnamedSyncs(runCtx) }()
+	m.wg.Add(1)
+	go func() { defer m.wg.Done(); m.checkLogNodeKey(runCtx) }()
 
 	if m.tcpLn = m.cfg.tcpLn; m.tcpLn == nil {
 		if m.tcpLn, err = net.Listen("tcp", m.cfg.Listen); err != nil {
@@ -510,6 +541,24 @@ func (m *Main) warnUnnamedSyncs(ctx context.Context) {
 	}
 	m.lg.Warn("the log holds registry.sync frames from peers --sync-from does not name: they were refused, and the entries they gave are not in the registry; add --sync-from for each peer this node should take them from",
 		"peers", strings.Join(counts, ", "), "sync_from", m.cfg.SyncFrom)
+}
+
+// checkLogNodeKey says, once the replay at start is done, if the key the
+// log's own key history ends with is not the node's: then every mint,
+// adjustment and auth.response the node makes is refused or unverifiable.
+// The owner recorded on the streams rules that out unless someone changed
+// the store's metadata or rotated the key outside aglxd.
+func (m *Main) checkLogNodeKey(ctx context.Context) {
+	select {
+	case <-m.runner.Ready():
+	case <-ctx.Done():
+		return
+	}
+	want := protocol.KeyID(m.key.Public())
+	if _, got, _ := m.registry.CurrentKey(m.cfg.Name); got != want {
+		m.lg.Error("THE LOG'S NODE KEY IS NOT THIS NODE'S: its key history ends with another key, so the node's mints and adjustments are refused and its auth.responses check out against no key the log names (OPERATIONS.md, \"Rotating the node key\")",
+			"log_key_id", got, "key_id", want, "node_key", m.cfg.NodeKeyPath())
+	}
 }
 
 // fsyncPromise is what an ack promises about the disk, for /v1/node: the

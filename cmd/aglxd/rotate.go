@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"crypto"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aglx/ledger/bridge"
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/projections"
+	"github.com/aglx/ledger/protocol"
+)
+
+// Rotating the node's own key (aglxd --rotate-node-key). The folds check
+// every mint, adjustment and auth.response in the log against the key
+// that spoke for the node when it was made, so a new key cannot simply
+// replace the old file: every earlier mint would be refused on replay.
+// Instead the node records a key.rotate in its own name, signed with the
+// old key, as an agent does; the folds follow it from the log's first
+// node key (kept in the event stream's metadata from the first rotation
+// on, events.MetaNodeFirstKey). The steps, each safe to repeat:
+//
+//  1. the new key is written beside the old one (node.key.next), durably,
+//     before anything names it;
+//  2. the rotation is appended and durable, and the registry fold, run
+//     over the whole log, now names the new key;
+//  3. the streams' recorded owner becomes the new key's (and the first
+//     key is recorded, if this is the first rotation);
+//  4. node.key.next replaces node.key, which removes the old secret: the
+//     log keeps its public key, which is all a replay needs.
+//
+// A start finds node.key.next and refuses until --rotate-node-key is run
+// again, which finishes what was left: the folds decide whether step 2
+// happened, not the files.
+
+// nextKeySuffix names the new key's file during a rotation.
+const nextKeySuffix = ".next"
+
+// rotationFoldWait bounds how long the rotation waits for its own event
+// to reach the event stream after it is durable in the write-ahead one.
+const rotationFoldWait = 30 * time.Second
+
+// errRotationLeft is a start's refusal while a rotation is unfinished.
+var errRotationLeft = errors.New("an interrupted node key rotation")
+
+// checkNoRotationLeft refuses a start beside a node.key.next: a rotation
+// that was stopped, whose new key may already be the log's.
+func (m *Main) checkNoRotationLeft() error {
+	next := m.cfg.NodeKeyPath() + nextKeySuffix
+	if _, err := os.Stat(next); err == nil {
+		return fmt.Errorf("%w left %s: run aglxd --rotate-node-key with the same flags to finish it, then start the node (OPERATIONS.md, \"Rotating the node key\")", errRotationLeft, next)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("--node-key: %w", err)
+	}
+	return nil
+}
+
+// nodeFirstKey is the log's first node key as its metadata records it,
+// or nil when none is (a node that never rotated).
+func nodeFirstKey(lg *events.Log) (crypto.PublicKey, error) {
+	text := lg.Meta(events.MetaNodeFirstKey)
+	if text == "" {
+		return nil, nil
+	}
+	pub, err := protocol.ParsePublicKey(text)
+	if err != nil {
+		return nil, fmt.Errorf("the event stream's metadata %s does not hold a public key: %w", events.MetaNodeFirstKey, err)
+	}
+	return pub, nil
+}
+
+// rotateNodeKey does the rotation's steps on an open log, with m.key the
+// current key file's. It changes nothing when the log's node key is
+// neither the old nor the new one.
+func (m *Main) rotateNodeKey(ctx context.Context) error {
+	path := m.cfg.NodeKeyPath()
+	nextPath := path + nextKeySuffix
+	old := m.key
+	oldID := protocol.KeyID(old.Public())
+	next, made, err := loadNodeKey(nextPath)
+	if err != nil {
+		return err
+	}
+	if made {
+		if err := keepNodeKey(nextPath, next); err != nil {
+			return err
+		}
+	}
+	nextID := protocol.KeyID(next.Public())
+	if nextID == oldID {
+		return fmt.Errorf("%s holds the same key as %s (key id %s): remove it and run --rotate-node-key again", nextPath, path, oldID)
+	}
+	oldOwner, newOwner := m.cfg.Name+" "+oldID, m.cfg.Name+" "+nextID
+	switch owner := m.log.Meta(events.MetaOwner); owner {
+	case "", oldOwner, newOwner:
+	default:
+		return fmt.Errorf("--name %s: %w: stream %s was written by %q, not by this node's key %s nor the new one %s; nothing was rotated",
+			m.cfg.Name, events.ErrOtherOwner, events.StreamNameDefault, owner, oldID, nextID)
+	}
+	first, err := nodeFirstKey(m.log)
+	if err != nil {
+		return err
+	}
+	firstText := m.log.Meta(events.MetaNodeFirstKey)
+	if first == nil {
+		// Never rotated: every node message in the log is the current
+		// key's (the owner check saw to that), and it becomes the first.
+		firstText, _ = protocol.MarshalPublicKey(old.Public())
+	}
+	// Key decisions depend on signatures, timestamps and the registry's
+	// memory of answered requests, none of which the zones or peers
+	// change, so the node's name and keys are all the fold needs here.
+	f, err := projections.NewNodeKeyFollower(projections.RegistryConfig{NodeURI: m.cfg.Name, NodeKey: old, NodeFirstKey: first})
+	if err != nil {
+		return err
+	}
+	m.lg.Info("rotating the node key: folding the log's key history", "name", m.cfg.Name, "key_id", oldID, "new_key_id", nextID, "new_key_path", nextPath, "new_key_created", made)
+	end, err := f.Follow(ctx, m.log)
+	if err != nil {
+		return err
+	}
+	switch _, cur := f.Current(); cur {
+	case nextID:
+		m.lg.Info("the log names the new key already: an interrupted rotation, finished now", "seq", end)
+	case oldID:
+		if err := m.appendRotation(ctx, f, old, next); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("the log's node key at seq %d is %s, neither %s (%s) nor %s (%s): nothing was rotated", end, cur, path, oldID, nextPath, nextID)
+	}
+	if err := m.log.SetOwner(ctx, newOwner, firstText); err != nil {
+		return err
+	}
+	left, err := m.announceRotation(ctx, old, next)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(nextPath, path); err != nil {
+		return fmt.Errorf("--node-key: the log names the new key, which is in %s: %w; run --rotate-node-key again", nextPath, err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("--node-key: %w", err)
+	}
+	pub, _ := protocol.MarshalPublicKey(next.Public())
+	if len(left) > 0 {
+		m.lg.Info("node key rotated: start the node as before", "old_key_id", oldID, "key_id", nextID, "public_key", pub)
+		return fmt.Errorf("%w: %s; the old key is kept in %s until they have", errPeersLeft, strings.Join(left, ", "), path+retiredKeySuffix)
+	}
+	m.lg.Info("node key rotated: start the node as before; the old key was removed from "+path+" (the log keeps its public key, which is all a replay needs)",
+		"old_key_id", oldID, "key_id", nextID, "public_key", pub)
+	return nil
+}
+
+// retiredKeySuffix names the old key's file when a peer has yet to hear
+// of the rotation: only the old key can tell it.
+const retiredKeySuffix = ".retired"
+
+// errPeersLeft says that the rotation is done but some --sync-to peers
+// still hold the old key; aglxd exits with exitPeersLeft for it.
+var errPeersLeft = errors.New("the node key is rotated, but these --sync-to peers did not take the rotation")
+
+// exitPeersLeft is aglxd --rotate-node-key's exit status when the
+// rotation is done and a peer has yet to take it (errPeersLeft): not a
+// failure to retry, which would rotate again, but a step left to the
+// operator.
+const exitPeersLeft = 3
+
+// announceRotation sends every --sync-to peer the node's key.rotate,
+// signed with old, and returns the peers that did not acknowledge it.
+// For those it keeps the old key (path.retired) and writes, beside it,
+// the rotation as an unsigned frame per peer, for the operator to sign
+// with that key and send once the peer is back: aglx send stamps and
+// signs it (OPERATIONS.md, "Rotating the node key").
+func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (left []string, err error) {
+	if len(m.cfg.SyncTo) == 0 {
+		return nil, nil
+	}
+	body, err := bridge.KeyRotationBody(old.Public(), next.Public(), time.Now())
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(m.cfg.NodeKeyPath())
+	for _, ps := range m.cfg.SyncTo {
+		peer, err := bridge.ParsePeer(ps)
+		if err != nil {
+			return nil, fmt.Errorf("--sync-to: %w", err)
+		}
+		if err := bridge.AnnounceKeyRotation(ctx, peer, m.cfg.Name, old, body); err != nil {
+			file := filepath.Join(dir, "rotation-to-"+safeFileName(peer.URI)+".aglx")
+			m.lg.Error("a --sync-to peer did not take the node's key rotation: until it does, it refuses this node's registry.sync (401). Once it is back, send it the rotation signed with the old key",
+				"peer", peer.URI, "addr", peer.Addr, "err", err,
+				"send", "aglx send --key "+m.cfg.NodeKeyPath()+retiredKeySuffix+" --tls --addr "+peer.Addr+" (and --ca or --pin as for the peer) "+file)
+			if err := m.writeRotationFrame(file, peer.URI, old, next); err != nil {
+				return nil, err
+			}
+			left = append(left, peer.URI)
+			continue
+		}
+		m.lg.Info("the peer took the node's key rotation", "peer", peer.URI, "addr", peer.Addr)
+	}
+	if len(left) > 0 {
+		if err := keepNodeKey(m.cfg.NodeKeyPath()+retiredKeySuffix, old); err != nil {
+			return nil, err
+		}
+	}
+	return left, nil
+}
+
+// writeRotationFrame writes the node's key.rotate to `to` as an unsigned
+// frame without a timestamp, which aglx send adds when it signs: a frame
+// signed now would be stale by the time the peer is back.
+func (m *Main) writeRotationFrame(file, to string, old, next crypto.Signer) error {
+	body, err := bridge.KeyRotationBody(old.Public(), next.Public(), time.Time{})
+	if err != nil {
+		return err
+	}
+	var v map[string]json.RawMessage
+	if err := json.Unmarshal(body, &v); err != nil {
+		return err
+	}
+	delete(v, "timestamp")
+	if body, err = json.Marshal(v); err != nil {
+		return err
+	}
+	fr := &protocol.Frame{Transport: protocol.TransportTCP, Body: body, Headers: []protocol.Header{
+		{Name: protocol.HeaderFrom, Value: m.cfg.Name},
+		{Name: protocol.HeaderTo, Value: to},
+		{Name: protocol.HeaderType, Value: protocol.TypeKeyRotate},
+		{Name: protocol.HeaderContentType, Value: "application/json"},
+	}}
+	if err := bridge.WriteFileDurable(file, protocol.Encode(fr), 0o600); err != nil {
+		return fmt.Errorf("writing the rotation for %s: %w", to, err)
+	}
+	return nil
+}
+
+// safeFileName keeps letters, digits, dots and dashes of s, and makes
+// everything else a dash.
+func safeFileName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+// appendRotation appends the node's key.rotate, signed with old, waits for
+// it to be durable and folded, and checks that the fold took it.
+func (m *Main) appendRotation(ctx context.Context, f *projections.NodeKeyFollower, old, next crypto.Signer) error {
+	now := time.Now().UTC()
+	body, err := bridge.KeyRotationBody(old.Public(), next.Public(), now)
+	if err != nil {
+		return err
+	}
+	fr, err := bridge.KeyRotationFrame(m.cfg.Name, m.cfg.Name, old, body)
+	if err != nil {
+		return err
+	}
+	id := fr.ID()
+	msg, err := protocol.Parse(fr)
+	if err != nil {
+		return fmt.Errorf("the rotation's own frame: %w", err)
+	}
+	env := &events.Envelope{
+		ID: id, MsgID: id, Type: protocol.TypeKeyRotate, From: m.cfg.Name, To: m.cfg.Name,
+		Transport: events.TransportNode, Declared: fr.Transport, ReceivedAt: now,
+		Headers: fr.Headers, Body: fr.Body, Msg: msg,
+	}
+	a, err := m.log.Append(ctx, env).Wait(ctx)
+	if err != nil {
+		return fmt.Errorf("appending the rotation: %w; nothing is rotated unless the log took it, and --rotate-node-key again finds out", err)
+	}
+	m.lg.Info("the rotation is durable", "seq", a.Seq, "event_id", a.EventID)
+	deadline := time.Now().Add(rotationFoldWait)
+	for {
+		end, err := f.Follow(ctx, m.log)
+		if err != nil {
+			return err
+		}
+		if end >= a.Seq {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the rotation at seq %d did not reach the event stream within %s; run --rotate-node-key again", a.Seq, rotationFoldWait)
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if _, cur := f.Current(); cur != protocol.KeyID(next.Public()) {
+		reason := "no answer"
+		if rep, ok := f.Answer(a.Seq); ok {
+			reason = string(rep.Body)
+		}
+		return fmt.Errorf("the log refused the rotation at seq %d (%s): the node key stays %s", a.Seq, reason, cur)
+	}
+	return nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

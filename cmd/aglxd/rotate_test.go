@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/projections"
+	"github.com/aglx/ledger/protocol"
+)
+
+// rotateKey runs aglxd --rotate-node-key on dir, as the node in m ran, and
+// returns its error.
+func rotateKey(t *testing.T, cfg Config) error {
+	t.Helper()
+	cfg.RotateNodeKey = true
+	r := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	err := r.Run(context.Background())
+	if cerr := r.Close(context.Background()); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// auditNode audits m's ledger against its log, as aglx audit does, once
+// seq is applied.
+func auditNode(t *testing.T, m *Main, seq uint64) *projections.AuditReport {
+	t.Helper()
+	var live projections.Digest
+	if err := json.Unmarshal(lfGet(t, m, "/v1/ledger/digest", seq), &live); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := projections.Audit(ctx, openLog(t, m), m.cfg.Name, m.key.Public(), live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// TestRotateNodeKey: aglxd --rotate-node-key gives the node a new key
+// without voiding what the old one signed. Before it, the only way to a
+// new key was --take-over-store, after which every earlier mint was
+// refused on replay and its balance gone. After the rotation the mint made
+// under the old key still counts, the new key mints, the old one no longer
+// does, and the audit agrees and lists both keys.
+func TestRotateNodeKey(t *testing.T) {
+	dir := t.TempDir()
+	m := startNode(t, dir)
+	cfg := m.cfg
+	oldKey := m.key
+	s := lfNewSession(t, m)
+	lfExpect(t, s.transfer(t, lfParty{uri: m.cfg.Name, key: oldKey}, "agent://w.local", "5", "mint-old"), "ack", 200)
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	oldFile, err := os.ReadFile(cfg.NodeKeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := rotateKey(t, cfg); err != nil {
+		t.Fatalf("--rotate-node-key: %v", err)
+	}
+	newFile, err := os.ReadFile(cfg.NodeKeyPath())
+	if err != nil || bytes.Equal(newFile, oldFile) {
+		t.Fatalf("after the rotation the key file is the old one (%v)", err)
+	}
+	if _, err := os.Stat(cfg.NodeKeyPath() + nextKeySuffix); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the rotation left its next key file: %v", err)
+	}
+
+	m = startNode(t, dir)
+	if protocol.KeyID(m.key.Public()) == protocol.KeyID(oldKey.Public()) {
+		t.Fatal("the node started with its old key after the rotation")
+	}
+	s = lfNewSession(t, m)
+	lfExpect(t, s.transfer(t, lfParty{uri: m.cfg.Name, key: oldKey}, "agent://w.local", "100", "mint-retired"), "error", 401)
+	lfExpect(t, s.transfer(t, lfParty{uri: m.cfg.Name, key: m.key}, "agent://w.local", "2", "mint-new"), "ack", 200)
+	s.query(t, lfParty{uri: "agent://w.local"})
+	lfExpectAccount(t, m, "agent://w.local", s.last, "7", "7", "0")
+	rep := auditNode(t, m, s.last)
+	if len(rep.Problems) != 0 || len(rep.NodeKeys) != 2 || rep.NodeKeys[1].KeyID != protocol.KeyID(m.key.Public()) {
+		t.Fatalf("audit after the rotation: problems %q, node keys %+v; want none, and the old and the new key", rep.Problems, rep.NodeKeys)
+	}
+}
+
+// TestInterruptedNodeKeyRotation: a rotation stopped at any step is
+// finished by running it again, and until then the node does not start
+// (it might sign with a key the log no longer names, or make a new key
+// where the old one was already replaced). Two points are tried: before
+// anything reached the log (a next key file is all there is; the rotation
+// takes that key), and after the log and the streams' owner name the new
+// key but the key file is still the old one.
+func TestInterruptedNodeKeyRotation(t *testing.T) {
+	dir := t.TempDir()
+	m := startNode(t, dir)
+	cfg := m.cfg
+	s := lfNewSession(t, m)
+	lfExpect(t, s.transfer(t, lfParty{uri: m.cfg.Name, key: m.key}, "agent://w.local", "5", "mint-1"), "ack", 200)
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	path, next := cfg.NodeKeyPath(), cfg.NodeKeyPath()+nextKeySuffix
+	refused := func(step string) {
+		t.Helper()
+		n := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		err := n.Run(context.Background())
+		n.Close(context.Background())
+		if !errors.Is(err, errRotationLeft) || !strings.Contains(err.Error(), "--rotate-node-key") {
+			t.Fatalf("%s: a start beside %s: %v; want a refusal that says to run --rotate-node-key", step, next, err)
+		}
+	}
+
+	// Stopped after the next key was written.
+	chosen, err := protocol.GenerateKey(protocol.KeyEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keepNodeKey(next, chosen); err != nil {
+		t.Fatal(err)
+	}
+	refused("a next key and nothing else")
+	if err := rotateKey(t, cfg); err != nil {
+		t.Fatalf("--rotate-node-key beside a next key: %v", err)
+	}
+	if k, _, err := loadNodeKey(path); err != nil || protocol.KeyID(k.Public()) != protocol.KeyID(chosen.Public()) {
+		t.Fatalf("the rotation did not take the key put in %s: %v", next, err)
+	}
+
+	// Stopped after the streams' owner became the new key's: the key
+	// files as they were before the last step.
+	second, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rotateKey(t, cfg); err != nil {
+		t.Fatalf("a second rotation: %v", err)
+	}
+	third, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, second, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(next, third, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refused("the owner changed, the key file not")
+	if err := rotateKey(t, cfg); err != nil {
+		t.Fatalf("--rotate-node-key after the owner changed: %v", err)
+	}
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, third) {
+		t.Fatalf("finishing the rotation did not put the key the log names in place (%v)", err)
+	}
+
+	m = startNode(t, dir)
+	s = lfNewSession(t, m)
+	lfExpect(t, s.transfer(t, lfParty{uri: m.cfg.Name, key: m.key}, "agent://w.local", "1", "mint-3"), "ack", 200)
+	s.query(t, lfParty{uri: "agent://w.local"})
+	lfExpectAccount(t, m, "agent://w.local", s.last, "6", "6", "0")
+	if rep := auditNode(t, m, s.last); len(rep.Problems) != 0 || len(rep.NodeKeys) != 3 {
+		t.Fatalf("audit: problems %q, %d node keys; want none, and 3", rep.Problems, len(rep.NodeKeys))
+	}
+}
+
+// waitAgent waits until m's registry lists agent, as a peer's push makes
+// it.
+func waitAgent(t *testing.T, m *Main, agent string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); agentIDs(t, m)[agent] == ""; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never listed %s", m.cfg.Name, agent)
+		}
+	}
+}
+
+// TestRotatedNodeKeyReachesItsPeers: a peer that takes this node's
+// registry.sync checks each push against the key it bound for the node,
+// and only the old key can tell it of a new one. So the rotation sends
+// each --sync-to peer a key.rotate signed with the old key, and the pushes
+// after it are taken. A peer that is away keeps the old key in place
+// (node.key.retired) and leaves a frame to send once it is back; the
+// rotation says so with exit status 3 (errPeersLeft).
+func TestRotatedNodeKeyReachesItsPeers(t *testing.T) {
+	dirB, addrB := t.TempDir(), freeAddr(t)
+	startB := func() *Main {
+		return startNodeWith(t, dirB, func(c *Config) {
+			c.Name, c.TLSListen, c.SyncFrom = "registry://backup.local", addrB, []string{"registry://main.local"}
+		})
+	}
+	b := startB()
+	dirA := t.TempDir()
+	withPeer := func(c *Config) {
+		c.Name = "registry://main.local"
+		c.SyncTo = []string{"registry://backup.local@" + addrB + "?ca=" + filepath.Join(dirB, "tls", "cert.pem")}
+		c.SyncInterval = 100 * time.Millisecond
+	}
+	a := startNodeWith(t, dirA, withPeer)
+	cfgA := a.cfg
+	bindPeer(t, b, a)
+	register(t, a, "agent://one.local")
+	waitAgent(t, b, "agent://one.local")
+	a.Close(context.Background())
+
+	if err := rotateKey(t, cfgA); err != nil {
+		t.Fatalf("--rotate-node-key with its peer up: %v", err)
+	}
+	a = startNodeWith(t, dirA, withPeer)
+	register(t, a, "agent://two.local")
+	waitAgent(t, b, "agent://two.local")
+	a.Close(context.Background())
+
+	// The peer is away for the next rotation.
+	b.Close(context.Background())
+	err := rotateKey(t, cfgA)
+	if !errors.Is(err, errPeersLeft) {
+		t.Fatalf("--rotate-node-key with its peer away: %v; want errPeersLeft", err)
+	}
+	retired, _, err := loadNodeKey(cfgA.NodeKeyPath() + retiredKeySuffix)
+	if err != nil {
+		t.Fatalf("the old key was not kept for the peer that is away: %v", err)
+	}
+	frameFile := filepath.Join(filepath.Dir(cfgA.NodeKeyPath()), "rotation-to-registry---backup.local.aglx")
+	raw, err := os.ReadFile(frameFile)
+	if err != nil {
+		t.Fatalf("no frame left for the peer: %v", err)
+	}
+	b = startB()
+	// What the operator does with aglx send --key node.key.retired: stamp
+	// the frame, sign it with the old key, send it over TLS.
+	f, err := protocol.NewDecoder(bytes.NewReader(raw), protocol.DecoderOptions{BodySizeMax: protocol.BodySizeMaxLimit}).Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Body = bytes.Replace(f.Body, []byte("{"), []byte(`{"timestamp":"`+lfNow()+`",`), 1)
+	if err := protocol.SignFrame(retired, f); err != nil {
+		t.Fatal(err)
+	}
+	c := dialTLS(t, b)
+	if err := c.WriteFrame(f); err != nil || c.Flush() != nil {
+		t.Fatal("sending the rotation failed")
+	}
+	if r, _ := readReply(t, c); r.Type() != protocol.TypeAck {
+		t.Fatalf("the peer's answer to the rotation left for it: %s %s", r.Type(), r.Body)
+	}
+	a = startNodeWith(t, dirA, withPeer)
+	register(t, a, "agent://three.local")
+	waitAgent(t, b, "agent://three.local")
+}
