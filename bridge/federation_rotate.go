@@ -46,33 +46,83 @@ func KeyRotationFrame(nodeURI, to string, old crypto.Signer, body []byte) (*prot
 // key when this node's operator sent it an auth.request, and checks every
 // registry.sync against the key it has; without this, every push after a
 // rotation is refused (401), and only the old key could tell the peer
-// otherwise. It returns nil once the peer acknowledged the rotation.
-func AnnounceKeyRotation(ctx context.Context, p Peer, nodeURI string, old crypto.Signer, body []byte) error {
+// otherwise. It returns once the peer acknowledged the rotation, or,
+// when it refused it as not signed with the key it has, once an
+// auth.request signed with next shows that the peer has next already
+// (had: a rotation run again after an earlier run told the peer).
+func AnnounceKeyRotation(ctx context.Context, p Peer, nodeURI string, old, next crypto.Signer, body []byte) (had bool, err error) {
 	fr, err := KeyRotationFrame(nodeURI, p.URI, old, body)
 	if err != nil {
-		return err
+		return false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, syncDialTimeout)
 	defer cancel()
 	c, err := p.dial(ctx)
 	if err != nil {
-		return fmt.Errorf("dialing %s: %w", p.Addr, err)
+		return false, fmt.Errorf("dialing %s: %w", p.Addr, err)
 	}
 	defer c.Close()
 	defer context.AfterFunc(ctx, func() { c.Close() })()
 	c.Conn().SetDeadline(time.Now().Add(syncDialTimeout))
-	if err := c.WriteFrame(fr); err != nil {
-		return err
+	r, err := exchange(c, fr)
+	if err != nil {
+		return false, fmt.Errorf("sending %s the rotation: %w", p.URI, err)
+	}
+	if answeredBy(r, p.URI, protocol.TypeAck) {
+		return false, nil
+	}
+	refusal := fmt.Errorf("%s answered the rotation with %s %q from %s: %s", p.URI, r.Type(), r.Value(protocol.HeaderStatus), r.From(), r.Body)
+	if !strings.HasPrefix(r.Value(protocol.HeaderStatus), "401 ") {
+		return false, refusal
+	}
+	// Refused as not signed with the key the peer has: the old key is
+	// not it. If next is, an auth.request with next renews its binding
+	// (VERIFIED) and changes nothing else; if the peer has yet another
+	// key, it refuses the request too.
+	pub, err := protocol.MarshalPublicKey(next.Public())
+	if err != nil {
+		return false, err
+	}
+	ask := &protocol.Frame{Transport: protocol.TransportTCP, Headers: []protocol.Header{
+		{Name: protocol.HeaderFrom, Value: nodeURI},
+		{Name: protocol.HeaderTo, Value: p.URI},
+		{Name: protocol.HeaderType, Value: protocol.TypeAuthRequest},
+		{Name: protocol.HeaderID, Value: ulid.Make().String()},
+		{Name: protocol.HeaderContentType, Value: "application/json"},
+	}}
+	if ask.Body, err = json.Marshal(protocol.AuthRequest{AgentID: "registry-key-check", PublicKey: pub, Timestamp: protocol.Timestamp{Time: time.Now().UTC()}}); err != nil {
+		return false, err
+	}
+	if err := protocol.SignFrame(next, ask); err != nil {
+		return false, err
+	}
+	r, err = exchange(c, ask)
+	if err != nil || !answeredBy(r, p.URI, protocol.TypeAuthResponse) {
+		return false, refusal
+	}
+	var v struct {
+		Status string `json:"status"`
+		KeyID  string `json:"key_id"`
+	}
+	if json.Unmarshal(r.Body, &v) != nil || v.Status != "VERIFIED" || v.KeyID != protocol.KeyID(next.Public()) {
+		return false, refusal
+	}
+	return true, nil
+}
+
+// exchange writes f on c and reads the reply.
+func exchange(c *Client, f *protocol.Frame) (*protocol.Frame, error) {
+	if err := c.WriteFrame(f); err != nil {
+		return nil, err
 	}
 	if err := c.Flush(); err != nil {
-		return err
+		return nil, err
 	}
-	r, err := c.ReadReply()
-	if err != nil {
-		return fmt.Errorf("reading %s's answer: %w", p.URI, err)
-	}
-	if from, err := protocol.ParseURI(r.From()); err != nil || from.String() != p.URI || r.Type() != protocol.TypeAck || !strings.HasPrefix(r.Value(protocol.HeaderStatus), "200 ") {
-		return fmt.Errorf("%s answered the rotation with %s %q from %s: %s", p.URI, r.Type(), r.Value(protocol.HeaderStatus), r.From(), r.Body)
-	}
-	return nil
+	return c.ReadReply()
+}
+
+// answeredBy reports whether r is a 200 of TYPE typ from peer.
+func answeredBy(r *protocol.Frame, peer, typ string) bool {
+	from, err := protocol.ParseURI(r.From())
+	return err == nil && from.String() == peer && r.Type() == typ && strings.HasPrefix(r.Value(protocol.HeaderStatus), "200 ")
 }

@@ -370,12 +370,14 @@ func (r *Registry) rotate(e *Event, p *protocol.KeyRotate, cur *keyRecord) Reply
 
 // KeyView is one key of an agent, as queries show it.
 type KeyView struct {
-	Name          string    `json:"name,omitempty"`
-	KeyID         string    `json:"key_id"`
-	PublicKey     string    `json:"public_key"`
-	Current       bool      `json:"current"`
-	BoundBy       string    `json:"bound_by"`
-	BoundAt       time.Time `json:"bound_at"`
+	Name      string `json:"name,omitempty"`
+	KeyID     string `json:"key_id"`
+	PublicKey string `json:"public_key"`
+	Current   bool   `json:"current"`
+	BoundBy   string `json:"bound_by"`
+	// BoundAt is left out for the node's first key, which its
+	// configuration bound, not an event.
+	BoundAt       time.Time `json:"bound_at,omitzero"`
 	RetiredAt     time.Time `json:"retired_at,omitzero"`
 	VerifiedUntil time.Time `json:"verified_until,omitzero"`
 }

@@ -6,19 +6,36 @@ import (
 	"fmt"
 
 	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/protocol"
 )
 
-// NodeKeyFollower folds the registry alone over a log to learn which key
-// speaks for the node at its end: its first key, then each key its own
-// key.rotate events bound. aglxd --rotate-node-key uses it to check that
-// the log's current node key is the one it holds before it signs a
-// rotation, and to see the rotation take effect after. It checks every
-// signature as the node's replay does, in batches ahead of the fold.
+// NodeKeyFollower folds the registry over the node's own key.rotate
+// events to learn which key speaks for the node at the log's end: its
+// first key, then each key those rotations bound. aglxd uses it before it
+// serves, to refuse a key file the log no longer names, and
+// --rotate-node-key to check the key it holds before it signs a rotation
+// and to see the rotation take effect after.
+//
+// It reads only the node's key.rotate events to itself (one subject,
+// NodeRotationSubject), which is where the node's key history comes
+// from: the registry takes a key.rotate only when it is addressed to the
+// node, and the node's own only when the node's key then signed it. What
+// else the registry folds (agents' keys, its memory of answered requests,
+// its clock) changes how a copy of a rotation is answered and when a
+// retired key is said to have retired, never which key is current, so the
+// whole log folds to the same current node key.
 type NodeKeyFollower struct {
 	reg      *Registry
 	outbox   *Outbox
 	verifier *IngestVerifier
+	subject  string
 	read     uint64 // the last event folded
+}
+
+// NodeRotationSubject is the subject of the node's key.rotate events to
+// itself in the event stream.
+func NodeRotationSubject(nodeURI string) string {
+	return events.Subject(protocol.TypeKeyRotate, nodeURI, nodeURI)
 }
 
 // NewNodeKeyFollower returns a follower at the log's start. cfg is the
@@ -27,7 +44,7 @@ type NodeKeyFollower struct {
 // history, depend on all of it. Its Outbox and Verdicts are the
 // follower's own.
 func NewNodeKeyFollower(cfg RegistryConfig) (*NodeKeyFollower, error) {
-	f := &NodeKeyFollower{outbox: NewOutbox()}
+	f := &NodeKeyFollower{outbox: NewOutbox(), subject: NodeRotationSubject(cfg.NodeURI)}
 	cfg.Verdicts = NewVerdictCache()
 	if cfg.NodeKey != nil {
 		cfg.Outbox = f.outbox
@@ -42,8 +59,9 @@ func NewNodeKeyFollower(cfg RegistryConfig) (*NodeKeyFollower, error) {
 	return f, nil
 }
 
-// Follow folds the events after the last one folded, up to the log's end
-// as it stands when called, and returns how far it has folded.
+// Follow folds the node's rotations after the last one folded, up to the
+// log's end as it stands when called, and returns the sequence of the
+// last one it folded (0: none yet).
 func (f *NodeKeyFollower) Follow(ctx context.Context, lg *events.Log) (uint64, error) {
 	stretch := make([]*events.Envelope, 0, prefetchChunk)
 	fold := func() {
@@ -54,7 +72,7 @@ func (f *NodeKeyFollower) Follow(ctx context.Context, lg *events.Log) (uint64, e
 		}
 		stretch = stretch[:0]
 	}
-	err := lg.Read(ctx, events.ReadOptions{StartSeq: f.read + 1}, func(env *events.Envelope) error {
+	err := lg.Read(ctx, events.ReadOptions{StartSeq: f.read + 1, Subjects: []string{f.subject}}, func(env *events.Envelope) error {
 		if env.Seq <= f.read {
 			return nil
 		}

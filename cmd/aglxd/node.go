@@ -206,6 +206,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := m.checkKeyAgainstLog(ctx, firstKey); err != nil {
+		return err
+	}
+	m.noteRetiredKey()
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
@@ -264,8 +268,6 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { defer m.wg.Done(); m.runner.Run(runCtx) }()
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.warnUnnamedSyncs(runCtx) }()
-	m.wg.Add(1)
-	go func() { defer m.wg.Done(); m.checkLogNodeKey(runCtx) }()
 
 	if m.tcpLn = m.cfg.tcpLn; m.tcpLn == nil {
 		if m.tcpLn, err = net.Listen("tcp", m.cfg.Listen); err != nil {
@@ -472,7 +474,7 @@ func (m *Main) NATSURL() string {
 	if m.ns == nil {
 		return m.cfg.NATSURL
 	}
-	if m.cfg.NATSListen == "" {
+	if m.cfg.NATSListen == "" || m.cfg.RotateNodeKey { // a rotation serves no NATS clients
 		return ""
 	}
 	return m.ns.ClientURL()
@@ -541,24 +543,6 @@ func (m *Main) warnUnnamedSyncs(ctx context.Context) {
 	}
 	m.lg.Warn("the log holds registry.sync frames from peers --sync-from does not name: they were refused, and the entries they gave are not in the registry; add --sync-from for each peer this node should take them from",
 		"peers", strings.Join(counts, ", "), "sync_from", m.cfg.SyncFrom)
-}
-
-// checkLogNodeKey says, once the replay at start is done, if the key the
-// log's own key history ends with is not the node's: then every mint,
-// adjustment and auth.response the node makes is refused or unverifiable.
-// The owner recorded on the streams rules that out unless someone changed
-// the store's metadata or rotated the key outside aglxd.
-func (m *Main) checkLogNodeKey(ctx context.Context) {
-	select {
-	case <-m.runner.Ready():
-	case <-ctx.Done():
-		return
-	}
-	want := protocol.KeyID(m.key.Public())
-	if _, got, _ := m.registry.CurrentKey(m.cfg.Name); got != want {
-		m.lg.Error("THE LOG'S NODE KEY IS NOT THIS NODE'S: its key history ends with another key, so the node's mints and adjustments are refused and its auth.responses check out against no key the log names (OPERATIONS.md, \"Rotating the node key\")",
-			"log_key_id", got, "key_id", want, "node_key", m.cfg.NodeKeyPath())
-	}
 }
 
 // fsyncPromise is what an ack promises about the disk, for /v1/node: the

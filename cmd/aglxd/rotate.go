@@ -76,6 +76,37 @@ func nodeFirstKey(lg *events.Log) (crypto.PublicKey, error) {
 	return pub, nil
 }
 
+// rotatedAt says where the node key the log names was bound.
+func rotatedAt(seq uint64) string {
+	if seq == 0 {
+		return "its first key: the log holds no rotation"
+	}
+	return fmt.Sprintf("bound by its rotation at seq %d", seq)
+}
+
+// checkKeyAgainstLog refuses a start whose node key is not the one the
+// log's own rotations end with. The streams' owner says so too, but only
+// from the rotation's third step on: a rotation stopped after the log took
+// it, with node.key.next then removed by hand, would start under the old
+// key, whose mints the log refuses (401) and whose auth.responses check
+// out against no key the log names.
+func (m *Main) checkKeyAgainstLog(ctx context.Context, first crypto.PublicKey) error {
+	f, err := projections.NewNodeKeyFollower(projections.RegistryConfig{NodeURI: m.cfg.Name, NodePublicKey: m.key.Public(), NodeFirstKey: first})
+	if err != nil {
+		return err
+	}
+	last, err := f.Follow(ctx, m.log)
+	if err != nil {
+		return err
+	}
+	want := protocol.KeyID(m.key.Public())
+	if _, cur := f.Current(); cur != want {
+		return fmt.Errorf("--node-key %s holds key %s, but the log's node key is %s (%s): a rotation was stopped after the log took it and its new key, %s, is gone, or the key file was replaced. Put back the key the log names; without it, --take-over-store starts the node under this key, voiding every earlier mint (OPERATIONS.md, \"Rotating the node key\")",
+			m.cfg.NodeKeyPath(), want, cur, rotatedAt(last), m.cfg.NodeKeyPath()+nextKeySuffix)
+	}
+	return nil
+}
+
 // rotateNodeKey does the rotation's steps on an open log, with m.key the
 // current key file's. It changes nothing when the log's node key is
 // neither the old nor the new one.
@@ -86,12 +117,7 @@ func (m *Main) rotateNodeKey(ctx context.Context) error {
 	oldID := protocol.KeyID(old.Public())
 	next, made, err := loadNodeKey(nextPath)
 	if err != nil {
-		return err
-	}
-	if made {
-		if err := keepNodeKey(nextPath, next); err != nil {
-			return err
-		}
+		return fmt.Errorf("%w (%s holds the new key of a rotation that was stopped, or one put there to rotate to: a PKCS #8 PEM private key)", err, nextPath)
 	}
 	nextID := protocol.KeyID(next.Public())
 	if nextID == oldID {
@@ -101,8 +127,8 @@ func (m *Main) rotateNodeKey(ctx context.Context) error {
 	switch owner := m.log.Meta(events.MetaOwner); owner {
 	case "", oldOwner, newOwner:
 	default:
-		return fmt.Errorf("--name %s: %w: stream %s was written by %q, not by this node's key %s nor the new one %s; nothing was rotated",
-			m.cfg.Name, events.ErrOtherOwner, events.StreamNameDefault, owner, oldID, nextID)
+		return fmt.Errorf("--name %s, --node-key %s: %w: stream %s was written by %q, and this is %q (%q once rotated); nothing was rotated",
+			m.cfg.Name, path, events.ErrOtherOwner, events.StreamNameDefault, owner, oldOwner, newOwner)
 	}
 	first, err := nodeFirstKey(m.log)
 	if err != nil {
@@ -121,20 +147,27 @@ func (m *Main) rotateNodeKey(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.lg.Info("rotating the node key: folding the log's key history", "name", m.cfg.Name, "key_id", oldID, "new_key_id", nextID, "new_key_path", nextPath, "new_key_created", made)
-	end, err := f.Follow(ctx, m.log)
+	m.lg.Info("rotating the node key", "name", m.cfg.Name, "key_id", oldID, "new_key_id", nextID, "new_key_made", made)
+	last, err := f.Follow(ctx, m.log)
 	if err != nil {
 		return err
 	}
 	switch _, cur := f.Current(); cur {
 	case nextID:
-		m.lg.Info("the log names the new key already: an interrupted rotation, finished now", "seq", end)
+		m.lg.Info("the log names the new key already: an interrupted rotation, finished now", "seq", last)
 	case oldID:
+		if made {
+			// Durable before the log names it, and not before: a
+			// rotation refused up to here leaves nothing behind.
+			if err := keepNodeKey(nextPath, next); err != nil {
+				return err
+			}
+		}
 		if err := m.appendRotation(ctx, f, old, next); err != nil {
 			return err
 		}
 	default:
-		return fmt.Errorf("the log's node key at seq %d is %s, neither %s (%s) nor %s (%s): nothing was rotated", end, cur, path, oldID, nextPath, nextID)
+		return fmt.Errorf("the log's node key is %s (%s), neither %s's (%s) nor %s's (%s): nothing was rotated", cur, rotatedAt(last), path, oldID, nextPath, nextID)
 	}
 	if err := m.log.SetOwner(ctx, newOwner, firstText); err != nil {
 		return err
@@ -193,7 +226,8 @@ func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (l
 		if err != nil {
 			return nil, fmt.Errorf("--sync-to: %w", err)
 		}
-		if err := bridge.AnnounceKeyRotation(ctx, peer, m.cfg.Name, old, body); err != nil {
+		had, err := bridge.AnnounceKeyRotation(ctx, peer, m.cfg.Name, old, next, body)
+		if err != nil {
 			file := filepath.Join(dir, "rotation-to-"+safeFileName(peer.URI)+".aglx")
 			m.lg.Error("a --sync-to peer did not take the node's key rotation: until it does, it refuses this node's registry.sync (401). Once it is back, send it the rotation signed with the old key",
 				"peer", peer.URI, "addr", peer.Addr, "err", err,
@@ -202,6 +236,10 @@ func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (l
 				return nil, err
 			}
 			left = append(left, peer.URI)
+			continue
+		}
+		if had {
+			m.lg.Info("the peer has the new key already (an earlier run told it)", "peer", peer.URI, "addr", peer.Addr)
 			continue
 		}
 		m.lg.Info("the peer took the node's key rotation", "peer", peer.URI, "addr", peer.Addr)
@@ -283,11 +321,11 @@ func (m *Main) appendRotation(ctx context.Context, f *projections.NodeKeyFollowe
 	m.lg.Info("the rotation is durable", "seq", a.Seq, "event_id", a.EventID)
 	deadline := time.Now().Add(rotationFoldWait)
 	for {
-		end, err := f.Follow(ctx, m.log)
+		last, err := f.Follow(ctx, m.log)
 		if err != nil {
 			return err
 		}
-		if end >= a.Seq {
+		if last >= a.Seq {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -307,6 +345,20 @@ func (m *Main) appendRotation(ctx context.Context, f *projections.NodeKeyFollowe
 		return fmt.Errorf("the log refused the rotation at seq %d (%s): the node key stays %s", a.Seq, reason, cur)
 	}
 	return nil
+}
+
+// noteRetiredKey warns at start while a rotation's old key is kept for
+// peers that did not take the rotation (exit status 3): until each is
+// sent its frame, it refuses this node's pushes, and the old secret
+// should not lie about longer than that.
+func (m *Main) noteRetiredKey() {
+	retired := m.cfg.NodeKeyPath() + retiredKeySuffix
+	if _, err := os.Stat(retired); err != nil {
+		return
+	}
+	frames, _ := filepath.Glob(filepath.Join(filepath.Dir(m.cfg.NodeKeyPath()), "rotation-to-*.aglx"))
+	m.lg.Warn("a node key rotation left the old key for peers that did not take it: send each its frame with aglx send --key "+retired+", then remove the key and the frames (OPERATIONS.md, \"Rotating the node key\")",
+		"retired_key", retired, "frames", strings.Join(frames, ", "))
 }
 
 // syncDir makes a rename in dir durable.

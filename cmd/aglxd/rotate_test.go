@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/projections"
 	"github.com/aglx/ledger/protocol"
 )
@@ -67,6 +68,16 @@ func TestRotateNodeKey(t *testing.T) {
 	oldFile, err := os.ReadFile(cfg.NodeKeyPath())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A rotation refused before it changed anything (here: under
+	// another --name) leaves nothing behind that would stop a start.
+	wrong := cfg
+	wrong.Name = "registry://other.local"
+	if err := rotateKey(t, wrong); err == nil || !strings.Contains(err.Error(), "nothing was rotated") {
+		t.Fatalf("a rotation under another name: %v; want a refusal", err)
+	}
+	if _, err := os.Stat(cfg.NodeKeyPath() + nextKeySuffix); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused rotation left a next key file: %v", err)
 	}
 
 	if err := rotateKey(t, cfg); err != nil {
@@ -214,8 +225,31 @@ func TestRotatedNodeKeyReachesItsPeers(t *testing.T) {
 	waitAgent(t, b, "agent://one.local")
 	a.Close(context.Background())
 
+	before, err := os.ReadFile(cfgA.NodeKeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := rotateKey(t, cfgA); err != nil {
 		t.Fatalf("--rotate-node-key with its peer up: %v", err)
+	}
+	// Run again as if stopped before its last step: the peer, which took
+	// the rotation, refuses it now (401, not signed with the key it has),
+	// and the run finds that the peer has the new key and is done.
+	after, err := os.ReadFile(cfgA.NodeKeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgA.NodeKeyPath()+nextKeySuffix, after, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgA.NodeKeyPath(), before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := rotateKey(t, cfgA); err != nil {
+		t.Fatalf("--rotate-node-key run again after its peer took the rotation: %v", err)
+	}
+	if _, err := os.Stat(cfgA.NodeKeyPath() + retiredKeySuffix); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a run that found the peer up to date kept the old key: %v", err)
 	}
 	a = startNodeWith(t, dirA, withPeer)
 	register(t, a, "agent://two.local")
@@ -224,7 +258,7 @@ func TestRotatedNodeKeyReachesItsPeers(t *testing.T) {
 
 	// The peer is away for the next rotation.
 	b.Close(context.Background())
-	err := rotateKey(t, cfgA)
+	err = rotateKey(t, cfgA)
 	if !errors.Is(err, errPeersLeft) {
 		t.Fatalf("--rotate-node-key with its peer away: %v; want errPeersLeft", err)
 	}
@@ -258,4 +292,58 @@ func TestRotatedNodeKeyReachesItsPeers(t *testing.T) {
 	a = startNodeWith(t, dirA, withPeer)
 	register(t, a, "agent://three.local")
 	waitAgent(t, b, "agent://three.local")
+}
+
+// TestStartRefusesAKeyTheLogNoLongerNames: a rotation stopped after the
+// log took it but before the streams' owner changed, whose node.key.next
+// was then removed by hand, left the old key in node.key and nothing to
+// stop a start: the node served with a key whose mints the log refuses.
+// The start now folds the node's own rotations first and refuses,
+// naming the key the log has.
+func TestStartRefusesAKeyTheLogNoLongerNames(t *testing.T) {
+	dir := t.TempDir()
+	m := startNode(t, dir)
+	cfg := m.cfg
+	oldOwner := m.cfg.Name + " " + protocol.KeyID(m.key.Public())
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(cfg.NodeKeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rotateKey(t, cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Back to the state of a rotation stopped before its third step:
+	// the streams name the old owner, the key file is the old key.
+	ns, err := events.StartServer(events.ServerConfig{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := ns.Connect("test")
+	if err != nil {
+		ns.Shutdown()
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	lg, err := events.Open(ctx, nc, events.Config{}, nil)
+	if err == nil {
+		err = lg.SetOwner(ctx, oldOwner, "")
+		lg.Close(ctx)
+	}
+	nc.Close()
+	ns.Shutdown()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.NodeKeyPath(), before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	err = n.Run(ctx)
+	n.Close(ctx)
+	if err == nil || !strings.Contains(err.Error(), "the log's node key is") || !strings.Contains(err.Error(), "rotation at seq") {
+		t.Fatalf("a start with the key the log retired: %v; want a refusal naming the log's key", err)
+	}
 }
