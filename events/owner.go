@@ -175,3 +175,28 @@ func (l *Log) SetOwner(ctx context.Context, owner, firstKey string) error {
 	l.metaMu.Unlock()
 	return nil
 }
+
+// RecordedOwner returns the owner recorded on the log's streams (the
+// event stream's, or the write-ahead stream's when the event stream is
+// gone), and whether either stream exists, creating and changing
+// nothing. A node key rotation asks it before it opens the log: one run
+// against the wrong --data or --nats-url would otherwise make empty
+// streams there, rotate their "log", and replace the node's real key.
+func RecordedOwner(ctx context.Context, nc *nats.Conn, stream string) (owner string, exists bool, err error) {
+	cfg := Config{Stream: stream}.withDefaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", false, fmt.Errorf("events: jetstream: %w", err)
+	}
+	for _, name := range []string{cfg.Stream, cfg.walStream()} {
+		s, err := js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return "", false, fmt.Errorf("events: stream %s: %w", name, err)
+		}
+		return s.CachedInfo().Config.Metadata[MetaOwner], true, nil
+	}
+	return "", false, nil
+}

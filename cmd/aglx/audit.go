@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,10 +65,9 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("the node's public key: %w", err)
 	}
 	keyID := protocol.KeyID(pub)
-	if *pin != "" && *pin != keyID {
-		fmt.Fprintf(stdout, "KEY MISMATCH: the node %s names key %s, not %s as pinned with --key-id: not auditing against a key you did not expect.\n", node.Name, keyID, *pin)
-		return exitCode(auditKeyMismatch)
-	}
+	// A pin that is not the node's key now may be one it rotated from:
+	// decided once the log's key history is folded, below.
+	rotatedFromPin := *pin != "" && *pin != keyID
 	nc, err := nats.Connect(*natsURL, nats.Name("aglx audit"))
 	if err != nil {
 		return fmt.Errorf("connect %s: %w (is a node serving NATS there? --nats names it)", *natsURL, err)
@@ -98,8 +98,15 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if rotatedFromPin && !slices.ContainsFunc(rep.NodeKeys, func(k projections.KeyView) bool { return k.KeyID == *pin }) {
+		fmt.Fprintf(stdout, "KEY MISMATCH: the node %s names key %s, not %s as pinned with --key-id, and its log's key history holds no such key: not auditing against a key you did not expect.\n", node.Name, keyID, *pin)
+		return exitCode(auditKeyMismatch)
+	}
 	fmt.Fprintf(stdout, "node:            %s, key %s\naudited:         the log to seq %d (its end when the audit started: seq %d)\nevents folded:   %d (to seq %d)\npostings:        %d\naccounts:        %d\nledger digest:   %s\nnode digest:     %s\n",
 		node.Name, keyID, rep.AppliedSeq, end, rep.Events, rep.AppliedSeq, rep.Postings, rep.Accounts, rep.Digest, rep.NodeDigest)
+	if rotatedFromPin {
+		fmt.Fprintf(stdout, "note:            the key pinned with --key-id, %s, was rotated to %s by rotations the log holds, each signed with the key before it: record the new key id\n", *pin, keyID)
+	}
 	if len(rep.NodeKeys) > 1 {
 		fmt.Fprintf(stdout, "node keys:       %d in the log's history (aglxd --rotate-node-key), oldest first:\n", len(rep.NodeKeys))
 		for _, k := range rep.NodeKeys {

@@ -36,6 +36,14 @@ type auditNode struct {
 
 func startAuditNode(t *testing.T) auditNode {
 	t.Helper()
+	return startAuditNodeRotated(t, nil)
+}
+
+// startAuditNodeRotated is startAuditNode for a node whose key was first
+// was, then rotated to the key it has now by a rotation in its log, as
+// aglxd --rotate-node-key leaves it; nil was: never rotated.
+func startAuditNodeRotated(t *testing.T, was crypto.Signer) auditNode {
+	t.Helper()
 	const name = "registry://localhost"
 	s, err := events.StartServer(events.ServerConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
 	if err != nil {
@@ -53,8 +61,13 @@ func startAuditNode(t *testing.T) auditNode {
 	}
 	t.Cleanup(func() { l.Close(context.Background()) })
 	key, keyPath := nodeKeyFile(t)
+	var first crypto.PublicKey
+	if was != nil {
+		first = was.Public()
+		rotateInLog(t, l, name, was, key)
+	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	registry := projections.NewRegistry(projections.RegistryConfig{NodeURI: name, NodeKey: key})
+	registry := projections.NewRegistry(projections.RegistryConfig{NodeURI: name, NodeKey: key, NodeFirstKey: first})
 	credits := projections.NewCredits(name, registry, nil)
 	stats := projections.NewStats()
 	runner := projections.NewRunner(l, quiet, registry, credits, stats)
@@ -88,6 +101,35 @@ func startAuditNode(t *testing.T) auditNode {
 	}
 	return auditNode{testNode: testNode{tcp: ln.Addr().String(), natsURL: clientURL(s), log: l},
 		http: "http://" + hln.Addr().String(), keyPath: keyPath, startFolds: start}
+}
+
+// rotateInLog appends the node's rotation from was to key to l and
+// records the owner and the first key, as aglxd --rotate-node-key does.
+func rotateInLog(t *testing.T, l *events.Log, name string, was, key crypto.Signer) {
+	t.Helper()
+	now := time.Now().UTC()
+	body, err := bridge.KeyRotationBody(was.Public(), key.Public(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := bridge.KeyRotationFrame(name, name, was, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := protocol.Parse(fr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &events.Envelope{ID: fr.ID(), MsgID: fr.ID(), Type: protocol.TypeKeyRotate, From: name, To: name,
+		Transport: events.TransportNode, Declared: fr.Transport, ReceivedAt: now, Headers: fr.Headers, Body: fr.Body, Msg: msg}
+	ctx := context.Background()
+	if _, err := l.Append(ctx, env).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	firstText, _ := protocol.MarshalPublicKey(was.Public())
+	if err := l.SetOwner(ctx, name+" "+protocol.KeyID(key.Public()), firstText); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // mint credits to with amount through aglx mint. This node's edge

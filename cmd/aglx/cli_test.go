@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"crypto"
 	"io"
 	"net"
 	"net/http"
@@ -14,53 +14,55 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/protocol"
 )
 
 // TestAuditPinsTheNodeKey: an auditor needs no secret of the node's, only
 // its public key, which the node names itself; --key-id makes the audit
-// refuse a node that names another key than the one on record, before it
-// folds anything, with an exit status of its own (4), told apart from an
-// outage (1) and a wrong ledger (3).
+// refuse a node that names another key than the one on record, with an
+// exit status of its own (4), told apart from an outage (1) and a wrong
+// ledger (3). A pinned key the node rotated from, by rotations its log
+// holds, each signed with the key before, is no mismatch: the audit says
+// so and asks for the new key id to be recorded.
 func TestAuditPinsTheNodeKey(t *testing.T) {
-	k, err := protocol.GenerateKey(protocol.KeyEd25519)
+	was, err := protocol.GenerateKey(protocol.KeyEd25519)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := protocol.MarshalPublicKey(k.Public())
+	tests := []struct {
+		name   string
+		was    crypto.Signer // the key the node rotated from; nil: none
+		pin    func(n auditNode) string
+		status int // 0: OK
+		says   string
+	}{
+		{"the node's key", nil, func(n auditNode) string { return nodeKeyID(t, n) }, 0, "OK"},
+		{"another key", nil, func(auditNode) string { return "sha256:0000000000000000" }, auditKeyMismatch, "KEY MISMATCH"},
+		{"a key the node rotated from", was, func(auditNode) string { return protocol.KeyID(was.Public()) }, 0, "record the new key id"},
+		{"another key, after a rotation", was, func(auditNode) string { return "sha256:0000000000000000" }, auditKeyMismatch, "holds no such key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := startAuditNodeRotated(t, tt.was)
+			n.startFolds()
+			var out strings.Builder
+			err := runAudit(context.Background(), []string{"--http", n.http, "--nats", n.natsURL, "--key-id", tt.pin(n)}, &out)
+			code, _ := err.(exitCode)
+			if (tt.status == 0 && err != nil) || (tt.status != 0 && int(code) != tt.status) || !strings.Contains(out.String(), tt.says) {
+				t.Fatalf("audit: %v, said:\n%s\nwant exit status %d and %q", err, out.String(), tt.status, tt.says)
+			}
+		})
+	}
+}
+
+// nodeKeyID is the key id of the node's key file.
+func nodeKeyID(t *testing.T, n auditNode) string {
+	t.Helper()
+	k, err := loadNodeKey(n.keyPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/v1/node":
-			json.NewEncoder(w).Encode(bridge.NodeInfo{Name: "registry://localhost", PublicKey: pub, KeyID: protocol.KeyID(k.Public())})
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer api.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	noNATS := "nats://" + ln.Addr().String()
-	ln.Close() // nobody listens there now
-	var out strings.Builder
-	err = runAudit(context.Background(), []string{"--http", api.URL, "--nats", noNATS, "--key-id", "sha256:0000000000000000"}, &out)
-	if code, ok := err.(exitCode); !ok || code != auditKeyMismatch {
-		t.Fatalf("audit against another key than the pinned one: %v, want exit status %d", err, auditKeyMismatch)
-	}
-	if !strings.Contains(out.String(), protocol.KeyID(k.Public())) || !strings.Contains(out.String(), "pinned") {
-		t.Fatalf("audit against another key than the pinned one said %q", out.String())
-	}
-	// With the right pin it gets past the key, to the log, which is not
-	// there: the key check let it through.
-	err = runAudit(context.Background(), []string{"--http", api.URL, "--nats", noNATS, "--key-id", protocol.KeyID(k.Public())}, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "--nats") {
-		t.Fatalf("audit with the right pin: %v", err)
-	}
+	return protocol.KeyID(k.Public())
 }
 
 // TestQueriesPrintSequencesWhole: balance and history decode the node's

@@ -37,8 +37,10 @@ func main() {
 	m := NewMain(cfg, lg)
 	if cfg.RotateNodeKey {
 		err := m.Run(ctx)
-		if cerr := m.Close(context.Background()); err == nil {
-			err = cerr
+		if cerr := m.Close(context.Background()); cerr != nil {
+			// Everything the rotation changed is durable by now, and a
+			// run again would be a second rotation: said, not failed.
+			lg.Warn("stopping after the rotation", "err", cerr)
 		}
 		switch {
 		case errors.Is(err, errPeersLeft):

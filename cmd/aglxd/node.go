@@ -178,6 +178,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.keepKey(ctx, logCfg, made); err != nil {
 		return err
 	}
+	if m.cfg.RotateNodeKey {
+		if err := m.checkRotationTarget(ctx); err != nil {
+			return err
+		}
+	}
 	m.log, err = events.Open(ctx, m.nc, logCfg, m.lg)
 	if err != nil {
 		if errors.Is(err, events.ErrDamaged) && m.ns != nil {

@@ -76,6 +76,30 @@ func nodeFirstKey(lg *events.Log) (crypto.PublicKey, error) {
 	return pub, nil
 }
 
+// checkRotationTarget refuses a rotation before the log is opened when
+// there is no node's log where the flags point (a wrong --data or
+// --nats-url: Open would make empty streams, the rotation would rotate
+// their "log", and the real node's key file would be replaced), or when
+// an earlier rotation's old key is still kept for peers that did not take
+// it (a second rotation would overwrite it, and those peers could never
+// be told).
+func (m *Main) checkRotationTarget(ctx context.Context) error {
+	owner, exists, err := events.RecordedOwner(ctx, m.nc, events.StreamNameDefault)
+	switch {
+	case err != nil:
+		return err
+	case !exists:
+		return fmt.Errorf("--rotate-node-key: there is no node's log here (--data %q, --nats-url %q): give the flags the node runs with; nothing was rotated", m.cfg.DataDir, redactURLs(m.cfg.NATSURL))
+	case owner == "":
+		return fmt.Errorf("--rotate-node-key: the log here records no owner (written by a version before owners were recorded): start the node once, which records it, then rotate; nothing was rotated")
+	}
+	retired := m.cfg.NodeKeyPath() + retiredKeySuffix
+	if _, err := os.Stat(retired); err == nil {
+		return fmt.Errorf("--rotate-node-key: %s is the old key of a rotation some peers have yet to take: send each its frame (DATA/keys/rotation-to-*.aglx) with aglx send --key %s, then remove the key and the frames, and rotate again; nothing was rotated (OPERATIONS.md, \"Rotating the node key\")", retired, retired)
+	}
+	return nil
+}
+
 // rotatedAt says where the node key the log names was bound.
 func rotatedAt(seq uint64) string {
 	if seq == 0 {
@@ -125,7 +149,7 @@ func (m *Main) rotateNodeKey(ctx context.Context) error {
 	}
 	oldOwner, newOwner := m.cfg.Name+" "+oldID, m.cfg.Name+" "+nextID
 	switch owner := m.log.Meta(events.MetaOwner); owner {
-	case "", oldOwner, newOwner:
+	case oldOwner, newOwner:
 	default:
 		return fmt.Errorf("--name %s, --node-key %s: %w: stream %s was written by %q, and this is %q (%q once rotated); nothing was rotated",
 			m.cfg.Name, path, events.ErrOtherOwner, events.StreamNameDefault, owner, oldOwner, newOwner)
@@ -152,7 +176,13 @@ func (m *Main) rotateNodeKey(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	switch _, cur := f.Current(); cur {
+	_, cur := f.Current()
+	for _, k := range f.Keys() {
+		if k.KeyID == nextID && cur != nextID {
+			return fmt.Errorf("%s holds a key the node had before (%s), which the log would refuse as a new one: remove it (a new key is made when there is none) and run --rotate-node-key again; nothing was rotated", nextPath, nextID)
+		}
+	}
+	switch cur {
 	case nextID:
 		m.lg.Info("the log names the new key already: an interrupted rotation, finished now", "seq", last)
 	case oldID:
@@ -180,7 +210,9 @@ func (m *Main) rotateNodeKey(ctx context.Context) error {
 		return fmt.Errorf("--node-key: the log names the new key, which is in %s: %w; run --rotate-node-key again", nextPath, err)
 	}
 	if err := syncDir(filepath.Dir(path)); err != nil {
-		return fmt.Errorf("--node-key: %w", err)
+		// Done all the same: after a crash that lost the rename, the
+		// start finds node.key.next again and a run again finishes.
+		m.lg.Warn("the key file's directory could not be synced; the rotation is done", "dir", filepath.Dir(path), "err", err)
 	}
 	pub, _ := protocol.MarshalPublicKey(next.Public())
 	if len(left) > 0 {
@@ -229,9 +261,15 @@ func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (l
 		had, err := bridge.AnnounceKeyRotation(ctx, peer, m.cfg.Name, old, next, body)
 		if err != nil {
 			file := filepath.Join(dir, "rotation-to-"+safeFileName(peer.URI)+".aglx")
+			addr := peer.Addr + " (and --ca or --pin as for the peer)"
+			if peer.Plain {
+				// key.rotate is a security message: a peer takes it
+				// over TLS only, and the sync goes to its TCP port.
+				addr = "PEER-HOST:PEER-TLS-PORT --ca PEER-CERT.pem (the peer's TLS port: a plain-TCP peer refuses key.rotate)"
+			}
 			m.lg.Error("a --sync-to peer did not take the node's key rotation: until it does, it refuses this node's registry.sync (401). Once it is back, send it the rotation signed with the old key",
 				"peer", peer.URI, "addr", peer.Addr, "err", err,
-				"send", "aglx send --key "+m.cfg.NodeKeyPath()+retiredKeySuffix+" --tls --addr "+peer.Addr+" (and --ca or --pin as for the peer) "+file)
+				"send", "aglx send --key "+m.cfg.NodeKeyPath()+retiredKeySuffix+" --tls --addr "+addr+" "+file)
 			if err := m.writeRotationFrame(file, peer.URI, old, next); err != nil {
 				return nil, err
 			}

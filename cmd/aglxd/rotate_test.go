@@ -79,6 +79,18 @@ func TestRotateNodeKey(t *testing.T) {
 	if _, err := os.Stat(cfg.NodeKeyPath() + nextKeySuffix); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a refused rotation left a next key file: %v", err)
 	}
+	// Nor one pointed at the wrong store: an empty --data beside the
+	// real key file made empty streams, rotated their "log", and replaced
+	// the node's key (helper-115).
+	stray := cfg
+	stray.DataDir = t.TempDir()
+	stray.NodeKey = cfg.NodeKeyPath()
+	if err := rotateKey(t, stray); err == nil || !strings.Contains(err.Error(), "no node's log here") {
+		t.Fatalf("a rotation with --data where no log is: %v; want a refusal", err)
+	}
+	if now, err := os.ReadFile(cfg.NodeKeyPath()); err != nil || !bytes.Equal(now, oldFile) {
+		t.Fatalf("a rotation refused for want of a log changed the key file (%v)", err)
+	}
 
 	if err := rotateKey(t, cfg); err != nil {
 		t.Fatalf("--rotate-node-key: %v", err)
@@ -138,6 +150,10 @@ func TestInterruptedNodeKeyRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	firstFile, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := keepNodeKey(next, chosen); err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +163,17 @@ func TestInterruptedNodeKeyRotation(t *testing.T) {
 	}
 	if k, _, err := loadNodeKey(path); err != nil || protocol.KeyID(k.Public()) != protocol.KeyID(chosen.Public()) {
 		t.Fatalf("the rotation did not take the key put in %s: %v", next, err)
+	}
+	// A next key the node had before would be appended and refused by
+	// the fold, at every run (helper-115): refused before the append.
+	if err := os.WriteFile(next, firstFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := rotateKey(t, cfg); err == nil || !strings.Contains(err.Error(), "had before") {
+		t.Fatalf("a rotation to the node's first key again: %v; want a refusal", err)
+	}
+	if err := os.Remove(next); err != nil {
+		t.Fatal(err)
 	}
 
 	// Stopped after the streams' owner became the new key's: the key
@@ -265,6 +292,11 @@ func TestRotatedNodeKeyReachesItsPeers(t *testing.T) {
 	retired, _, err := loadNodeKey(cfgA.NodeKeyPath() + retiredKeySuffix)
 	if err != nil {
 		t.Fatalf("the old key was not kept for the peer that is away: %v", err)
+	}
+	// A second rotation would overwrite the kept key, and the peer could
+	// never be told (helper-115): refused until it is dealt with.
+	if err := rotateKey(t, cfgA); err == nil || !strings.Contains(err.Error(), "have yet to take") {
+		t.Fatalf("a rotation while the last one's old key is kept: %v; want a refusal", err)
 	}
 	frameFile := filepath.Join(filepath.Dir(cfgA.NodeKeyPath()), "rotation-to-registry---backup.local.aglx")
 	raw, err := os.ReadFile(frameFile)
