@@ -73,8 +73,18 @@ func TestAuditNotesMintsTheNodesKeyDoesNotVouchFor(t *testing.T) {
 	lfExpect(t, s.transfer(t, forged, "agent://w.local", "500", "mint-forged"), "error", 401)
 	forgedSeq := s.last
 	s.query(t, lfParty{uri: "agent://w.local"})
+	rep := auditNode(t, m, s.last)
+	if len(rep.Problems) != 0 || rep.Unvouched != 1 || rep.UnvouchedFirst != forgedSeq {
+		t.Fatalf("audit: problems %q, unvouched %d (first at %d); want none, and 1 at seq %d", rep.Problems, rep.Unvouched, rep.UnvouchedFirst, forgedSeq)
+	}
+}
+
+// auditNode audits m's ledger against its log, as aglx audit does, once
+// seq is applied.
+func auditNode(t *testing.T, m *Main, seq uint64) *projections.AuditReport {
+	t.Helper()
 	var live projections.Digest
-	if err := json.Unmarshal(lfGet(t, m, "/v1/ledger/digest", s.last), &live); err != nil {
+	if err := json.Unmarshal(lfGet(t, m, "/v1/ledger/digest", seq), &live); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -83,7 +93,5 @@ func TestAuditNotesMintsTheNodesKeyDoesNotVouchFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Problems) != 0 || rep.Unvouched != 1 || rep.UnvouchedFirst != forgedSeq {
-		t.Fatalf("audit: problems %q, unvouched %d (first at %d); want none, and 1 at seq %d", rep.Problems, rep.Unvouched, rep.UnvouchedFirst, forgedSeq)
-	}
+	return rep
 }

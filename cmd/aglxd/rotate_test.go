@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/events"
-	"github.com/aglx/ledger/projections"
 	"github.com/aglx/ledger/protocol"
 )
 
@@ -30,23 +28,6 @@ func rotateKey(t *testing.T, cfg Config) error {
 		err = cerr
 	}
 	return err
-}
-
-// auditNode audits m's ledger against its log, as aglx audit does, once
-// seq is applied.
-func auditNode(t *testing.T, m *Main, seq uint64) *projections.AuditReport {
-	t.Helper()
-	var live projections.Digest
-	if err := json.Unmarshal(lfGet(t, m, "/v1/ledger/digest", seq), &live); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rep, err := projections.Audit(ctx, openLog(t, m), m.cfg.Name, m.key.Public(), live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
 }
 
 // TestRotateNodeKey: aglxd --rotate-node-key gives the node a new key
