@@ -555,6 +555,10 @@ var errGap = errors.New("events: gap between the event stream and the write-ahea
 // message the node did not write: someone else can write to its subjects.
 var errForeign = errors.New("events: the event stream holds a message the node did not write")
 
+// errMisplaced is a reader's reason to skip an event found on a subject
+// other than its own (Read).
+var errMisplaced = errors.New("events: an event off its subject")
+
 // wrongLastSeq reports whether JetStream refused a publish because the
 // stream's last sequence was not the one the publish expected.
 func wrongLastSeq(err error) bool {

@@ -190,3 +190,32 @@ func TestStrangerWithAHeadersOnlyMarkIsSkipped(t *testing.T) {
 		t.Fatalf("Read: %v, saw %v; want seq 1 and the stranger at 2, skipped", err, seen)
 	}
 }
+
+// TestEventOffItsSubjectIsSkipped: an event of the node's form published
+// by another writer on a subject other than its own was read as an event
+// by a reader of everything and missed by one that filters by subject,
+// so the two saw different logs: the node's start checked its key against
+// its own rotations (one subject) and its folds against all of them
+// (helper-117). Every read now skips it, as a stranger's.
+func TestEventOffItsSubjectIsSkipped(t *testing.T) {
+	nc := connectTest(t, t.TempDir())
+	ctx := context.Background()
+	appendAndClose(t, nc) // seq 1
+	m := toMsg(testEnvelope(2, "key.rotate", "registry://localhost", "registry://localhost"), 0)
+	m.Subject = Subject("credit.transfer", "registry://localhost", "agent://a.local")
+	if _, err := testJetStream(t, nc).PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(ctx, nc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	var seen []string
+	if err := l.Read(ctx, ReadOptions{}, func(e *Envelope) error {
+		seen = append(seen, fmt.Sprintf("%d foreign=%v", e.Seq, errors.Is(e.Foreign, errMisplaced)))
+		return nil
+	}); err != nil || len(seen) != 2 || seen[1] != "2 foreign=true" {
+		t.Fatalf("Read: %v, saw %v; want seq 1 and the misplaced event at 2, skipped", err, seen)
+	}
+}

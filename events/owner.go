@@ -178,15 +178,15 @@ func (l *Log) SetOwner(ctx context.Context, owner, firstKey string) error {
 
 // RecordedOwner returns the owner recorded on the log's streams (the
 // event stream's, or the write-ahead stream's when the event stream is
-// gone), and whether either stream exists, creating and changing
-// nothing. A node key rotation asks it before it opens the log: one run
+// gone), the last sequence that stream holds, and whether either stream
+// exists, creating and changing nothing. A node key rotation asks it before it opens the log: one run
 // against the wrong --data or --nats-url would otherwise make empty
 // streams there, rotate their "log", and replace the node's real key.
-func RecordedOwner(ctx context.Context, nc *nats.Conn, stream string) (owner string, exists bool, err error) {
+func RecordedOwner(ctx context.Context, nc *nats.Conn, stream string) (owner string, last uint64, exists bool, err error) {
 	cfg := Config{Stream: stream}.withDefaults()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return "", false, fmt.Errorf("events: jetstream: %w", err)
+		return "", 0, false, fmt.Errorf("events: jetstream: %w", err)
 	}
 	for _, name := range []string{cfg.Stream, cfg.walStream()} {
 		s, err := js.Stream(ctx, name)
@@ -194,9 +194,10 @@ func RecordedOwner(ctx context.Context, nc *nats.Conn, stream string) (owner str
 			continue
 		}
 		if err != nil {
-			return "", false, fmt.Errorf("events: stream %s: %w", name, err)
+			return "", 0, false, fmt.Errorf("events: stream %s: %w", name, err)
 		}
-		return s.CachedInfo().Config.Metadata[MetaOwner], true, nil
+		info := s.CachedInfo()
+		return info.Config.Metadata[MetaOwner], info.State.LastSeq, true, nil
 	}
-	return "", false, nil
+	return "", 0, false, nil
 }

@@ -167,6 +167,14 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn func(*Envelope) err
 			return fmt.Errorf("events: read: seq %d came without its body (%s): the read's consumer delivers headers only, which the node never asks for", meta.Sequence.Stream, headersOnlySize)
 		}
 		env, err := FromMsg(m.Headers(), m.Data(), meta.Sequence.Stream)
+		if err == nil && m.Subject() != Subject(env.Type, env.From, env.To) {
+			// The node stores every event on the subject its TYPE, FROM
+			// and TO make; one elsewhere was put there by another
+			// writer. Skipped, as a stranger's: a reader that filters by
+			// subject (the node's own key history, a consumer of one
+			// TYPE) and one that reads everything must see the same log.
+			err = fmt.Errorf("%w: %s on subject %s, not its own", errMisplaced, env.Type, m.Subject())
+		}
 		if err != nil {
 			// Not one of the node's events. Failing the read stopped the
 			// runner at it for good: nothing after it was ever applied,

@@ -25,7 +25,8 @@ import (
 // ledger's own full consistency check; and against the node's live state,
 // by comparing snapshot digests at the same log position. It exits 3
 // (auditDiscrepancies) on any discrepancy, 4 (auditKeyMismatch) when the
-// node names another key than --key-id, 1 when it could not audit.
+// node names another key than --key-id that the log's own key rotations
+// do not lead to from the pinned one, 1 when it could not audit.
 // Folding with the node's own code, it proves that the node's state is
 // what its log folds to, not that the fold's rules are right
 // (docs/LEDGER.md). It reads only what any NATS reader and HTTP client may:
@@ -42,7 +43,7 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("audit")
 	natsURL := fs.String("nats", "nats://"+bridge.DefaultNATSAddr, "the node's NATS address")
 	api := fs.String("http", "http://"+bridge.DefaultHTTPAddr, "the node's HTTP API")
-	pin := fs.String("key-id", "", "the node's key id as you recorded it (sha256:...); the audit stops if the node names another key")
+	pin := fs.String("key-id", "", "the node's key id as you recorded it (sha256:...); the audit stops if the node names another key, unless the log's key rotations lead from this one to it")
 	wait := fs.Duration("wait", 5*time.Minute, "how long to wait for a node still replaying its log to reach the log's end as it stood when the audit started; then the audit fails (0: fail at once)")
 	if stop, err := parseFlags(fs, args); stop {
 		return err
@@ -98,8 +99,11 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if rotatedFromPin && !slices.ContainsFunc(rep.NodeKeys, func(k projections.KeyView) bool { return k.KeyID == *pin }) {
-		fmt.Fprintf(stdout, "KEY MISMATCH: the node %s names key %s, not %s as pinned with --key-id, and its log's key history holds no such key: not auditing against a key you did not expect.\n", node.Name, keyID, *pin)
+	// The pin holds if the log's key history holds it and ends with the
+	// node's key: every rotation after it was signed with the key before.
+	if rotatedFromPin && (!slices.ContainsFunc(rep.NodeKeys, func(k projections.KeyView) bool { return k.KeyID == *pin }) ||
+		rep.NodeKeys[len(rep.NodeKeys)-1].KeyID != keyID) {
+		fmt.Fprintf(stdout, "KEY MISMATCH: the node %s names key %s, not %s as pinned with --key-id, and its log's key history does not lead from that key to it: not auditing against a key you did not expect.\n", node.Name, keyID, *pin)
 		return exitCode(auditKeyMismatch)
 	}
 	fmt.Fprintf(stdout, "node:            %s, key %s\naudited:         the log to seq %d (its end when the audit started: seq %d)\nevents folded:   %d (to seq %d)\npostings:        %d\naccounts:        %d\nledger digest:   %s\nnode digest:     %s\n",

@@ -36,13 +36,14 @@ type auditNode struct {
 
 func startAuditNode(t *testing.T) auditNode {
 	t.Helper()
-	return startAuditNodeRotated(t, nil)
+	return startAuditNodeRotated(t, nil, nil)
 }
 
 // startAuditNodeRotated is startAuditNode for a node whose key was first
-// was, then rotated to the key it has now by a rotation in its log, as
-// aglxd --rotate-node-key leaves it; nil was: never rotated.
-func startAuditNodeRotated(t *testing.T, was crypto.Signer) auditNode {
+// was, then rotated by a rotation in its log to `to`, or to the key it has
+// now when to is nil, as aglxd --rotate-node-key leaves it; nil was:
+// never rotated.
+func startAuditNodeRotated(t *testing.T, was, to crypto.Signer) auditNode {
 	t.Helper()
 	const name = "registry://localhost"
 	s, err := events.StartServer(events.ServerConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
@@ -64,7 +65,10 @@ func startAuditNodeRotated(t *testing.T, was crypto.Signer) auditNode {
 	var first crypto.PublicKey
 	if was != nil {
 		first = was.Public()
-		rotateInLog(t, l, name, was, key)
+		if to == nil {
+			to = key
+		}
+		rotateInLog(t, l, name, was, to)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	registry := projections.NewRegistry(projections.RegistryConfig{NodeURI: name, NodeKey: key, NodeFirstKey: first})

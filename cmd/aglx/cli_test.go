@@ -29,21 +29,27 @@ func TestAuditPinsTheNodeKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	elsewhere, err := protocol.GenerateKey(protocol.KeyEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
-		name   string
-		was    crypto.Signer // the key the node rotated from; nil: none
-		pin    func(n auditNode) string
-		status int // 0: OK
-		says   string
+		name    string
+		was, to crypto.Signer // the log's rotation, if any; to nil: to the node's key
+		pin     func(n auditNode) string
+		status  int // 0: OK
+		says    string
 	}{
-		{"the node's key", nil, func(n auditNode) string { return nodeKeyID(t, n) }, 0, "OK"},
-		{"another key", nil, func(auditNode) string { return "sha256:0000000000000000" }, auditKeyMismatch, "KEY MISMATCH"},
-		{"a key the node rotated from", was, func(auditNode) string { return protocol.KeyID(was.Public()) }, 0, "record the new key id"},
-		{"another key, after a rotation", was, func(auditNode) string { return "sha256:0000000000000000" }, auditKeyMismatch, "holds no such key"},
+		{"the node's key", nil, nil, func(n auditNode) string { return nodeKeyID(t, n) }, 0, "OK"},
+		{"another key", nil, nil, func(auditNode) string { return "sha256:0000000000000000" }, auditKeyMismatch, "KEY MISMATCH"},
+		{"a key the node rotated from", was, nil, func(auditNode) string { return protocol.KeyID(was.Public()) }, 0, "record the new key id"},
+		{"another key, after a rotation", was, nil, func(auditNode) string { return "sha256:0000000000000000" }, auditKeyMismatch, "does not lead"},
+		// helper-117: the pin is in the history, which leads elsewhere.
+		{"a key the log rotated to another than the node's", was, elsewhere, func(auditNode) string { return protocol.KeyID(was.Public()) }, auditKeyMismatch, "does not lead"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n := startAuditNodeRotated(t, tt.was)
+			n := startAuditNodeRotated(t, tt.was, tt.to)
 			n.startFolds()
 			var out strings.Builder
 			err := runAudit(context.Background(), []string{"--http", n.http, "--nats", n.natsURL, "--key-id", tt.pin(n)}, &out)

@@ -88,6 +88,11 @@ func NewMain(cfg Config, lg *slog.Logger) *Main { return &Main{cfg: cfg, lg: lg}
 func (m *Main) Run(ctx context.Context) error {
 	// First, so that the log of a start that fails says which build failed.
 	m.lg.Info("aglxd starting", "version", bridge.Version())
+	if m.cfg.RotateNodeKey {
+		if err := m.checkStoreToRotate(); err != nil {
+			return err
+		}
+	}
 	if m.cfg.DataDir != "" { // with --nats-url the data dir may be left out
 		lock, err := lockDataDir(m.cfg.DataDir)
 		if err != nil {
@@ -182,6 +187,8 @@ func (m *Main) Run(ctx context.Context) error {
 		if err := m.checkRotationTarget(ctx); err != nil {
 			return err
 		}
+	} else if err := m.checkKeyBeforeOpen(ctx, logCfg.Owner); err != nil {
+		return err
 	}
 	m.log, err = events.Open(ctx, m.nc, logCfg, m.lg)
 	if err != nil {
@@ -521,7 +528,7 @@ func (m *Main) ownerError(err error, made bool) error {
 	if made {
 		return fmt.Errorf("--name %s, --node-key %s: the key file is missing, and a new key (key id %s) was not kept: %w; restore the node's key file, or --take-over-store starts it anyway under a new key", m.cfg.Name, m.cfg.NodeKeyPath(), kid, err)
 	}
-	return fmt.Errorf("--name %s, --node-key %s (key id %s): %w; --take-over-store starts it anyway", m.cfg.Name, m.cfg.NodeKeyPath(), kid, err)
+	return fmt.Errorf("--name %s, --node-key %s (key id %s): %w; --take-over-store starts it anyway (not under a key the node rotated from: the log's rotations lead past it)", m.cfg.Name, m.cfg.NodeKeyPath(), kid, err)
 }
 
 // warnUnnamedSyncs says, once the replay at start is done, which peers

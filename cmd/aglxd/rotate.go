@@ -76,6 +76,19 @@ func nodeFirstKey(lg *events.Log) (crypto.PublicKey, error) {
 	return pub, nil
 }
 
+// checkStoreToRotate refuses a rotation with the embedded server where
+// --data holds no store, before the start makes one there (its lock file
+// and an empty JetStream directory, in a directory given by mistake).
+func (m *Main) checkStoreToRotate() error {
+	if m.cfg.NATSURL != "" || m.cfg.DataDir == "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(m.cfg.DataDir, "jetstream")); err != nil {
+		return fmt.Errorf("--rotate-node-key: --data %s holds no node's store (%w): give the flags the node runs with; nothing was rotated", m.cfg.DataDir, err)
+	}
+	return nil
+}
+
 // checkRotationTarget refuses a rotation before the log is opened when
 // there is no node's log where the flags point (a wrong --data or
 // --nats-url: Open would make empty streams, the rotation would rotate
@@ -84,12 +97,14 @@ func nodeFirstKey(lg *events.Log) (crypto.PublicKey, error) {
 // it (a second rotation would overwrite it, and those peers could never
 // be told).
 func (m *Main) checkRotationTarget(ctx context.Context) error {
-	owner, exists, err := events.RecordedOwner(ctx, m.nc, events.StreamNameDefault)
+	owner, last, exists, err := events.RecordedOwner(ctx, m.nc, events.StreamNameDefault)
 	switch {
 	case err != nil:
 		return err
-	case !exists:
-		return fmt.Errorf("--rotate-node-key: there is no node's log here (--data %q, --nats-url %q): give the flags the node runs with; nothing was rotated", m.cfg.DataDir, redactURLs(m.cfg.NATSURL))
+	case !exists || last == 0:
+		// An empty log is no node's either: one start with the wrong
+		// --data and the right --node-key makes one (helper-117).
+		return fmt.Errorf("--rotate-node-key: there is no node's log here, or an empty one (--data %q, --nats-url %q): give the flags the node runs with; nothing was rotated", m.cfg.DataDir, redactURLs(m.cfg.NATSURL))
 	case owner == "":
 		return fmt.Errorf("--rotate-node-key: the log here records no owner (written by a version before owners were recorded): start the node once, which records it, then rotate; nothing was rotated")
 	}
@@ -108,6 +123,39 @@ func rotatedAt(seq uint64) string {
 	return fmt.Sprintf("bound by its rotation at seq %d", seq)
 }
 
+// checkKeyBeforeOpen is checkKeyAgainstLog before the log is opened, on
+// the event stream as it stands, with the first key a take-over would
+// leave: Open records a take-over (it drops the first key), and a take-over
+// to a key the node rotated from, refused only after that, had lost the
+// first key for good, and with it every mint made before the rotation
+// (helper-117). With no event stream yet, or one another owner wrote
+// without --take-over-store (Open refuses it, naming both), there is
+// nothing to check here.
+func (m *Main) checkKeyBeforeOpen(ctx context.Context, owner string) error {
+	lg, err := events.Attach(ctx, m.nc, events.StreamNameDefault)
+	if err != nil {
+		return nil // none yet, or unreadable: Open makes or repairs it, or says why not
+	}
+	was := lg.Meta(events.MetaOwner)
+	first, err := nodeFirstKey(lg)
+	switch {
+	case was != "" && was != owner && !m.cfg.TakeOverStore:
+		return nil
+	case was != "" && was != owner:
+		first = nil // the take-over's first key is this one
+	case err != nil:
+		return err
+	}
+	if err := m.checkKeyAgainst(ctx, lg, first); errors.Is(err, errKeyNotTheLogs) {
+		return err
+	}
+	return nil // a log that cannot be read yet: Open repairs it or says why, and the check after it reads it again
+}
+
+// errKeyNotTheLogs is a start's refusal of a node key the log's own
+// rotations do not end with.
+var errKeyNotTheLogs = errors.New("not the log's node key")
+
 // checkKeyAgainstLog refuses a start whose node key is not the one the
 // log's own rotations end with. The streams' owner says so too, but only
 // from the rotation's third step on: a rotation stopped after the log took
@@ -115,18 +163,24 @@ func rotatedAt(seq uint64) string {
 // key, whose mints the log refuses (401) and whose auth.responses check
 // out against no key the log names.
 func (m *Main) checkKeyAgainstLog(ctx context.Context, first crypto.PublicKey) error {
+	return m.checkKeyAgainst(ctx, m.log, first)
+}
+
+// checkKeyAgainst folds lg's node rotations from first and refuses
+// m.key if they do not end with it.
+func (m *Main) checkKeyAgainst(ctx context.Context, lg *events.Log, first crypto.PublicKey) error {
 	f, err := projections.NewNodeKeyFollower(projections.RegistryConfig{NodeURI: m.cfg.Name, NodePublicKey: m.key.Public(), NodeFirstKey: first})
 	if err != nil {
 		return err
 	}
-	last, err := f.Follow(ctx, m.log)
+	last, err := f.Follow(ctx, lg)
 	if err != nil {
 		return err
 	}
 	want := protocol.KeyID(m.key.Public())
 	if _, cur := f.Current(); cur != want {
-		return fmt.Errorf("--node-key %s holds key %s, but the log's node key is %s (%s): a rotation was stopped after the log took it and its new key, %s, is gone, or the key file was replaced. Put back the key the log names; without it, --take-over-store starts the node under this key, voiding every earlier mint (OPERATIONS.md, \"Rotating the node key\")",
-			m.cfg.NodeKeyPath(), want, cur, rotatedAt(last), m.cfg.NodeKeyPath()+nextKeySuffix)
+		return fmt.Errorf("%w: --node-key %s holds key %s, but the log's node key is %s (%s): a rotation was stopped after the log took it and its new key, %s, is gone, or the key file was replaced. Put back the key the log names; if it is lost, --take-over-store with a key the node never had starts the node, voiding every earlier mint (OPERATIONS.md, \"Rotating the node key\")",
+			errKeyNotTheLogs, m.cfg.NodeKeyPath(), want, cur, rotatedAt(last), m.cfg.NodeKeyPath()+nextKeySuffix)
 	}
 	return nil
 }

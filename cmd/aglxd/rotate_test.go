@@ -66,8 +66,17 @@ func TestRotateNodeKey(t *testing.T) {
 	stray := cfg
 	stray.DataDir = t.TempDir()
 	stray.NodeKey = cfg.NodeKeyPath()
-	if err := rotateKey(t, stray); err == nil || !strings.Contains(err.Error(), "no node's log here") {
-		t.Fatalf("a rotation with --data where no log is: %v; want a refusal", err)
+	if err := rotateKey(t, stray); err == nil || !strings.Contains(err.Error(), "holds no node's store") {
+		t.Fatalf("a rotation with --data where no store is: %v; want a refusal", err)
+	}
+	if entries, _ := os.ReadDir(stray.DataDir); len(entries) != 0 {
+		t.Fatalf("a rotation refused for want of a store left %d files in --data", len(entries))
+	}
+	// ... nor where one mistaken start under the right key left an empty
+	// log (helper-117).
+	startNodeWith(t, stray.DataDir, func(c *Config) { c.NodeKey = cfg.NodeKeyPath() }).Close(context.Background())
+	if err := rotateKey(t, stray); err == nil || !strings.Contains(err.Error(), "or an empty one") {
+		t.Fatalf("a rotation of an empty log: %v; want a refusal", err)
 	}
 	if now, err := os.ReadFile(cfg.NodeKeyPath()); err != nil || !bytes.Equal(now, oldFile) {
 		t.Fatalf("a rotation refused for want of a log changed the key file (%v)", err)
@@ -317,6 +326,7 @@ func TestStartRefusesAKeyTheLogNoLongerNames(t *testing.T) {
 	dir := t.TempDir()
 	m := startNode(t, dir)
 	cfg := m.cfg
+	lfExpect(t, lfNewSession(t, m).transfer(t, lfParty{uri: m.cfg.Name, key: m.key}, "agent://w.local", "5", "mint-1"), "ack", 200)
 	oldOwner := m.cfg.Name + " " + protocol.KeyID(m.key.Public())
 	if err := m.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -359,4 +369,55 @@ func TestStartRefusesAKeyTheLogNoLongerNames(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "the log's node key is") || !strings.Contains(err.Error(), "rotation at seq") {
 		t.Fatalf("a start with the key the log retired: %v; want a refusal naming the log's key", err)
 	}
+}
+
+// TestTakeOverToARetiredKeyChangesNothing: a take-over of a rotated
+// store under the key it rotated from is refused, since the log's
+// rotations lead past that key; but the take-over had been recorded
+// before the refusal (the first key dropped from the streams), and with it
+// went every mint made before the rotation (helper-117). It is now
+// refused before anything is written: the key the log names still starts
+// the node, and the mint still counts.
+func TestTakeOverToARetiredKeyChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	m := startNode(t, dir)
+	cfg := m.cfg
+	s := lfNewSession(t, m)
+	lfExpect(t, s.transfer(t, lfParty{uri: m.cfg.Name, key: m.key}, "agent://w.local", "5", "mint-old"), "ack", 200)
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	oldFile := mustReadFile(t, cfg.NodeKeyPath())
+	if err := rotateKey(t, cfg); err != nil {
+		t.Fatal(err)
+	}
+	newFile := mustReadFile(t, cfg.NodeKeyPath())
+	if err := os.WriteFile(cfg.NodeKeyPath(), oldFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	takeOver := cfg
+	takeOver.TakeOverStore = true
+	n := NewMain(takeOver, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	err := n.Run(context.Background())
+	n.Close(context.Background())
+	if !errors.Is(err, errKeyNotTheLogs) {
+		t.Fatalf("a take-over under the retired key: %v; want a refusal for a key the log moved past", err)
+	}
+	if err := os.WriteFile(cfg.NodeKeyPath(), newFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m = startNode(t, dir)
+	s = lfNewSession(t, m)
+	s.query(t, lfParty{uri: "agent://w.local"})
+	lfExpectAccount(t, m, "agent://w.local", s.last, "5", "5", "0")
+}
+
+// mustReadFile is os.ReadFile that fails the test.
+func mustReadFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
