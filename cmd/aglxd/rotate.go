@@ -27,17 +27,23 @@ import (
 // node key (kept in the event stream's metadata from the first rotation
 // on, events.MetaNodeFirstKey). The steps, each safe to repeat:
 //
-//  1. the new key is written beside the old one (node.key.next), durably,
-//     before anything names it;
-//  2. the rotation is appended and durable, and the registry fold, run
-//     over the whole log, now names the new key;
-//  3. the streams' recorded owner becomes the new key's (and the first
+//  1. checks that change nothing: a node's store and a non-empty log where
+//     the flags point, its owner this node, no earlier rotation's old key
+//     kept for peers, and the node's own rotations in the log (one
+//     subject) ending with the key in node.key;
+//  2. the new key is written to node.key.next, durably, before the log
+//     names it (or one put there by the operator is taken);
+//  3. the rotation is appended, durable, and folded, naming the new key;
+//  4. the streams' recorded owner becomes the new key's (and the first
 //     key is recorded, if this is the first rotation);
-//  4. node.key.next replaces node.key, which removes the old secret: the
+//  5. each --sync-to peer is told, with a key.rotate signed by the old key;
+//     for one that did not take it the old key is kept (node.key.retired)
+//     with a frame to send it later;
+//  6. node.key.next replaces node.key, which removes the old secret: the
 //     log keeps its public key, which is all a replay needs.
 //
 // A start finds node.key.next and refuses until --rotate-node-key is run
-// again, which finishes what was left: the folds decide whether step 2
+// again, which finishes what was left: the log decides whether step 3
 // happened, not the files.
 
 // nextKeySuffix names the new key's file during a rotation.
