@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aglx/ledger/protocol"
 	"strings"
 	"testing"
 	"time"
@@ -217,5 +218,33 @@ func TestEventOffItsSubjectIsSkipped(t *testing.T) {
 		return nil
 	}); err != nil || len(seen) != 2 || seen[1] != "2 foreign=true" {
 		t.Fatalf("Read: %v, saw %v; want seq 1 and the misplaced event at 2, skipped", err, seen)
+	}
+}
+
+// TestAppendRefusesNamesThatAreNotUTF8: an envelope whose TYPE, FROM or
+// TO is not valid UTF-8 would be stored on a subject its JSON header no
+// longer gives back, and every read would skip it (helper-118): refused
+// before it is stored.
+func TestAppendRefusesNamesThatAreNotUTF8(t *testing.T) {
+	nc := connectTest(t, t.TempDir())
+	ctx := context.Background()
+	l, err := Open(ctx, nc, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	for i, env := range []*Envelope{
+		testEnvelope(1, "task.assign\xff", "agent://a.local", "agent://b.local"),
+		testEnvelope(2, "task.assign", "agent://a\xff.local", "agent://b.local"),
+		testEnvelope(3, "task.assign", "agent://a.local", "agent://b\xc3.local"),
+	} {
+		_, err := l.Append(ctx, env).Wait(ctx)
+		var pe *protocol.Error
+		if !errors.As(err, &pe) || pe.Status != protocol.StatusBadRequest {
+			t.Errorf("envelope %d: %v; want 400", i, err)
+		}
+	}
+	if last, err := l.LastSeq(ctx); err != nil || last != 0 {
+		t.Fatalf("the log holds %d events (%v); want none", last, err)
 	}
 }

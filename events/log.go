@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats.go"
@@ -231,9 +232,11 @@ type Log struct {
 	// meta is the event stream's metadata as last read or written (Meta).
 	metaMu sync.Mutex
 	meta   map[string]string
-	wal    jetstream.Stream // nil for a read-only (attached) log
-	cfg    Config
-	lg     *slog.Logger
+	// takeOver is the owner a take-over replaces until RecordTakeOver.
+	takeOver string
+	wal      jetstream.Stream // nil for a read-only (attached) log
+	cfg      Config
+	lg       *slog.Logger
 
 	queue     chan *Pending // appends waiting for the committer
 	toPublish chan *batch   // committed batches waiting for the publisher
@@ -303,10 +306,6 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	if err != nil {
 		return nil, err
 	}
-	if was != "" {
-		lg.Warn("taking the store over from another owner (--take-over-store): that owner's own mints and registry entries are void on replay",
-			"stream", cfg.Stream, "previous_owner", was, "owner", cfg.Owner)
-	}
 	sc := cfg.StreamConfig()
 	sc.Metadata = meta
 	st, err := js.CreateOrUpdateStream(ctx, sc)
@@ -354,6 +353,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 	l := &Log{
 		nc: nc, js: js, walJS: walJS, stream: st, info: info, wal: wal, cfg: cfg, lg: lg,
 		meta:      maps.Clone(st.CachedInfo().Config.Metadata),
+		takeOver:  was,
 		walMsgMax: walMsgMax, batchBytesMax: min(BatchBytesMax, walMsgMax),
 		queue:     make(chan *Pending, InFlightMax),
 		toPublish: make(chan *batch, InFlightMax/BatchEventsMax+1),
@@ -519,6 +519,13 @@ func (l *Log) Append(ctx context.Context, env *Envelope) *Pending {
 	}
 	if err := checkSize(env, l.cfg.eventSizeMax()); err != nil {
 		p.fail(err)
+		return p
+	}
+	if !utf8.ValidString(env.Type) || !utf8.ValidString(env.From) || !utf8.ValidString(env.To) {
+		// The envelope's JSON would carry U+FFFD where the subject keeps
+		// the bytes, and every read would skip the event as one off its
+		// subject (Read). The bridge never gives such an envelope.
+		p.fail(&protocol.Error{Status: protocol.StatusBadRequest, Reason: "TYPE, FROM and TO must be valid UTF-8"})
 		return p
 	}
 	if p.size > l.walMsgMax {

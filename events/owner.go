@@ -97,8 +97,10 @@ func owned(meta map[string]string, cfg Config) (_ map[string]string, takenFrom s
 	case was == "" || was == cfg.Owner:
 		meta[MetaOwner] = cfg.Owner
 	case cfg.TakeOver:
-		meta[MetaOwner], meta[MetaTakenFrom], takenFrom = cfg.Owner, was, was
-		delete(meta, MetaNodeFirstKey)
+		// Recorded by RecordTakeOver, not here: the caller checks first
+		// that its key fits the log, and a take-over recorded before a
+		// refusal had dropped the first key for good.
+		takenFrom = was
 	default:
 		return nil, "", fmt.Errorf("%w: stream %s was written by %q, and this is %q: a node's own mints and registry entries are void on replay under another name or key. Start it as the node that wrote it, give another node a store of its own, or take the store over knowing that (docs/OPERATIONS.md)", ErrOtherOwner, cfg.Stream, was, cfg.Owner)
 	}
@@ -118,6 +120,40 @@ func walMeta(meta map[string]string) map[string]string {
 	return out
 }
 
+// TakeOverPending is the owner a take-over (Config.TakeOver) replaces,
+// once Open found the log another owner's, until RecordTakeOver records
+// it; "" when there is none to record.
+func (l *Log) TakeOverPending() string {
+	l.metaMu.Lock()
+	defer l.metaMu.Unlock()
+	return l.takeOver
+}
+
+// RecordTakeOver records the take-over Open found pending on both
+// streams: Config.Owner becomes the owner, the owner it replaces is kept
+// as MetaTakenFrom, and the first node key is dropped (the new owner's
+// key is the first that counts). The caller records it only once it has
+// checked that its key fits the log from there.
+func (l *Log) RecordTakeOver(ctx context.Context) error {
+	was := l.TakeOverPending()
+	if was == "" {
+		return nil
+	}
+	l.lg.Warn("taking the store over from another owner (--take-over-store): that owner's own mints and registry entries are void on replay",
+		"stream", l.cfg.Stream, "previous_owner", was, "owner", l.cfg.Owner)
+	err := l.updateMeta(ctx, func(meta map[string]string) {
+		meta[MetaOwner], meta[MetaTakenFrom] = l.cfg.Owner, was
+		delete(meta, MetaNodeFirstKey)
+	})
+	if err != nil {
+		return err
+	}
+	l.metaMu.Lock()
+	l.takeOver = ""
+	l.metaMu.Unlock()
+	return nil
+}
+
 // Meta returns the event stream's metadata value for key as the log last
 // read or wrote it (Open, Attach, SetOwner), or "".
 func (l *Log) Meta(key string) string {
@@ -134,8 +170,19 @@ func (l *Log) Meta(key string) string {
 // goes first, so that a crash between the two leaves the event stream
 // naming the old owner, which the rotation's next run sets right.
 func (l *Log) SetOwner(ctx context.Context, owner, firstKey string) error {
+	return l.updateMeta(ctx, func(meta map[string]string) {
+		meta[MetaOwner] = owner
+		if meta[MetaNodeFirstKey] == "" && firstKey != "" {
+			meta[MetaNodeFirstKey] = firstKey
+		}
+	})
+}
+
+// updateMeta changes the metadata of both streams by change, the
+// write-ahead stream's first.
+func (l *Log) updateMeta(ctx context.Context, change func(meta map[string]string)) error {
 	if l.wal == nil {
-		return errors.New("events: SetOwner on a log attached for reading")
+		return errors.New("events: the owner of a log attached for reading cannot be changed")
 	}
 	update := func(name string) (jetstream.Stream, error) {
 		s, err := l.js.Stream(ctx, name)
@@ -152,9 +199,9 @@ func (l *Log) SetOwner(ctx context.Context, owner, firstKey string) error {
 				delete(meta, k)
 			}
 		}
-		meta[MetaOwner] = owner
-		if meta[MetaNodeFirstKey] == "" && firstKey != "" {
-			meta[MetaNodeFirstKey] = firstKey
+		change(meta)
+		if name == l.cfg.walStream() {
+			meta = walMeta(meta) // the copy it keeps, as Open writes it
 		}
 		sc.Metadata = meta
 		s, err = l.js.UpdateStream(ctx, sc)

@@ -163,6 +163,18 @@ func TestOwnerTakeOverDropsFirstKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Open records nothing yet: the caller checks its key first.
+	if l.TakeOverPending() != ownerNew {
+		t.Fatalf("TakeOverPending() = %q, want the owner replaced", l.TakeOverPending())
+	}
+	wantStreamMeta(t, js, MetaOwner, ownerNew)
+	wantStreamMeta(t, js, MetaNodeFirstKey, l.Meta(MetaNodeFirstKey))
+	if l.Meta(MetaNodeFirstKey) == "" {
+		t.Fatal("Open dropped the first key before the take-over was recorded")
+	}
+	if err := l.RecordTakeOver(ctx); err != nil {
+		t.Fatal(err)
+	}
 	wantLogMeta(t, l, ownerOther, "")
 	if err := l.Close(ctx); err != nil {
 		t.Fatal(err)

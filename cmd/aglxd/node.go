@@ -187,8 +187,6 @@ func (m *Main) Run(ctx context.Context) error {
 		if err := m.checkRotationTarget(ctx); err != nil {
 			return err
 		}
-	} else if err := m.checkKeyBeforeOpen(ctx, logCfg.Owner); err != nil {
-		return err
 	}
 	m.log, err = events.Open(ctx, m.nc, logCfg, m.lg)
 	if err != nil {
@@ -215,13 +213,21 @@ func (m *Main) Run(ctx context.Context) error {
 		return m.rotateNodeKey(ctx)
 	}
 	firstKey, err := nodeFirstKey(m.log)
+	if m.log.TakeOverPending() != "" {
+		firstKey, err = nil, nil // a take-over's first key is this node's
+	}
 	if err != nil {
 		return err
 	}
+	// On the log as Open repaired it; a take-over is recorded only after,
+	// since recording it drops the first key for good.
 	if err := m.checkKeyAgainstLog(ctx, firstKey); err != nil {
 		return err
 	}
-	m.noteRetiredKey()
+	if err := m.log.RecordTakeOver(ctx); err != nil {
+		return err
+	}
+	m.settleRetiredKeys()
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
@@ -528,7 +534,7 @@ func (m *Main) ownerError(err error, made bool) error {
 	if made {
 		return fmt.Errorf("--name %s, --node-key %s: the key file is missing, and a new key (key id %s) was not kept: %w; restore the node's key file, or --take-over-store starts it anyway under a new key", m.cfg.Name, m.cfg.NodeKeyPath(), kid, err)
 	}
-	return fmt.Errorf("--name %s, --node-key %s (key id %s): %w; --take-over-store starts it anyway (not under a key the node rotated from: the log's rotations lead past it)", m.cfg.Name, m.cfg.NodeKeyPath(), kid, err)
+	return fmt.Errorf("--name %s, --node-key %s (key id %s): %w; --take-over-store starts it anyway", m.cfg.Name, m.cfg.NodeKeyPath(), kid, err)
 }
 
 // warnUnnamedSyncs says, once the replay at start is done, which peers

@@ -37,10 +37,12 @@ import (
 //  4. the streams' recorded owner becomes the new key's (and the first
 //     key is recorded, if this is the first rotation);
 //  5. each --sync-to peer is told, with a key.rotate signed by the old key;
-//     for one that did not take it the old key is kept (node.key.retired)
-//     with a frame to send it later;
-//  6. node.key.next replaces node.key, which removes the old secret: the
-//     log keeps its public key, which is all a replay needs.
+//     for one that did not take it a frame is left to send it later;
+//  6. the old key is kept as node.key.retired-ID and node.key.next
+//     replaces node.key. The next start under the new key, which proves
+//     the rotation was this store's, removes the retired key (unless
+//     frames for peers still need it): the log keeps its public key,
+//     which is all a replay needs.
 //
 // A start finds node.key.next and refuses until --rotate-node-key is run
 // again, which finishes what was left: the log decides whether step 3
@@ -110,13 +112,12 @@ func (m *Main) checkRotationTarget(ctx context.Context) error {
 	case !exists || last == 0:
 		// An empty log is no node's either: one start with the wrong
 		// --data and the right --node-key makes one (helper-117).
-		return fmt.Errorf("--rotate-node-key: there is no node's log here, or an empty one (--data %q, --nats-url %q): give the flags the node runs with; nothing was rotated", m.cfg.DataDir, redactURLs(m.cfg.NATSURL))
+		return fmt.Errorf("--rotate-node-key: there is no node's log here, or an empty one (--data %q, --nats-url %q): give the flags the node runs with (a log that lost its last events in a crash gets them back at the node's next start: start it once, then rotate); nothing was rotated", m.cfg.DataDir, redactURLs(m.cfg.NATSURL))
 	case owner == "":
 		return fmt.Errorf("--rotate-node-key: the log here records no owner (written by a version before owners were recorded): start the node once, which records it, then rotate; nothing was rotated")
 	}
-	retired := m.cfg.NodeKeyPath() + retiredKeySuffix
-	if _, err := os.Stat(retired); err == nil {
-		return fmt.Errorf("--rotate-node-key: %s is the old key of a rotation some peers have yet to take: send each its frame (DATA/keys/rotation-to-*.aglx) with aglx send --key %s, then remove the key and the frames, and rotate again; nothing was rotated (OPERATIONS.md, \"Rotating the node key\")", retired, retired)
+	if frames := m.rotationFrames(); len(frames) > 0 {
+		return fmt.Errorf("--rotate-node-key: an earlier rotation left frames for peers that have yet to take it (%s): send each with aglx send --key %s, then remove the frames, and rotate again; nothing was rotated (OPERATIONS.md, \"Rotating the node key\")", strings.Join(frames, ", "), m.cfg.NodeKeyPath()+retiredKeyInfix+"ID")
 	}
 	return nil
 }
@@ -127,35 +128,6 @@ func rotatedAt(seq uint64) string {
 		return "its first key: the log holds no rotation"
 	}
 	return fmt.Sprintf("bound by its rotation at seq %d", seq)
-}
-
-// checkKeyBeforeOpen is checkKeyAgainstLog before the log is opened, on
-// the event stream as it stands, with the first key a take-over would
-// leave: Open records a take-over (it drops the first key), and a take-over
-// to a key the node rotated from, refused only after that, had lost the
-// first key for good, and with it every mint made before the rotation
-// (helper-117). With no event stream yet, or one another owner wrote
-// without --take-over-store (Open refuses it, naming both), there is
-// nothing to check here.
-func (m *Main) checkKeyBeforeOpen(ctx context.Context, owner string) error {
-	lg, err := events.Attach(ctx, m.nc, events.StreamNameDefault)
-	if err != nil {
-		return nil // none yet, or unreadable: Open makes or repairs it, or says why not
-	}
-	was := lg.Meta(events.MetaOwner)
-	first, err := nodeFirstKey(lg)
-	switch {
-	case was != "" && was != owner && !m.cfg.TakeOverStore:
-		return nil
-	case was != "" && was != owner:
-		first = nil // the take-over's first key is this one
-	case err != nil:
-		return err
-	}
-	if err := m.checkKeyAgainst(ctx, lg, first); errors.Is(err, errKeyNotTheLogs) {
-		return err
-	}
-	return nil // a log that cannot be read yet: Open repairs it or says why, and the check after it reads it again
 }
 
 // errKeyNotTheLogs is a start's refusal of a node key the log's own
@@ -266,6 +238,10 @@ func (m *Main) rotateNodeKey(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	retired := retiredKeyPath(path, oldID)
+	if err := keepNodeKey(retired, old); err != nil {
+		return err
+	}
 	if err := os.Rename(nextPath, path); err != nil {
 		return fmt.Errorf("--node-key: the log names the new key, which is in %s: %w; run --rotate-node-key again", nextPath, err)
 	}
@@ -276,17 +252,32 @@ func (m *Main) rotateNodeKey(ctx context.Context) error {
 	}
 	pub, _ := protocol.MarshalPublicKey(next.Public())
 	if len(left) > 0 {
-		m.lg.Info("node key rotated: start the node as before", "old_key_id", oldID, "key_id", nextID, "public_key", pub)
-		return fmt.Errorf("%w: %s; the old key is kept in %s until they have", errPeersLeft, strings.Join(left, ", "), path+retiredKeySuffix)
+		m.lg.Info("node key rotated: start the node as before", "old_key_id", oldID, "key_id", nextID, "public_key", pub, "retired_key", retired)
+		return fmt.Errorf("%w: %s; the old key is kept in %s until they have", errPeersLeft, strings.Join(left, ", "), retired)
 	}
-	m.lg.Info("node key rotated: start the node as before; the old key was removed from "+path+" (the log keeps its public key, which is all a replay needs)",
+	m.lg.Info("node key rotated: start the node as before. The old key is kept in "+retired+" until the node's next start under the new key, which removes it (the log keeps its public key, which is all a replay needs)",
 		"old_key_id", oldID, "key_id", nextID, "public_key", pub)
 	return nil
 }
 
-// retiredKeySuffix names the old key's file when a peer has yet to hear
-// of the rotation: only the old key can tell it.
-const retiredKeySuffix = ".retired"
+// retiredKeyInfix names an old key's file beside the node key: NODE-KEY
+// + ".retired-" + its fingerprint's hex. It is kept from the rotation
+// until a start under the new key shows the rotation was this store's: a
+// rotation run against the wrong store (a mistaken --data) is undone by
+// putting it back. Peers that did not take the rotation need it too.
+const retiredKeyInfix = ".retired-"
+
+// retiredKeyPath is where the rotation keeps the key oldID.
+func retiredKeyPath(path, oldID string) string {
+	return path + retiredKeyInfix + strings.TrimPrefix(oldID, "sha256:")
+}
+
+// rotationFrames lists the frames rotations left for peers that did not
+// take them.
+func (m *Main) rotationFrames() []string {
+	frames, _ := filepath.Glob(filepath.Join(filepath.Dir(m.cfg.NodeKeyPath()), "rotation-to-*.aglx"))
+	return frames
+}
 
 // errPeersLeft says that the rotation is done but some --sync-to peers
 // still hold the old key; aglxd exits with exitPeersLeft for it.
@@ -300,9 +291,9 @@ const exitPeersLeft = 3
 
 // announceRotation sends every --sync-to peer the node's key.rotate,
 // signed with old, and returns the peers that did not acknowledge it.
-// For those it keeps the old key (path.retired) and writes, beside it,
-// the rotation as an unsigned frame per peer, for the operator to sign
-// with that key and send once the peer is back: aglx send stamps and
+// For those it writes, beside the node key, the rotation as an unsigned
+// frame per peer, for the operator to sign with the old key (kept as
+// retiredKeyPath) and send once the peer is back: aglx send stamps and
 // signs it (OPERATIONS.md, "Rotating the node key").
 func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (left []string, err error) {
 	if len(m.cfg.SyncTo) == 0 {
@@ -329,7 +320,7 @@ func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (l
 			}
 			m.lg.Error("a --sync-to peer did not take the node's key rotation: until it does, it refuses this node's registry.sync (401). Once it is back, send it the rotation signed with the old key",
 				"peer", peer.URI, "addr", peer.Addr, "err", err,
-				"send", "aglx send --key "+m.cfg.NodeKeyPath()+retiredKeySuffix+" --tls --addr "+addr+" "+file)
+				"send", "aglx send --key "+retiredKeyPath(m.cfg.NodeKeyPath(), protocol.KeyID(old.Public()))+" --tls --addr "+addr+" "+file)
 			if err := m.writeRotationFrame(file, peer.URI, old, next); err != nil {
 				return nil, err
 			}
@@ -341,11 +332,6 @@ func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (l
 			continue
 		}
 		m.lg.Info("the peer took the node's key rotation", "peer", peer.URI, "addr", peer.Addr)
-	}
-	if len(left) > 0 {
-		if err := keepNodeKey(m.cfg.NodeKeyPath()+retiredKeySuffix, old); err != nil {
-			return nil, err
-		}
 	}
 	return left, nil
 }
@@ -445,18 +431,29 @@ func (m *Main) appendRotation(ctx context.Context, f *projections.NodeKeyFollowe
 	return nil
 }
 
-// noteRetiredKey warns at start while a rotation's old key is kept for
-// peers that did not take the rotation (exit status 3): until each is
-// sent its frame, it refuses this node's pushes, and the old secret
-// should not lie about longer than that.
-func (m *Main) noteRetiredKey() {
-	retired := m.cfg.NodeKeyPath() + retiredKeySuffix
-	if _, err := os.Stat(retired); err != nil {
+// settleRetiredKeys is called at a start whose key the log names, which
+// shows that the rotations that retired the keys kept beside it were this
+// store's: it removes them, so that no old secret lies about longer than
+// needed. While frames for peers that did not take a rotation are left
+// (exit status 3), it keeps them, and says so: until each peer is sent its
+// frame, signed with the old key, it refuses this node's pushes.
+func (m *Main) settleRetiredKeys() {
+	retired, _ := filepath.Glob(m.cfg.NodeKeyPath() + retiredKeyInfix + "*")
+	if len(retired) == 0 {
 		return
 	}
-	frames, _ := filepath.Glob(filepath.Join(filepath.Dir(m.cfg.NodeKeyPath()), "rotation-to-*.aglx"))
-	m.lg.Warn("a node key rotation left the old key for peers that did not take it: send each its frame with aglx send --key "+retired+", then remove the key and the frames (OPERATIONS.md, \"Rotating the node key\")",
-		"retired_key", retired, "frames", strings.Join(frames, ", "))
+	if frames := m.rotationFrames(); len(frames) > 0 {
+		m.lg.Warn("a node key rotation left frames for peers that did not take it: send each with aglx send --key and the old key, then remove the frames (OPERATIONS.md, \"Rotating the node key\"); the old keys are kept until then",
+			"frames", strings.Join(frames, ", "), "retired_keys", strings.Join(retired, ", "))
+		return
+	}
+	for _, f := range retired {
+		if err := os.Remove(f); err != nil {
+			m.lg.Warn("an old node key could not be removed; remove it by hand", "path", f, "err", err)
+			continue
+		}
+		m.lg.Info("removed an old node key: the log names this node's key, so the rotation that retired it was this store's", "path", f)
+	}
 }
 
 // syncDir makes a rename in dir durable.

@@ -15,6 +15,8 @@ import (
 
 	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/protocol"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // rotateKey runs aglxd --rotate-node-key on dir, as the node in m ran, and
@@ -92,8 +94,18 @@ func TestRotateNodeKey(t *testing.T) {
 	if _, err := os.Stat(cfg.NodeKeyPath() + nextKeySuffix); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the rotation left its next key file: %v", err)
 	}
+	// The old key is kept until a start under the new key shows that the
+	// rotation was this store's (a rotation against the wrong store can
+	// be undone with it), and that start removes it.
+	retired := retiredKeyPath(cfg.NodeKeyPath(), protocol.KeyID(oldKey.Public()))
+	if got, err := os.ReadFile(retired); err != nil || !bytes.Equal(got, oldFile) {
+		t.Fatalf("the rotation did not keep the old key in %s (%v)", retired, err)
+	}
 
 	m = startNode(t, dir)
+	if _, err := os.Stat(retired); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the start under the new key left the old key in place: %v", err)
+	}
 	if protocol.KeyID(m.key.Public()) == protocol.KeyID(oldKey.Public()) {
 		t.Fatal("the node started with its old key after the rotation")
 	}
@@ -265,8 +277,8 @@ func TestRotatedNodeKeyReachesItsPeers(t *testing.T) {
 	if err := rotateKey(t, cfgA); err != nil {
 		t.Fatalf("--rotate-node-key run again after its peer took the rotation: %v", err)
 	}
-	if _, err := os.Stat(cfgA.NodeKeyPath() + retiredKeySuffix); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("a run that found the peer up to date kept the old key: %v", err)
+	if frames := a.rotationFrames(); len(frames) != 0 {
+		t.Fatalf("a run that found the peer up to date left frames for it: %v", frames)
 	}
 	a = startNodeWith(t, dirA, withPeer)
 	register(t, a, "agent://two.local")
@@ -275,18 +287,29 @@ func TestRotatedNodeKeyReachesItsPeers(t *testing.T) {
 
 	// The peer is away for the next rotation.
 	b.Close(context.Background())
+	current, _, err := loadNodeKey(cfgA.NodeKeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
 	err = rotateKey(t, cfgA)
 	if !errors.Is(err, errPeersLeft) {
 		t.Fatalf("--rotate-node-key with its peer away: %v; want errPeersLeft", err)
 	}
-	retired, _, err := loadNodeKey(cfgA.NodeKeyPath() + retiredKeySuffix)
+	retiredPath := retiredKeyPath(cfgA.NodeKeyPath(), protocol.KeyID(current.Public()))
+	retired, _, err := loadNodeKey(retiredPath)
 	if err != nil {
 		t.Fatalf("the old key was not kept for the peer that is away: %v", err)
 	}
-	// A second rotation would overwrite the kept key, and the peer could
-	// never be told (helper-115): refused until it is dealt with.
+	// A second rotation would leave the peer two rotations behind, which
+	// the frames cannot tell it in order (helper-115): refused until the
+	// frames are dealt with.
 	if err := rotateKey(t, cfgA); err == nil || !strings.Contains(err.Error(), "have yet to take") {
-		t.Fatalf("a rotation while the last one's old key is kept: %v; want a refusal", err)
+		t.Fatalf("a rotation while the last one's frames are left: %v; want a refusal", err)
+	}
+	// Nor does a start remove the old key while the frames need it.
+	startNodeWith(t, dirA, withPeer).Close(context.Background())
+	if _, err := os.Stat(retiredPath); err != nil {
+		t.Fatalf("a start removed the old key the peers' frames need: %v", err)
 	}
 	frameFile := filepath.Join(filepath.Dir(cfgA.NodeKeyPath()), "rotation-to-registry---backup.local.aglx")
 	raw, err := os.ReadFile(frameFile)
@@ -420,4 +443,133 @@ func mustReadFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// withStore runs fn on a connection to an embedded server over dir, with
+// no node running on it.
+func withStore(t *testing.T, dir string, fn func(js jetstream.JetStream, nc *nats.Conn)) {
+	t.Helper()
+	ns, err := events.StartServer(events.ServerConfig{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	nc, err := ns.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn(js, nc)
+}
+
+// TestStartAfterARotationTheEventStreamLost: the event stream is flushed
+// every 100 ms, the write-ahead stream on every batch, so a power loss
+// right after a rotation can leave the rotation in the write-ahead stream
+// only, which Open copies back. A check of the key against the event
+// stream before that repair refused every start for good, naming a key
+// the rotation had removed (helper-118); the check reads the log as Open
+// repaired it.
+func TestStartAfterARotationTheEventStreamLost(t *testing.T) {
+	dir := t.TempDir()
+	m := startNode(t, dir)
+	cfg := m.cfg
+	lfExpect(t, lfNewSession(t, m).transfer(t, lfParty{uri: m.cfg.Name, key: m.key}, "agent://w.local", "5", "mint-old"), "ack", 200)
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rotateKey(t, cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Simulate the lost tail: the event stream as it was before its last
+	// message (the rotation), same config and metadata.
+	withStore(t, dir, func(js jetstream.JetStream, nc *nats.Conn) {
+		s, err := js.Stream(ctx, events.StreamNameDefault)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, _ := s.Info(ctx)
+		sc := info.Config
+		last := info.State.LastSeq
+		var msgs []*jetstream.RawStreamMsg
+		for seq := uint64(1); seq <= last; seq++ {
+			rm, err := s.GetMsg(ctx, seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs = append(msgs, rm)
+		}
+		if err := js.DeleteStream(ctx, events.StreamNameDefault); err != nil {
+			t.Fatal(err)
+		}
+		for k := range sc.Metadata {
+			if len(k) > 6 && k[:6] == "_nats." {
+				delete(sc.Metadata, k)
+			}
+		}
+		if _, err := js.CreateStream(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+		for _, rm := range msgs[:last-1] {
+			if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: rm.Subject, Header: rm.Header, Data: rm.Data}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	n := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	err := n.Run(ctx)
+	defer n.Close(ctx)
+	if err != nil {
+		t.Fatalf("a start after a crash that lost the event stream's tail (the rotation), which Open would repair: %v", err)
+	}
+	s := lfNewSession(t, n)
+	s.query(t, lfParty{uri: "agent://w.local"})
+	lfExpectAccount(t, n, "agent://w.local", s.last, "5", "5", "0")
+}
+
+// TestTakeOverToARetiredKeyWithTheEventStreamAside: with the event
+// stream moved aside to be rebuilt, a take-over under a key the node
+// rotated from was recorded by Open (dropping the first key) before the
+// start was refused, and the key the log names could then start the node
+// only by a take-over that voided the mint made before the rotation
+// (helper-118). A take-over is now recorded only once the key fits.
+func TestTakeOverToARetiredKeyWithTheEventStreamAside(t *testing.T) {
+	dir := t.TempDir()
+	m := startNode(t, dir)
+	cfg := m.cfg
+	lfExpect(t, lfNewSession(t, m).transfer(t, lfParty{uri: m.cfg.Name, key: m.key}, "agent://w.local", "5", "mint-old"), "ack", 200)
+	streamDir := m.ns.StreamDir(events.StreamNameDefault)
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	oldFile := mustReadFile(t, cfg.NodeKeyPath())
+	if err := rotateKey(t, cfg); err != nil {
+		t.Fatal(err)
+	}
+	newFile := mustReadFile(t, cfg.NodeKeyPath())
+	if err := os.Rename(streamDir, filepath.Join(t.TempDir(), "aside")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.NodeKeyPath(), oldFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	takeOver := cfg
+	takeOver.TakeOverStore = true
+	n := NewMain(takeOver, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	err := n.Run(context.Background())
+	n.Close(context.Background())
+	if !errors.Is(err, errKeyNotTheLogs) {
+		t.Fatalf("a take-over under the retired key with the event stream aside: %v; want a refusal", err)
+	}
+	if err := os.WriteFile(cfg.NodeKeyPath(), newFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m = startNode(t, dir)
+	s := lfNewSession(t, m)
+	s.query(t, lfParty{uri: "agent://w.local"})
+	lfExpectAccount(t, m, "agent://w.local", s.last, "5", "5", "0")
 }
