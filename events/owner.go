@@ -109,10 +109,11 @@ func owned(meta map[string]string, cfg Config) (_ map[string]string, takenFrom s
 
 // walMeta is the part of the event stream's metadata the write-ahead
 // stream keeps a copy of: what a rebuilt event stream needs to be
-// recognised as its owner's.
+// recognised as its owner's, and whom a take-over replaced, for an
+// auditor.
 func walMeta(meta map[string]string) map[string]string {
 	out := map[string]string{}
-	for _, k := range []string{MetaOwner, MetaNodeFirstKey} {
+	for _, k := range []string{MetaOwner, MetaNodeFirstKey, MetaTakenFrom} {
 		if v := meta[k]; v != "" {
 			out[k] = v
 		}

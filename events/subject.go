@@ -31,7 +31,7 @@ const (
 // event read (Read checks that an event is on its own subject) makes one.
 func Subject(typ, from, to string) string {
 	var b strings.Builder
-	b.Grow(len(SubjectPrefix) + 2*(len(typ)+len(from)+len(to)) + 16)
+	b.Grow(len(SubjectPrefix) + len(typ) + 3*(len(from)+len(to)) + 16) // escaping triples a byte at most
 	b.WriteString(SubjectPrefix)
 	b.WriteByte('.')
 	writeTypeTokens(&b, typ)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -38,11 +37,11 @@ import (
 //     key is recorded, if this is the first rotation);
 //  5. each --sync-to peer is told, with a key.rotate signed by the old key;
 //     for one that did not take it a frame is left to send it later;
-//  6. the old key is kept as node.key.retired-ID and node.key.next
-//     replaces node.key. The next start under the new key, which proves
-//     the rotation was this store's, removes the retired key (unless
-//     frames for peers still need it): the log keeps its public key,
-//     which is all a replay needs.
+//  6. the old key is kept as node.key.retired-ID (before step 5, so the
+//     frames name a key that is there) and node.key.next replaces
+//     node.key. The retired key undoes a rotation run against the wrong
+//     store; the operator removes it once the node runs on its store (the
+//     log keeps its public key, which is all a replay needs).
 //
 // A start finds node.key.next and refuses until --rotate-node-key is run
 // again, which finishes what was left: the log decides whether step 3
@@ -101,9 +100,8 @@ func (m *Main) checkStoreToRotate() error {
 // there is no node's log where the flags point (a wrong --data or
 // --nats-url: Open would make empty streams, the rotation would rotate
 // their "log", and the real node's key file would be replaced), or when
-// an earlier rotation's old key is still kept for peers that did not take
-// it (a second rotation would overwrite it, and those peers could never
-// be told).
+// an earlier rotation left frames for peers that have yet to take it (a
+// second rotation would leave them two behind).
 func (m *Main) checkRotationTarget(ctx context.Context) error {
 	owner, last, exists, err := events.RecordedOwner(ctx, m.nc, events.StreamNameDefault)
 	switch {
@@ -116,8 +114,15 @@ func (m *Main) checkRotationTarget(ctx context.Context) error {
 	case owner == "":
 		return fmt.Errorf("--rotate-node-key: the log here records no owner (written by a version before owners were recorded): start the node once, which records it, then rotate; nothing was rotated")
 	}
-	if frames := m.rotationFrames(); len(frames) > 0 {
-		return fmt.Errorf("--rotate-node-key: an earlier rotation left frames for peers that have yet to take it (%s): send each with aglx send --key %s, then remove the frames, and rotate again; nothing was rotated (OPERATIONS.md, \"Rotating the node key\")", strings.Join(frames, ", "), m.cfg.NodeKeyPath()+retiredKeyInfix+"ID")
+	// Frames an earlier rotation left for peers; a stopped run of this
+	// rotation (node.key.next) may have left its own, which it writes
+	// again.
+	var nextID string
+	if next, made, err := loadNodeKey(m.cfg.NodeKeyPath() + nextKeySuffix); err == nil && !made {
+		nextID = protocol.KeyID(next.Public())
+	}
+	if frames := framesBefore(m.cfg.NodeKeyPath(), nextID); len(frames) > 0 {
+		return fmt.Errorf("--rotate-node-key: an earlier rotation left frames for peers that have yet to take it (%s): send each with aglx send --key and the old key it names, then remove the frames, and rotate again: a second rotation would leave those peers two behind; nothing was rotated (OPERATIONS.md, \"Rotating the node key\")", strings.Join(frames, ", "))
 	}
 	return nil
 }
@@ -234,12 +239,14 @@ func (m *Main) rotateNodeKey(ctx context.Context) error {
 	if err := m.log.SetOwner(ctx, newOwner, firstText); err != nil {
 		return err
 	}
-	left, err := m.announceRotation(ctx, old, next)
-	if err != nil {
-		return err
-	}
+	// Kept before the peers are told, so that the frames left for those
+	// that do not take it name a key that is there.
 	retired := retiredKeyPath(path, oldID)
 	if err := keepNodeKey(retired, old); err != nil {
+		return err
+	}
+	left, err := m.announceRotation(ctx, old, next)
+	if err != nil {
 		return err
 	}
 	if err := os.Rename(nextPath, path); err != nil {
@@ -255,28 +262,9 @@ func (m *Main) rotateNodeKey(ctx context.Context) error {
 		m.lg.Info("node key rotated: start the node as before", "old_key_id", oldID, "key_id", nextID, "public_key", pub, "retired_key", retired)
 		return fmt.Errorf("%w: %s; the old key is kept in %s until they have", errPeersLeft, strings.Join(left, ", "), retired)
 	}
-	m.lg.Info("node key rotated: start the node as before. The old key is kept in "+retired+" until the node's next start under the new key, which removes it (the log keeps its public key, which is all a replay needs)",
+	m.lg.Info("node key rotated: start the node as before. The old key is kept in "+retired+": once the node has started on its store under the new key, remove it (the log keeps its public key, which is all a replay needs); if this was the wrong store, put it back as "+path,
 		"old_key_id", oldID, "key_id", nextID, "public_key", pub)
 	return nil
-}
-
-// retiredKeyInfix names an old key's file beside the node key: NODE-KEY
-// + ".retired-" + its fingerprint's hex. It is kept from the rotation
-// until a start under the new key shows the rotation was this store's: a
-// rotation run against the wrong store (a mistaken --data) is undone by
-// putting it back. Peers that did not take the rotation need it too.
-const retiredKeyInfix = ".retired-"
-
-// retiredKeyPath is where the rotation keeps the key oldID.
-func retiredKeyPath(path, oldID string) string {
-	return path + retiredKeyInfix + strings.TrimPrefix(oldID, "sha256:")
-}
-
-// rotationFrames lists the frames rotations left for peers that did not
-// take them.
-func (m *Main) rotationFrames() []string {
-	frames, _ := filepath.Glob(filepath.Join(filepath.Dir(m.cfg.NodeKeyPath()), "rotation-to-*.aglx"))
-	return frames
 }
 
 // errPeersLeft says that the rotation is done but some --sync-to peers
@@ -303,7 +291,6 @@ func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (l
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Dir(m.cfg.NodeKeyPath())
 	for _, ps := range m.cfg.SyncTo {
 		peer, err := bridge.ParsePeer(ps)
 		if err != nil {
@@ -311,7 +298,7 @@ func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (l
 		}
 		had, err := bridge.AnnounceKeyRotation(ctx, peer, m.cfg.Name, old, next, body)
 		if err != nil {
-			file := filepath.Join(dir, "rotation-to-"+safeFileName(peer.URI)+".aglx")
+			file := framePath(m.cfg.NodeKeyPath(), protocol.KeyID(next.Public()), peer.URI)
 			addr := peer.Addr + " (and --ca or --pin as for the peer)"
 			if peer.Plain {
 				// key.rotate is a security message: a peer takes it
@@ -334,46 +321,6 @@ func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (l
 		m.lg.Info("the peer took the node's key rotation", "peer", peer.URI, "addr", peer.Addr)
 	}
 	return left, nil
-}
-
-// writeRotationFrame writes the node's key.rotate to `to` as an unsigned
-// frame without a timestamp, which aglx send adds when it signs: a frame
-// signed now would be stale by the time the peer is back.
-func (m *Main) writeRotationFrame(file, to string, old, next crypto.Signer) error {
-	body, err := bridge.KeyRotationBody(old.Public(), next.Public(), time.Time{})
-	if err != nil {
-		return err
-	}
-	var v map[string]json.RawMessage
-	if err := json.Unmarshal(body, &v); err != nil {
-		return err
-	}
-	delete(v, "timestamp")
-	if body, err = json.Marshal(v); err != nil {
-		return err
-	}
-	fr := &protocol.Frame{Transport: protocol.TransportTCP, Body: body, Headers: []protocol.Header{
-		{Name: protocol.HeaderFrom, Value: m.cfg.Name},
-		{Name: protocol.HeaderTo, Value: to},
-		{Name: protocol.HeaderType, Value: protocol.TypeKeyRotate},
-		{Name: protocol.HeaderContentType, Value: "application/json"},
-	}}
-	if err := bridge.WriteFileDurable(file, protocol.Encode(fr), 0o600); err != nil {
-		return fmt.Errorf("writing the rotation for %s: %w", to, err)
-	}
-	return nil
-}
-
-// safeFileName keeps letters, digits, dots and dashes of s, and makes
-// everything else a dash.
-func safeFileName(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
-			b[i] = '-'
-		}
-	}
-	return string(b)
 }
 
 // appendRotation appends the node's key.rotate, signed with old, waits for
@@ -429,39 +376,4 @@ func (m *Main) appendRotation(ctx context.Context, f *projections.NodeKeyFollowe
 		return fmt.Errorf("the log refused the rotation at seq %d (%s): the node key stays %s", a.Seq, reason, cur)
 	}
 	return nil
-}
-
-// settleRetiredKeys is called at a start whose key the log names, which
-// shows that the rotations that retired the keys kept beside it were this
-// store's: it removes them, so that no old secret lies about longer than
-// needed. While frames for peers that did not take a rotation are left
-// (exit status 3), it keeps them, and says so: until each peer is sent its
-// frame, signed with the old key, it refuses this node's pushes.
-func (m *Main) settleRetiredKeys() {
-	retired, _ := filepath.Glob(m.cfg.NodeKeyPath() + retiredKeyInfix + "*")
-	if len(retired) == 0 {
-		return
-	}
-	if frames := m.rotationFrames(); len(frames) > 0 {
-		m.lg.Warn("a node key rotation left frames for peers that did not take it: send each with aglx send --key and the old key, then remove the frames (OPERATIONS.md, \"Rotating the node key\"); the old keys are kept until then",
-			"frames", strings.Join(frames, ", "), "retired_keys", strings.Join(retired, ", "))
-		return
-	}
-	for _, f := range retired {
-		if err := os.Remove(f); err != nil {
-			m.lg.Warn("an old node key could not be removed; remove it by hand", "path", f, "err", err)
-			continue
-		}
-		m.lg.Info("removed an old node key: the log names this node's key, so the rotation that retired it was this store's", "path", f)
-	}
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -94,17 +94,16 @@ func TestRotateNodeKey(t *testing.T) {
 	if _, err := os.Stat(cfg.NodeKeyPath() + nextKeySuffix); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the rotation left its next key file: %v", err)
 	}
-	// The old key is kept until a start under the new key shows that the
-	// rotation was this store's (a rotation against the wrong store can
-	// be undone with it), and that start removes it.
+	// The old key is kept (a rotation against the wrong store is undone
+	// with it), and no start removes it: the operator does.
 	retired := retiredKeyPath(cfg.NodeKeyPath(), protocol.KeyID(oldKey.Public()))
 	if got, err := os.ReadFile(retired); err != nil || !bytes.Equal(got, oldFile) {
 		t.Fatalf("the rotation did not keep the old key in %s (%v)", retired, err)
 	}
 
 	m = startNode(t, dir)
-	if _, err := os.Stat(retired); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("the start under the new key left the old key in place: %v", err)
+	if _, err := os.Stat(retired); err != nil {
+		t.Fatalf("a start removed the old key: %v", err)
 	}
 	if protocol.KeyID(m.key.Public()) == protocol.KeyID(oldKey.Public()) {
 		t.Fatal("the node started with its old key after the rotation")
@@ -277,7 +276,7 @@ func TestRotatedNodeKeyReachesItsPeers(t *testing.T) {
 	if err := rotateKey(t, cfgA); err != nil {
 		t.Fatalf("--rotate-node-key run again after its peer took the rotation: %v", err)
 	}
-	if frames := a.rotationFrames(); len(frames) != 0 {
+	if frames := framesBefore(cfgA.NodeKeyPath(), ""); len(frames) != 0 {
 		t.Fatalf("a run that found the peer up to date left frames for it: %v", frames)
 	}
 	a = startNodeWith(t, dirA, withPeer)
@@ -306,12 +305,16 @@ func TestRotatedNodeKeyReachesItsPeers(t *testing.T) {
 	if err := rotateKey(t, cfgA); err == nil || !strings.Contains(err.Error(), "have yet to take") {
 		t.Fatalf("a rotation while the last one's frames are left: %v; want a refusal", err)
 	}
-	// Nor does a start remove the old key while the frames need it.
+	// Nor does a start remove the old key the frames need.
 	startNodeWith(t, dirA, withPeer).Close(context.Background())
 	if _, err := os.Stat(retiredPath); err != nil {
 		t.Fatalf("a start removed the old key the peers' frames need: %v", err)
 	}
-	frameFile := filepath.Join(filepath.Dir(cfgA.NodeKeyPath()), "rotation-to-registry---backup.local.aglx")
+	rotated, _, err := loadNodeKey(cfgA.NodeKeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	frameFile := framePath(cfgA.NodeKeyPath(), protocol.KeyID(rotated.Public()), "registry://backup.local")
 	raw, err := os.ReadFile(frameFile)
 	if err != nil {
 		t.Fatalf("no frame left for the peer: %v", err)
@@ -572,4 +575,97 @@ func TestTakeOverToARetiredKeyWithTheEventStreamAside(t *testing.T) {
 	s := lfNewSession(t, m)
 	s.query(t, lfParty{uri: "agent://w.local"})
 	lfExpectAccount(t, m, "agent://w.local", s.last, "5", "5", "0")
+}
+
+// TestRotationOfAStrayStoreIsUndone: a rotation run with a mistaken
+// --data beside the right --node-key rotates a stray store a mistaken
+// start made, and replaces the real node's key file. The old key is kept
+// (no start removes it: a start on the stray store cannot tell it from
+// the right one, helper-119), the real node's refused start names it, and
+// putting it back starts the node with its mints.
+func TestRotationOfAStrayStoreIsUndone(t *testing.T) {
+	dir := t.TempDir()
+	m := startNode(t, dir)
+	cfg := m.cfg
+	oldFile := mustReadFile(t, cfg.NodeKeyPath())
+	lfExpect(t, lfNewSession(t, m).transfer(t, lfParty{uri: m.cfg.Name, key: m.key}, "agent://w.local", "5", "mint-real"), "ack", 200)
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stray := t.TempDir()
+	s := startNodeWith(t, stray, func(c *Config) { c.NodeKey = cfg.NodeKeyPath() })
+	lfExpect(t, lfNewSession(t, s).transfer(t, lfParty{uri: s.cfg.Name, key: s.key}, "agent://w.local", "1", "mint-stray"), "ack", 200)
+	strayCfg := s.cfg
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rotateKey(t, strayCfg); err != nil {
+		t.Fatalf("the rotation of the stray store: %v", err)
+	}
+	startNodeWith(t, stray, func(c *Config) { c.NodeKey = cfg.NodeKeyPath() }).Close(context.Background())
+
+	n := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	err := n.Run(context.Background())
+	n.Close(context.Background())
+	retired := retiredKeys(cfg.NodeKeyPath())
+	if len(retired) != 1 || err == nil || !strings.Contains(err.Error(), retired[0]) || !strings.Contains(err.Error(), "put it back") {
+		t.Fatalf("the real node's start after the stray rotation: %v (kept: %v); want a refusal naming the kept key", err, retired)
+	}
+	if got := mustReadFile(t, retired[0]); !bytes.Equal(got, oldFile) {
+		t.Fatal("the kept key is not the real node's")
+	}
+	if err := os.WriteFile(cfg.NodeKeyPath(), oldFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m = startNode(t, dir)
+	sess := lfNewSession(t, m)
+	sess.query(t, lfParty{uri: "agent://w.local"})
+	lfExpectAccount(t, m, "agent://w.local", sess.last, "5", "5", "0")
+}
+
+// TestRotationStoppedAfterItsFramesFinishes: a run stopped after it left
+// frames for a peer that was away, before its last step, was refused on
+// its next run for those frames (an earlier rotation's, it took them to
+// be), and the start for node.key.next: nothing could finish it
+// (helper-119). A run finishes its own rotation's frames.
+func TestRotationStoppedAfterItsFramesFinishes(t *testing.T) {
+	dirA, dirB, addrB := t.TempDir(), t.TempDir(), freeAddr(t)
+	startNodeWith(t, dirB, func(c *Config) { c.Name, c.TLSListen = "registry://backup.local", addrB }).Close(context.Background())
+	a := startNodeWith(t, dirA, func(c *Config) {
+		c.Name = "registry://main.local"
+		c.SyncTo = []string{"registry://backup.local@" + addrB + "?ca=" + filepath.Join(dirB, "tls", "cert.pem")}
+	})
+	register(t, a, "agent://one.local")
+	cfgA := a.cfg
+	oldID := protocol.KeyID(a.key.Public())
+	a.Close(context.Background())
+	path := cfgA.NodeKeyPath()
+	before := mustReadFile(t, path)
+	if err := rotateKey(t, cfgA); !errors.Is(err, errPeersLeft) {
+		t.Fatalf("a rotation with its peer away: %v; want errPeersLeft", err)
+	}
+	// Back to a run stopped after its frames, before its last step.
+	after := mustReadFile(t, path)
+	if err := os.WriteFile(path+nextKeySuffix, after, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(retiredKeyPath(path, oldID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rotateKey(t, cfgA); !errors.Is(err, errPeersLeft) {
+		t.Fatalf("the stopped rotation run again: %v; want it finished, its peer still away (errPeersLeft)", err)
+	}
+	if got := mustReadFile(t, path); !bytes.Equal(got, after) {
+		t.Fatal("the run again did not put the rotation's key in place")
+	}
+	if _, err := os.Stat(retiredKeyPath(path, oldID)); err != nil {
+		t.Fatalf("the run again did not keep the old key its frame needs: %v", err)
+	}
+	startNodeWith(t, dirA, func(c *Config) {
+		c.Name = "registry://main.local"
+		c.SyncTo = []string{"registry://backup.local@" + addrB + "?ca=" + filepath.Join(dirB, "tls", "cert.pem")}
+	}).Close(context.Background())
 }
