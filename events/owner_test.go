@@ -176,6 +176,8 @@ func TestOwnerTakeOverDropsFirstKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantLogMeta(t, l, ownerOther, "")
+	// Whom it replaced, on both streams: a rebuilt event stream keeps it.
+	wantStreamMeta(t, js, MetaTakenFrom, ownerNew)
 	if err := l.Close(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -27,8 +27,8 @@ import (
 // on, events.MetaNodeFirstKey). The steps, each safe to repeat:
 //
 //  1. checks that change nothing: a node's store and a non-empty log where
-//     the flags point, its owner this node, no earlier rotation's old key
-//     kept for peers, and the node's own rotations in the log (one
+//     the flags point, its owner this node, no frames an earlier rotation
+//     left for peers, and the node's own rotations in the log (one
 //     subject) ending with the key in node.key;
 //  2. the new key is written to node.key.next, durably, before the log
 //     names it (or one put there by the operator is taken);
@@ -122,7 +122,13 @@ func (m *Main) checkRotationTarget(ctx context.Context) error {
 		nextID = protocol.KeyID(next.Public())
 	}
 	if frames := framesBefore(m.cfg.NodeKeyPath(), nextID); len(frames) > 0 {
-		return fmt.Errorf("--rotate-node-key: an earlier rotation left frames for peers that have yet to take it (%s): send each with aglx send --key and the old key it names, then remove the frames, and rotate again: a second rotation would leave those peers two behind; nothing was rotated (OPERATIONS.md, \"Rotating the node key\")", strings.Join(frames, ", "))
+		aside := ""
+		if nextID != "" {
+			// No rotation to it got past this check while the frames
+			// were there: it is a key put there, not one the log names.
+			aside = fmt.Sprintf("; %s, a key put there for the next rotation, may be moved aside meanwhile to start the node", m.cfg.NodeKeyPath()+nextKeySuffix)
+		}
+		return fmt.Errorf("--rotate-node-key: an earlier rotation left frames for peers that have yet to take it (%s): send each with aglx send --key and the old key it names, then remove the frames, and rotate again: a second rotation would leave those peers two behind%s; nothing was rotated (OPERATIONS.md, \"Rotating the node key\")", strings.Join(frames, ", "), aside)
 	}
 	return nil
 }
@@ -291,34 +297,43 @@ func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (l
 	if err != nil {
 		return nil, err
 	}
+	nextID := protocol.KeyID(next.Public())
+	told := map[string]bool{}
 	for _, ps := range m.cfg.SyncTo {
 		peer, err := bridge.ParsePeer(ps)
 		if err != nil {
 			return nil, fmt.Errorf("--sync-to: %w", err)
 		}
+		file := framePath(m.cfg.NodeKeyPath(), nextID, peer.URI)
+		told[file] = true
 		had, err := bridge.AnnounceKeyRotation(ctx, peer, m.cfg.Name, old, next, body)
 		if err != nil {
-			file := framePath(m.cfg.NodeKeyPath(), protocol.KeyID(next.Public()), peer.URI)
-			addr := peer.Addr + " (and --ca or --pin as for the peer)"
-			if peer.Plain {
-				// key.rotate is a security message: a peer takes it
-				// over TLS only, and the sync goes to its TCP port.
-				addr = "PEER-HOST:PEER-TLS-PORT --ca PEER-CERT.pem (the peer's TLS port: a plain-TCP peer refuses key.rotate)"
-			}
-			m.lg.Error("a --sync-to peer did not take the node's key rotation: until it does, it refuses this node's registry.sync (401). Once it is back, send it the rotation signed with the old key",
-				"peer", peer.URI, "addr", peer.Addr, "err", err,
-				"send", "aglx send --key "+retiredKeyPath(m.cfg.NodeKeyPath(), protocol.KeyID(old.Public()))+" --tls --addr "+addr+" "+file)
 			if err := m.writeRotationFrame(file, peer.URI, old, next); err != nil {
 				return nil, err
 			}
+			m.lg.Error("a --sync-to peer did not take the node's key rotation: until it does, it refuses this node's registry.sync (401). Once it is back, send it the rotation signed with the old key, then remove the frame",
+				"peer", peer.URI, "addr", peer.Addr, "err", err,
+				"send", "aglx send --key "+retiredKeyPath(m.cfg.NodeKeyPath(), protocol.KeyID(old.Public()))+" --tls "+sendTrust(ps, peer)+" "+file)
 			left = append(left, peer.URI)
 			continue
+		}
+		// A frame a stopped run of this rotation left for it is done with.
+		if err := os.Remove(file); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			m.lg.Warn("a frame for a peer that took the rotation could not be removed; remove it by hand", "path", file, "err", err)
 		}
 		if had {
 			m.lg.Info("the peer has the new key already (an earlier run told it)", "peer", peer.URI, "addr", peer.Addr)
 			continue
 		}
 		m.lg.Info("the peer took the node's key rotation", "peer", peer.URI, "addr", peer.Addr)
+	}
+	// Frames a stopped run of this rotation left for peers no longer
+	// named: still to be sent, by hand.
+	for _, f := range framesOf(m.cfg.NodeKeyPath(), nextID) {
+		if !told[f] {
+			m.lg.Error("a frame of this rotation is left for a peer this run does not name in --sync-to: send it by hand, then remove it", "frame", f)
+			left = append(left, filepath.Base(f))
+		}
 	}
 	return left, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,6 +91,40 @@ func isKeyHex(s string) bool {
 	return true
 }
 
+// framesOf lists the frames the rotation to newID left beside path.
+func framesOf(path, newID string) []string {
+	var out []string
+	own := filepath.Base(path) + ".rotation-" + keyHex(newID) + "-to-"
+	for _, f := range besideKey(path, ".rotation-", ".aglx") {
+		if strings.HasPrefix(filepath.Base(f), own) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// sendTrust is the aglx send flags that reach the peer --sync-to names
+// as ps: its address and trust as given there, or, for a plain-TCP peer,
+// a place for its TLS port (key.rotate is a security message, which a
+// peer takes over TLS only).
+func sendTrust(ps string, p bridge.Peer) string {
+	if p.Plain {
+		return "--addr PEER-HOST:PEER-TLS-PORT --ca PEER-DATA/tls/cert.pem"
+	}
+	out := "--addr " + p.Addr
+	if _, query, ok := strings.Cut(ps, "?"); ok {
+		if q, err := url.ParseQuery(query); err == nil {
+			if v := q.Get("ca"); v != "" {
+				out += " --ca " + v
+			}
+			if v := q.Get("pin"); v != "" {
+				out += " --pin " + v
+			}
+		}
+	}
+	return out
+}
+
 // framesBefore lists the frames rotations left beside the key file path
 // for peers, except those of the rotation to nextID ("": none), which a
 // stopped run of that rotation left and its next run writes again.
@@ -117,7 +152,7 @@ func (m *Main) noteRetiredKeys() {
 		return
 	}
 	if len(retired) > 0 {
-		m.lg.Info("old node keys are kept beside the node key: the node runs on its store under the new key, so remove them (the log keeps their public keys)",
+		m.lg.Info("old node keys are kept beside the node key: if this --data is the node's store, which its rotation was meant for, remove them (the log keeps their public keys)",
 			"retired_keys", strings.Join(retired, ", "))
 	}
 }
@@ -130,10 +165,17 @@ func retiredKeyHint(path string, err error) string {
 	if !errors.Is(err, events.ErrOtherOwner) {
 		return ""
 	}
+	// Only the owner the log names: "... was written by \"NAME sha256:HEX\", and this is ...".
+	_, written, ok := strings.Cut(err.Error(), "was written by \"")
+	if !ok {
+		return ""
+	}
+	owner, _, _ := strings.Cut(written, "\"")
 	for _, f := range retiredKeys(path) {
 		hex := strings.TrimPrefix(filepath.Base(f), filepath.Base(path)+retiredKeyInfix)
-		if strings.Contains(err.Error(), "sha256:"+hex) {
-			return fmt.Sprintf(". This store's key is kept in %s: a rotation was run against another store (a mistaken --data?); put it back as %s", f, path)
+		if strings.HasSuffix(owner, " sha256:"+hex) {
+			return fmt.Sprintf(". This store's owner is the old key kept in %s: either this --data is not the store the key was rotated on, or a rotation was run against another store (a mistaken --data). Then rotate this store to the key %s holds now: move %s to %s, copy %s to %s, and run --rotate-node-key with this store's flags (OPERATIONS.md, \"Rotating the node key\")",
+				f, path, path, path+nextKeySuffix, f, path)
 		}
 	}
 	return ""

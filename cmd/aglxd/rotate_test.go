@@ -581,8 +581,10 @@ func TestTakeOverToARetiredKeyWithTheEventStreamAside(t *testing.T) {
 // --data beside the right --node-key rotates a stray store a mistaken
 // start made, and replaces the real node's key file. The old key is kept
 // (no start removes it: a start on the stray store cannot tell it from
-// the right one, helper-119), the real node's refused start names it, and
-// putting it back starts the node with its mints.
+// the right one, helper-119), the real node's refused start names it and
+// what to do: rotate the real store to the key the stray run made, which
+// any peer that run told has already (helper-120). The node then starts
+// with its mints, under that key.
 func TestRotationOfAStrayStoreIsUndone(t *testing.T) {
 	dir := t.TempDir()
 	m := startNode(t, dir)
@@ -603,19 +605,30 @@ func TestRotationOfAStrayStoreIsUndone(t *testing.T) {
 		t.Fatalf("the rotation of the stray store: %v", err)
 	}
 	startNodeWith(t, stray, func(c *Config) { c.NodeKey = cfg.NodeKeyPath() }).Close(context.Background())
+	strayNew := mustReadFile(t, cfg.NodeKeyPath())
 
 	n := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	err := n.Run(context.Background())
 	n.Close(context.Background())
 	retired := retiredKeys(cfg.NodeKeyPath())
-	if len(retired) != 1 || err == nil || !strings.Contains(err.Error(), retired[0]) || !strings.Contains(err.Error(), "put it back") {
-		t.Fatalf("the real node's start after the stray rotation: %v (kept: %v); want a refusal naming the kept key", err, retired)
+	if len(retired) != 1 || err == nil || !strings.Contains(err.Error(), retired[0]) || !strings.Contains(err.Error(), "run --rotate-node-key with this store's flags") {
+		t.Fatalf("the real node's start after the stray rotation: %v (kept: %v); want a refusal naming the kept key and the way back", err, retired)
 	}
 	if got := mustReadFile(t, retired[0]); !bytes.Equal(got, oldFile) {
 		t.Fatal("the kept key is not the real node's")
 	}
+	// What the refusal says to do.
+	if err := os.Rename(cfg.NodeKeyPath(), cfg.NodeKeyPath()+nextKeySuffix); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(cfg.NodeKeyPath(), oldFile, 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if err := rotateKey(t, cfg); err != nil {
+		t.Fatalf("rotating the real store to the stray run's key: %v", err)
+	}
+	if got := mustReadFile(t, cfg.NodeKeyPath()); !bytes.Equal(got, strayNew) {
+		t.Fatal("the real store was not rotated to the stray run's key")
 	}
 	m = startNode(t, dir)
 	sess := lfNewSession(t, m)
@@ -627,34 +640,49 @@ func TestRotationOfAStrayStoreIsUndone(t *testing.T) {
 // frames for a peer that was away, before its last step, was refused on
 // its next run for those frames (an earlier rotation's, it took them to
 // be), and the start for node.key.next: nothing could finish it
-// (helper-119). A run finishes its own rotation's frames.
+// (helper-119). A run finishes its own rotation's frames: keeps them
+// while the peer is away, and removes one once its peer takes the
+// rotation (helper-120: it was left, and every start asked for it to be
+// sent).
 func TestRotationStoppedAfterItsFramesFinishes(t *testing.T) {
 	dirA, dirB, addrB := t.TempDir(), t.TempDir(), freeAddr(t)
-	startNodeWith(t, dirB, func(c *Config) { c.Name, c.TLSListen = "registry://backup.local", addrB }).Close(context.Background())
-	a := startNodeWith(t, dirA, func(c *Config) {
+	startB := func() *Main {
+		return startNodeWith(t, dirB, func(c *Config) {
+			c.Name, c.TLSListen, c.SyncFrom = "registry://backup.local", addrB, []string{"registry://main.local"}
+		})
+	}
+	withPeer := func(c *Config) {
 		c.Name = "registry://main.local"
 		c.SyncTo = []string{"registry://backup.local@" + addrB + "?ca=" + filepath.Join(dirB, "tls", "cert.pem")}
-	})
+		c.SyncInterval = 100 * time.Millisecond
+	}
+	b := startB()
+	a := startNodeWith(t, dirA, withPeer)
+	bindPeer(t, b, a)
 	register(t, a, "agent://one.local")
 	cfgA := a.cfg
 	oldID := protocol.KeyID(a.key.Public())
 	a.Close(context.Background())
+	b.Close(context.Background())
 	path := cfgA.NodeKeyPath()
 	before := mustReadFile(t, path)
 	if err := rotateKey(t, cfgA); !errors.Is(err, errPeersLeft) {
 		t.Fatalf("a rotation with its peer away: %v; want errPeersLeft", err)
 	}
-	// Back to a run stopped after its frames, before its last step.
 	after := mustReadFile(t, path)
-	if err := os.WriteFile(path+nextKeySuffix, after, 0o600); err != nil {
-		t.Fatal(err)
+	stopped := func() { // back to a run stopped after its frames, before its last step
+		t.Helper()
+		if err := os.WriteFile(path+nextKeySuffix, after, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, before, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(retiredKeyPath(path, oldID)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(path, before, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(retiredKeyPath(path, oldID)); err != nil {
-		t.Fatal(err)
-	}
+	stopped()
 	if err := rotateKey(t, cfgA); !errors.Is(err, errPeersLeft) {
 		t.Fatalf("the stopped rotation run again: %v; want it finished, its peer still away (errPeersLeft)", err)
 	}
@@ -664,8 +692,21 @@ func TestRotationStoppedAfterItsFramesFinishes(t *testing.T) {
 	if _, err := os.Stat(retiredKeyPath(path, oldID)); err != nil {
 		t.Fatalf("the run again did not keep the old key its frame needs: %v", err)
 	}
-	startNodeWith(t, dirA, func(c *Config) {
-		c.Name = "registry://main.local"
-		c.SyncTo = []string{"registry://backup.local@" + addrB + "?ca=" + filepath.Join(dirB, "tls", "cert.pem")}
-	}).Close(context.Background())
+	if frames := framesBefore(path, ""); len(frames) != 1 {
+		t.Fatalf("frames left for the peer that is away: %v; want one", frames)
+	}
+
+	// Stopped again, and run again with the peer back: it takes the
+	// rotation, and its frame goes.
+	stopped()
+	b = startB()
+	if err := rotateKey(t, cfgA); err != nil {
+		t.Fatalf("the stopped rotation run again with its peer back: %v", err)
+	}
+	if frames := framesBefore(path, ""); len(frames) != 0 {
+		t.Fatalf("the frame of a peer that took the rotation was left: %v", frames)
+	}
+	a = startNodeWith(t, dirA, withPeer)
+	register(t, a, "agent://two.local")
+	waitAgent(t, b, "agent://two.local")
 }
