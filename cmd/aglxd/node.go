@@ -534,7 +534,7 @@ func (m *Main) ownerError(err error, made bool) error {
 	if made {
 		return fmt.Errorf("--name %s, --node-key %s: the key file is missing, and a new key (key id %s) was not kept: %w; restore the node's key file, or --take-over-store starts it anyway under a new key", m.cfg.Name, m.cfg.NodeKeyPath(), kid, err)
 	}
-	return fmt.Errorf("--name %s, --node-key %s (key id %s): %w; --take-over-store starts it anyway%s", m.cfg.Name, m.cfg.NodeKeyPath(), kid, err, retiredKeyHint(m.cfg.NodeKeyPath(), err))
+	return fmt.Errorf("--name %s, --node-key %s (key id %s): %w; --take-over-store starts it anyway%s", m.cfg.Name, m.cfg.NodeKeyPath(), kid, err, retiredKeyHint(m.cfg.NodeKeyPath(), m.cfg.Name, err))
 }
 
 // warnUnnamedSyncs says, once the replay at start is done, which peers

@@ -290,22 +290,19 @@ const exitPeersLeft = 3
 // retiredKeyPath) and send once the peer is back: aglx send stamps and
 // signs it (OPERATIONS.md, "Rotating the node key").
 func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (left []string, err error) {
-	if len(m.cfg.SyncTo) == 0 {
-		return nil, nil
-	}
 	body, err := bridge.KeyRotationBody(old.Public(), next.Public(), time.Now())
 	if err != nil {
 		return nil, err
 	}
 	nextID := protocol.KeyID(next.Public())
-	told := map[string]bool{}
+	told := map[string]bool{} // frame names of the peers this run names
 	for _, ps := range m.cfg.SyncTo {
 		peer, err := bridge.ParsePeer(ps)
 		if err != nil {
 			return nil, fmt.Errorf("--sync-to: %w", err)
 		}
 		file := framePath(m.cfg.NodeKeyPath(), nextID, peer.URI)
-		told[file] = true
+		told[filepath.Base(file)] = true
 		had, err := bridge.AnnounceKeyRotation(ctx, peer, m.cfg.Name, old, next, body)
 		if err != nil {
 			if err := m.writeRotationFrame(file, peer.URI, old, next); err != nil {
@@ -313,7 +310,7 @@ func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (l
 			}
 			m.lg.Error("a --sync-to peer did not take the node's key rotation: until it does, it refuses this node's registry.sync (401). Once it is back, send it the rotation signed with the old key, then remove the frame",
 				"peer", peer.URI, "addr", peer.Addr, "err", err,
-				"send", "aglx send --key "+retiredKeyPath(m.cfg.NodeKeyPath(), protocol.KeyID(old.Public()))+" --tls "+sendTrust(ps, peer)+" "+file)
+				"send", "aglx send --key "+shellQuote(retiredKeyPath(m.cfg.NodeKeyPath(), protocol.KeyID(old.Public())))+" --tls "+sendTrust(peer)+" "+shellQuote(file))
 			left = append(left, peer.URI)
 			continue
 		}
@@ -330,7 +327,7 @@ func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (l
 	// Frames a stopped run of this rotation left for peers no longer
 	// named: still to be sent, by hand.
 	for _, f := range framesOf(m.cfg.NodeKeyPath(), nextID) {
-		if !told[f] {
+		if !told[filepath.Base(f)] {
 			m.lg.Error("a frame of this rotation is left for a peer this run does not name in --sync-to: send it by hand, then remove it", "frame", f)
 			left = append(left, filepath.Base(f))
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,9 +41,12 @@ func keyHex(id string) string { return strings.TrimPrefix(id, "sha256:") }
 // retiredKeyPath is where a rotation keeps the key oldID.
 func retiredKeyPath(path, oldID string) string { return path + retiredKeyInfix + keyHex(oldID) }
 
-// framePath is the frame a rotation to newID leaves for peer.
+// framePath is the frame a rotation to newID leaves for peer, named by
+// the peer's URI as a subject token (events.URIToken), which no two URIs
+// share: a name two peers shared had one peer's frame removed when the
+// other took the rotation (helper-121).
 func framePath(path, newID, peer string) string {
-	return path + ".rotation-" + keyHex(newID) + "-to-" + safeFileName(peer) + ".aglx"
+	return path + ".rotation-" + keyHex(newID) + "-to-" + events.URIToken(peer) + ".aglx"
 }
 
 // besideKey lists the regular files beside the key file path whose names
@@ -103,26 +105,37 @@ func framesOf(path, newID string) []string {
 	return out
 }
 
-// sendTrust is the aglx send flags that reach the peer --sync-to names
-// as ps: its address and trust as given there, or, for a plain-TCP peer,
-// a place for its TLS port (key.rotate is a security message, which a
-// peer takes over TLS only).
-func sendTrust(ps string, p bridge.Peer) string {
+// sendTrust is the aglx send flags that reach peer p: its address and
+// trust as --sync-to gives them, or, for a plain-TCP peer, a place for its
+// TLS port (key.rotate is a security message, which a peer takes over TLS
+// only).
+func sendTrust(p bridge.Peer) string {
 	if p.Plain {
 		return "--addr PEER-HOST:PEER-TLS-PORT --ca PEER-DATA/tls/cert.pem"
 	}
-	out := "--addr " + p.Addr
-	if _, query, ok := strings.Cut(ps, "?"); ok {
-		if q, err := url.ParseQuery(query); err == nil {
-			if v := q.Get("ca"); v != "" {
-				out += " --ca " + v
-			}
-			if v := q.Get("pin"); v != "" {
-				out += " --pin " + v
-			}
-		}
+	out := "--addr " + shellQuote(p.Addr)
+	if p.CA != "" {
+		out += " --ca " + shellQuote(p.CA)
+	}
+	if p.Pin != "" {
+		out += " --pin " + shellQuote(p.Pin)
 	}
 	return out
+}
+
+// shellQuote quotes s for a POSIX shell where it needs it.
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_./:=@%+,", c) >= 0) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // framesBefore lists the frames rotations left beside the key file path
@@ -161,7 +174,7 @@ func (m *Main) noteRetiredKeys() {
 // old key kept beside the key file is the owner the log names: a rotation
 // was run against another store (a mistaken --data), and this store still
 // needs that key.
-func retiredKeyHint(path string, err error) string {
+func retiredKeyHint(path, name string, err error) string {
 	if !errors.Is(err, events.ErrOtherOwner) {
 		return ""
 	}
@@ -173,7 +186,7 @@ func retiredKeyHint(path string, err error) string {
 	owner, _, _ := strings.Cut(written, "\"")
 	for _, f := range retiredKeys(path) {
 		hex := strings.TrimPrefix(filepath.Base(f), filepath.Base(path)+retiredKeyInfix)
-		if strings.HasSuffix(owner, " sha256:"+hex) {
+		if owner == name+" sha256:"+hex {
 			return fmt.Sprintf(". This store's owner is the old key kept in %s: either this --data is not the store the key was rotated on, or a rotation was run against another store (a mistaken --data). Then rotate this store to the key %s holds now: move %s to %s, copy %s to %s, and run --rotate-node-key with this store's flags (OPERATIONS.md, \"Rotating the node key\")",
 				f, path, path, path+nextKeySuffix, f, path)
 		}
@@ -207,18 +220,6 @@ func (m *Main) writeRotationFrame(file, to string, old, next crypto.Signer) erro
 		return fmt.Errorf("writing the rotation for %s: %w", to, err)
 	}
 	return nil
-}
-
-// safeFileName keeps letters, digits, dots and dashes of s, and makes
-// everything else a dash.
-func safeFileName(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
-			b[i] = '-'
-		}
-	}
-	return string(b)
 }
 
 // syncDir makes a rename in dir durable.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/aglx/ledger/bridge"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,6 +55,32 @@ func TestRotationFilesAreFoundByName(t *testing.T) {
 	for _, tt := range tests {
 		if !slices.Equal(tt.got, tt.want) {
 			t.Errorf("%s: %v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+	// Two peers never share a frame (helper-121: one's was removed when
+	// the other took the rotation).
+	if a, b := framePath(path, "sha256:"+hexA, "registry://backup_x.local"), framePath(path, "sha256:"+hexA, "registry://backup-x.local"); a == b {
+		t.Errorf("two peers share the frame %s", a)
+	}
+}
+
+// TestPrintedSendCommandQuotes: the aglx send command a rotation prints
+// for a peer that did not take it is pasted into a shell, so the peer's
+// trust is given as --sync-to parsed it and quoted where a shell needs it
+// (helper-121: a CA path with '+' or ';' came out wrong or not at all).
+func TestPrintedSendCommandQuotes(t *testing.T) {
+	tests := []struct {
+		peer bridge.Peer
+		want string
+	}{
+		{bridge.Peer{Addr: "10.0.0.2:2596", CA: "/etc/aglx/peer+b.pem"}, "--addr 10.0.0.2:2596 --ca /etc/aglx/peer+b.pem"},
+		{bridge.Peer{Addr: "10.0.0.2:2596", CA: "/etc/my certs/a;b.pem"}, "--addr 10.0.0.2:2596 --ca '/etc/my certs/a;b.pem'"},
+		{bridge.Peer{Addr: "10.0.0.2:2596", Pin: "ab01", CA: "/x/it's.pem"}, `--addr 10.0.0.2:2596 --ca '/x/it'\''s.pem' --pin ab01`},
+		{bridge.Peer{Addr: "10.0.0.2:2594", Plain: true}, "--addr PEER-HOST:PEER-TLS-PORT --ca PEER-DATA/tls/cert.pem"},
+	}
+	for _, tt := range tests {
+		if got := sendTrust(tt.peer); got != tt.want {
+			t.Errorf("sendTrust(%+v) = %s, want %s", tt.peer, got, tt.want)
 		}
 	}
 }

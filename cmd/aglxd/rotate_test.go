@@ -695,6 +695,14 @@ func TestRotationStoppedAfterItsFramesFinishes(t *testing.T) {
 	if frames := framesBefore(path, ""); len(frames) != 1 {
 		t.Fatalf("frames left for the peer that is away: %v; want one", frames)
 	}
+	// Run again without naming the peer: its frame is still to be sent,
+	// so the run is not done with it (helper-121: it exited 0).
+	stopped()
+	unnamed := cfgA
+	unnamed.SyncTo = nil
+	if err := rotateKey(t, unnamed); !errors.Is(err, errPeersLeft) {
+		t.Fatalf("the stopped rotation run again without its peer: %v; want errPeersLeft for the frame left", err)
+	}
 
 	// Stopped again, and run again with the peer back: it takes the
 	// rotation, and its frame goes.
