@@ -268,14 +268,14 @@ func (m *Main) rotateNodeKey(ctx context.Context) error {
 		m.lg.Info("node key rotated: start the node as before", "old_key_id", oldID, "key_id", nextID, "public_key", pub, "retired_key", retired)
 		return fmt.Errorf("%w: %s; the old key is kept in %s until they have", errPeersLeft, strings.Join(left, ", "), retired)
 	}
-	m.lg.Info("node key rotated: start the node as before. The old key is kept in "+retired+": once the node has started on its store under the new key, remove it (the log keeps its public key, which is all a replay needs); if this was the wrong store, put it back as "+path,
+	m.lg.Info("node key rotated: start the node as before. The old key is kept in "+retired+": once the node has started on its store under the new key, remove it (the log keeps its public key, which is all a replay needs); if --data was not the node's store, the node's start refuses and says how to rotate its store to this key",
 		"old_key_id", oldID, "key_id", nextID, "public_key", pub)
 	return nil
 }
 
 // errPeersLeft says that the rotation is done but some --sync-to peers
 // still hold the old key; aglxd exits with exitPeersLeft for it.
-var errPeersLeft = errors.New("the node key is rotated, but these --sync-to peers did not take the rotation")
+var errPeersLeft = errors.New("the node key is rotated, but these peers did not take the rotation (frames are left for them)")
 
 // exitPeersLeft is aglxd --rotate-node-key's exit status when the
 // rotation is done and a peer has yet to take it (errPeersLeft): not a
