@@ -2,11 +2,13 @@ package events
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"maps"
 	"strings"
 
+	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -39,6 +41,22 @@ const MetaNodeFirstKey = "aglx_node_first_key"
 
 // ErrOtherOwner is Open's refusal of a log that another owner wrote.
 var ErrOtherOwner = errors.New("events: the log is another node's")
+
+// OtherOwnerError is that refusal with the owners it names, for a caller
+// that advises on them (aglxd names an old key kept beside its key file
+// that is the recorded owner). errors.Is(err, ErrOtherOwner) holds.
+type OtherOwnerError struct {
+	Stream string
+	Was    string // the owner the log records
+	Owner  string // the one that was refused
+}
+
+func (e *OtherOwnerError) Error() string {
+	return fmt.Sprintf("%v: stream %s was written by %q, and this is %q: a node's own mints and registry entries are void on replay under another name or key. Start it as the node that wrote it, give another node a store of its own, or take the store over knowing that (docs/OPERATIONS.md)", ErrOtherOwner, e.Stream, e.Was, e.Owner)
+}
+
+// Is makes errors.Is(err, ErrOtherOwner) hold.
+func (e *OtherOwnerError) Is(target error) bool { return target == ErrOtherOwner }
 
 // CheckOwner refuses, with ErrOtherOwner, an event stream that another
 // owner than cfg.Owner wrote, as Open would, but changes nothing: the node
@@ -102,7 +120,7 @@ func owned(meta map[string]string, cfg Config) (_ map[string]string, takenFrom s
 		// refusal had dropped the first key for good.
 		takenFrom = was
 	default:
-		return nil, "", fmt.Errorf("%w: stream %s was written by %q, and this is %q: a node's own mints and registry entries are void on replay under another name or key. Start it as the node that wrote it, give another node a store of its own, or take the store over knowing that (docs/OPERATIONS.md)", ErrOtherOwner, cfg.Stream, was, cfg.Owner)
+		return nil, "", &OtherOwnerError{Stream: cfg.Stream, Was: was, Owner: cfg.Owner}
 	}
 	return meta, takenFrom, nil
 }
@@ -153,6 +171,21 @@ func (l *Log) RecordTakeOver(ctx context.Context) error {
 	l.takeOver = ""
 	l.metaMu.Unlock()
 	return nil
+}
+
+// NodeFirstKey is the node's first key as the log's metadata records it
+// (MetaNodeFirstKey), or nil when none is: a node that never rotated, whose
+// first key is its current one.
+func (l *Log) NodeFirstKey() (crypto.PublicKey, error) {
+	text := l.Meta(MetaNodeFirstKey)
+	if text == "" {
+		return nil, nil
+	}
+	pub, err := protocol.ParsePublicKey(text)
+	if err != nil {
+		return nil, fmt.Errorf("events: the event stream's metadata %s does not hold a public key: %w", MetaNodeFirstKey, err)
+	}
+	return pub, nil
 }
 
 // Meta returns the event stream's metadata value for key as the log last

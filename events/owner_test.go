@@ -140,12 +140,7 @@ func TestSetOwnerSurvivesReopen(t *testing.T) {
 		wantStreamMeta(t, js, MetaOwner, ownerNew)
 		wantStreamMeta(t, js, MetaNodeFirstKey, first)
 	}
-	if l, err := Open(ctx, nc, Config{Owner: ownerOld}, nil); !errors.Is(err, ErrOtherOwner) {
-		if err == nil {
-			l.Close(ctx)
-		}
-		t.Fatalf("Open as the owner before the rotation: %v; want ErrOtherOwner", err)
-	}
+	wantOwnerRefused(t, nc, ownerOld, "Open as the owner before the rotation")
 	wantStreamMeta(t, js, MetaOwner, ownerNew)
 	wantStreamMeta(t, js, MetaNodeFirstKey, first)
 }
@@ -207,12 +202,7 @@ func TestFirstKeyRebuiltFromWAL(t *testing.T) {
 	if err := js.DeleteStream(ctx, Config{}.withDefaults().Stream); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := Open(ctx, nc, Config{Owner: ownerOld}, nil); !errors.Is(err, ErrOtherOwner) {
-		if err == nil {
-			l.Close(ctx)
-		}
-		t.Fatalf("a rebuild as the owner before the rotation: %v; want ErrOtherOwner", err)
-	}
+	wantOwnerRefused(t, nc, ownerOld, "a rebuild as the owner before the rotation")
 	l, err := Open(ctx, nc, Config{Owner: ownerNew}, nil)
 	if err != nil {
 		t.Fatalf("a rebuild as the owner: %v", err)
@@ -247,4 +237,16 @@ func TestSetOwnerOnAttachedLogIsRefused(t *testing.T) {
 	wantLogMeta(t, a, ownerOld, "")
 	wantStreamMeta(t, js, MetaOwner, ownerOld)
 	wantStreamMeta(t, js, MetaNodeFirstKey, "")
+}
+
+// wantOwnerRefused checks that Open as owner is refused with ErrOtherOwner.
+func wantOwnerRefused(t *testing.T, nc *nats.Conn, owner, what string) {
+	t.Helper()
+	ctx := context.Background()
+	if l, err := Open(ctx, nc, Config{Owner: owner}, nil); !errors.Is(err, ErrOtherOwner) {
+		if err == nil {
+			l.Close(ctx)
+		}
+		t.Fatalf("%s: %v; want ErrOtherOwner", what, err)
+	}
 }

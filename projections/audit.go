@@ -104,13 +104,9 @@ func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodePub crypto.P
 	// A node that rotated its key is checked from the key its log began
 	// with, as the node itself does (events.MetaNodeFirstKey), and must
 	// end with the key it names now.
-	var first crypto.PublicKey
-	if text := lg.Meta(events.MetaNodeFirstKey); text != "" {
-		k, err := protocol.ParsePublicKey(text)
-		if err != nil {
-			return nil, fmt.Errorf("the event stream's metadata %s does not hold a public key: %w", events.MetaNodeFirstKey, err)
-		}
-		first = k
+	first, err := lg.NodeFirstKey()
+	if err != nil {
+		return nil, err
 	}
 	registry := NewRegistry(RegistryConfig{NodeURI: nodeURI, NodePublicKey: nodePub, NodeFirstKey: first, Verdicts: verdicts})
 	verifier := &IngestVerifier{Registry: registry, Cache: verdicts}
@@ -159,17 +155,8 @@ func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodePub crypto.P
 		return rep, nil
 	}
 	var read uint64 // the last event folded
-	stretch := make([]*events.Envelope, 0, prefetchChunk)
-	fold := func() {
-		verifier.Prefetch(stretch)
-		for _, env := range stretch {
-			ev, _ := NewEvent(env) // an undecodable event is skipped by every fold, as in the node
-			registry.Apply(ev)
-			credits.Apply(ev)
-		}
-		stretch = stretch[:0]
-	}
-	err := lg.Read(ctx, events.ReadOptions{}, func(env *events.Envelope) error {
+	fold := newStretchFold(verifier, func(ev *Event) { registry.Apply(ev); credits.Apply(ev) })
+	err = lg.Read(ctx, events.ReadOptions{}, func(env *events.Envelope) error {
 		if env.Seq > live.AppliedSeq {
 			return events.ErrStop
 		}
@@ -180,9 +167,7 @@ func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodePub crypto.P
 			problem("the log lacks the events from seq %d to %d", read+1, env.Seq-1)
 		}
 		read = env.Seq
-		if stretch = append(stretch, env); len(stretch) == prefetchChunk {
-			fold()
-		}
+		fold.add(env)
 		if env.Seq == live.AppliedSeq {
 			return events.ErrStop
 		}
@@ -191,7 +176,7 @@ func Audit(ctx context.Context, lg *events.Log, nodeURI string, nodePub crypto.P
 	if err != nil {
 		return nil, err
 	}
-	fold()
+	fold.flush()
 	if read != live.AppliedSeq {
 		// Compared at different positions, two digests say nothing; and a
 		// ledger the missing events left alone would match by chance.

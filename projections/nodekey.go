@@ -63,26 +63,16 @@ func NewNodeKeyFollower(cfg RegistryConfig) (*NodeKeyFollower, error) {
 // log's end as it stands when called, and returns the sequence of the
 // last one it folded (0: none yet).
 func (f *NodeKeyFollower) Follow(ctx context.Context, lg *events.Log) (uint64, error) {
-	stretch := make([]*events.Envelope, 0, prefetchChunk)
-	fold := func() {
-		f.verifier.Prefetch(stretch)
-		for _, env := range stretch {
-			ev, _ := NewEvent(env) // an undecodable event is skipped by every fold, as in the node
-			f.reg.Apply(ev)
-		}
-		stretch = stretch[:0]
-	}
+	fold := newStretchFold(f.verifier, f.reg.Apply)
 	err := lg.Read(ctx, events.ReadOptions{StartSeq: f.read + 1, Subjects: []string{f.subject}}, func(env *events.Envelope) error {
 		if env.Seq <= f.read {
 			return nil
 		}
 		f.read = env.Seq
-		if stretch = append(stretch, env); len(stretch) == prefetchChunk {
-			fold()
-		}
+		fold.add(env)
 		return nil
 	})
-	fold()
+	fold.flush()
 	if err != nil {
 		return f.read, fmt.Errorf("folding the log's node keys after seq %d: %w", f.read, err)
 	}

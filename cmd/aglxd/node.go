@@ -212,7 +212,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.cfg.RotateNodeKey {
 		return m.rotateNodeKey(ctx)
 	}
-	firstKey, err := nodeFirstKey(m.log)
+	firstKey, err := m.log.NodeFirstKey()
 	if m.log.TakeOverPending() != "" {
 		firstKey, err = nil, nil // a take-over's first key is this node's
 	}

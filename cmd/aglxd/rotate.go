@@ -69,20 +69,6 @@ func (m *Main) checkNoRotationLeft() error {
 	return nil
 }
 
-// nodeFirstKey is the log's first node key as its metadata records it,
-// or nil when none is (a node that never rotated).
-func nodeFirstKey(lg *events.Log) (crypto.PublicKey, error) {
-	text := lg.Meta(events.MetaNodeFirstKey)
-	if text == "" {
-		return nil, nil
-	}
-	pub, err := protocol.ParsePublicKey(text)
-	if err != nil {
-		return nil, fmt.Errorf("the event stream's metadata %s does not hold a public key: %w", events.MetaNodeFirstKey, err)
-	}
-	return pub, nil
-}
-
 // checkStoreToRotate refuses a rotation with the embedded server where
 // --data holds no store, before the start makes one there (its lock file
 // and an empty JetStream directory, in a directory given by mistake).
@@ -152,17 +138,11 @@ var errKeyNotTheLogs = errors.New("not the log's node key")
 // key, whose mints the log refuses (401) and whose auth.responses check
 // out against no key the log names.
 func (m *Main) checkKeyAgainstLog(ctx context.Context, first crypto.PublicKey) error {
-	return m.checkKeyAgainst(ctx, m.log, first)
-}
-
-// checkKeyAgainst folds lg's node rotations from first and refuses
-// m.key if they do not end with it.
-func (m *Main) checkKeyAgainst(ctx context.Context, lg *events.Log, first crypto.PublicKey) error {
 	f, err := projections.NewNodeKeyFollower(projections.RegistryConfig{NodeURI: m.cfg.Name, NodePublicKey: m.key.Public(), NodeFirstKey: first})
 	if err != nil {
 		return err
 	}
-	last, err := f.Follow(ctx, lg)
+	last, err := f.Follow(ctx, m.log)
 	if err != nil {
 		return err
 	}
@@ -197,7 +177,7 @@ func (m *Main) rotateNodeKey(ctx context.Context) error {
 		return fmt.Errorf("--name %s, --node-key %s: %w: stream %s was written by %q, and this is %q (%q once rotated); nothing was rotated",
 			m.cfg.Name, path, events.ErrOtherOwner, events.StreamNameDefault, owner, oldOwner, newOwner)
 	}
-	first, err := nodeFirstKey(m.log)
+	first, err := m.log.NodeFirstKey()
 	if err != nil {
 		return err
 	}
@@ -362,23 +342,13 @@ func (m *Main) appendRotation(ctx context.Context, f *projections.NodeKeyFollowe
 		return fmt.Errorf("appending the rotation: %w; nothing is rotated unless the log took it, and --rotate-node-key again finds out", err)
 	}
 	m.lg.Info("the rotation is durable", "seq", a.Seq, "event_id", a.EventID)
-	deadline := time.Now().Add(rotationFoldWait)
-	for {
-		last, err := f.Follow(ctx, m.log)
-		if err != nil {
-			return err
-		}
-		if last >= a.Seq {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the rotation at seq %d did not reach the event stream within %s; run --rotate-node-key again", a.Seq, rotationFoldWait)
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	wctx, cancel := context.WithTimeout(ctx, rotationFoldWait)
+	defer cancel()
+	if err := m.log.WaitPublished(wctx, a.Seq); err != nil {
+		return fmt.Errorf("the rotation at seq %d did not reach the event stream within %s (%w); run --rotate-node-key again", a.Seq, rotationFoldWait, err)
+	}
+	if _, err := f.Follow(ctx, m.log); err != nil {
+		return err
 	}
 	if _, cur := f.Current(); cur != protocol.KeyID(next.Public()) {
 		reason := "no answer"

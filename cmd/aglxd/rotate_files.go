@@ -175,18 +175,13 @@ func (m *Main) noteRetiredKeys() {
 // was run against another store (a mistaken --data), and this store still
 // needs that key.
 func retiredKeyHint(path, name string, err error) string {
-	if !errors.Is(err, events.ErrOtherOwner) {
+	var other *events.OtherOwnerError
+	if !errors.As(err, &other) {
 		return ""
 	}
-	// Only the owner the log names: "... was written by \"NAME sha256:HEX\", and this is ...".
-	_, written, ok := strings.Cut(err.Error(), "was written by \"")
-	if !ok {
-		return ""
-	}
-	owner, _, _ := strings.Cut(written, "\"")
 	for _, f := range retiredKeys(path) {
 		hex := strings.TrimPrefix(filepath.Base(f), filepath.Base(path)+retiredKeyInfix)
-		if owner == name+" sha256:"+hex {
+		if other.Was == name+" sha256:"+hex {
 			return fmt.Sprintf(". This store's owner is the old key kept in %s: either this --data is not the store the key was rotated on, or a rotation was run against another store (a mistaken --data). Then rotate this store to the key %s holds now: move %s to %s, copy %s to %s, and run --rotate-node-key with this store's flags (OPERATIONS.md, \"Rotating the node key\")",
 				f, path, path, path+nextKeySuffix, f, path)
 		}

@@ -19,15 +19,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// rotateKey runs aglxd --rotate-node-key on dir, as the node in m ran, and
-// returns its error.
+// runOnce runs a node with cfg and stops it, returning what the run and
+// the stop said: a start that is refused, or a maintenance run.
+func runOnce(cfg Config) (run, stop error) {
+	n := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	run = n.Run(context.Background())
+	return run, n.Close(context.Background())
+}
+
+// rotateKey runs aglxd --rotate-node-key with the flags the node ran
+// with, and returns its error.
 func rotateKey(t *testing.T, cfg Config) error {
 	t.Helper()
 	cfg.RotateNodeKey = true
-	r := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	err := r.Run(context.Background())
-	if cerr := r.Close(context.Background()); err == nil {
-		err = cerr
+	err, stop := runOnce(cfg)
+	if err == nil {
+		err = stop
 	}
 	return err
 }
@@ -138,9 +145,7 @@ func TestInterruptedNodeKeyRotation(t *testing.T) {
 	path, next := cfg.NodeKeyPath(), cfg.NodeKeyPath()+nextKeySuffix
 	refused := func(step string) {
 		t.Helper()
-		n := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		err := n.Run(context.Background())
-		n.Close(context.Background())
+		err, _ := runOnce(cfg)
 		if !errors.Is(err, errRotationLeft) || !strings.Contains(err.Error(), "--rotate-node-key") {
 			t.Fatalf("%s: a start beside %s: %v; want a refusal that says to run --rotate-node-key", step, next, err)
 		}
@@ -389,9 +394,7 @@ func TestStartRefusesAKeyTheLogNoLongerNames(t *testing.T) {
 	if err := os.WriteFile(cfg.NodeKeyPath(), before, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	err = n.Run(ctx)
-	n.Close(ctx)
+	err, _ = runOnce(cfg)
 	if err == nil || !strings.Contains(err.Error(), "the log's node key is") || !strings.Contains(err.Error(), "rotation at seq") {
 		t.Fatalf("a start with the key the log retired: %v; want a refusal naming the log's key", err)
 	}
@@ -401,41 +404,52 @@ func TestStartRefusesAKeyTheLogNoLongerNames(t *testing.T) {
 // store under the key it rotated from is refused, since the log's
 // rotations lead past that key; but the take-over had been recorded
 // before the refusal (the first key dropped from the streams), and with it
-// went every mint made before the rotation (helper-117). It is now
-// refused before anything is written: the key the log names still starts
-// the node, and the mint still counts.
+// went every mint made before the rotation (helper-117), also when the
+// event stream had been moved aside to be rebuilt (helper-118). A
+// take-over is now recorded only once the key fits: the key the log names
+// still starts the node, and the mint still counts.
 func TestTakeOverToARetiredKeyChangesNothing(t *testing.T) {
-	dir := t.TempDir()
-	m := startNode(t, dir)
-	cfg := m.cfg
-	s := lfNewSession(t, m)
-	lfExpect(t, s.transfer(t, lfParty{uri: m.cfg.Name, key: m.key}, "agent://w.local", "5", "mint-old"), "ack", 200)
-	if err := m.Close(context.Background()); err != nil {
-		t.Fatal(err)
+	for _, aside := range []bool{false, true} {
+		name := "the event stream in place"
+		if aside {
+			name = "the event stream moved aside to be rebuilt"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			m := startNode(t, dir)
+			cfg := m.cfg
+			lfExpect(t, lfNewSession(t, m).transfer(t, lfParty{uri: m.cfg.Name, key: m.key}, "agent://w.local", "5", "mint-old"), "ack", 200)
+			streamDir := m.ns.StreamDir(events.StreamNameDefault)
+			if err := m.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			oldFile := mustReadFile(t, cfg.NodeKeyPath())
+			if err := rotateKey(t, cfg); err != nil {
+				t.Fatal(err)
+			}
+			newFile := mustReadFile(t, cfg.NodeKeyPath())
+			if aside {
+				if err := os.Rename(streamDir, filepath.Join(t.TempDir(), "aside")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(cfg.NodeKeyPath(), oldFile, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			takeOver := cfg
+			takeOver.TakeOverStore = true
+			if err, _ := runOnce(takeOver); !errors.Is(err, errKeyNotTheLogs) {
+				t.Fatalf("a take-over under the retired key: %v; want a refusal for a key the log moved past", err)
+			}
+			if err := os.WriteFile(cfg.NodeKeyPath(), newFile, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			m = startNode(t, dir)
+			s := lfNewSession(t, m)
+			s.query(t, lfParty{uri: "agent://w.local"})
+			lfExpectAccount(t, m, "agent://w.local", s.last, "5", "5", "0")
+		})
 	}
-	oldFile := mustReadFile(t, cfg.NodeKeyPath())
-	if err := rotateKey(t, cfg); err != nil {
-		t.Fatal(err)
-	}
-	newFile := mustReadFile(t, cfg.NodeKeyPath())
-	if err := os.WriteFile(cfg.NodeKeyPath(), oldFile, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	takeOver := cfg
-	takeOver.TakeOverStore = true
-	n := NewMain(takeOver, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	err := n.Run(context.Background())
-	n.Close(context.Background())
-	if !errors.Is(err, errKeyNotTheLogs) {
-		t.Fatalf("a take-over under the retired key: %v; want a refusal for a key the log moved past", err)
-	}
-	if err := os.WriteFile(cfg.NodeKeyPath(), newFile, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	m = startNode(t, dir)
-	s = lfNewSession(t, m)
-	s.query(t, lfParty{uri: "agent://w.local"})
-	lfExpectAccount(t, m, "agent://w.local", s.last, "5", "5", "0")
 }
 
 // mustReadFile is os.ReadFile that fails the test.
@@ -534,49 +548,6 @@ func TestStartAfterARotationTheEventStreamLost(t *testing.T) {
 	lfExpectAccount(t, n, "agent://w.local", s.last, "5", "5", "0")
 }
 
-// TestTakeOverToARetiredKeyWithTheEventStreamAside: with the event
-// stream moved aside to be rebuilt, a take-over under a key the node
-// rotated from was recorded by Open (dropping the first key) before the
-// start was refused, and the key the log names could then start the node
-// only by a take-over that voided the mint made before the rotation
-// (helper-118). A take-over is now recorded only once the key fits.
-func TestTakeOverToARetiredKeyWithTheEventStreamAside(t *testing.T) {
-	dir := t.TempDir()
-	m := startNode(t, dir)
-	cfg := m.cfg
-	lfExpect(t, lfNewSession(t, m).transfer(t, lfParty{uri: m.cfg.Name, key: m.key}, "agent://w.local", "5", "mint-old"), "ack", 200)
-	streamDir := m.ns.StreamDir(events.StreamNameDefault)
-	if err := m.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	oldFile := mustReadFile(t, cfg.NodeKeyPath())
-	if err := rotateKey(t, cfg); err != nil {
-		t.Fatal(err)
-	}
-	newFile := mustReadFile(t, cfg.NodeKeyPath())
-	if err := os.Rename(streamDir, filepath.Join(t.TempDir(), "aside")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg.NodeKeyPath(), oldFile, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	takeOver := cfg
-	takeOver.TakeOverStore = true
-	n := NewMain(takeOver, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	err := n.Run(context.Background())
-	n.Close(context.Background())
-	if !errors.Is(err, errKeyNotTheLogs) {
-		t.Fatalf("a take-over under the retired key with the event stream aside: %v; want a refusal", err)
-	}
-	if err := os.WriteFile(cfg.NodeKeyPath(), newFile, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	m = startNode(t, dir)
-	s := lfNewSession(t, m)
-	s.query(t, lfParty{uri: "agent://w.local"})
-	lfExpectAccount(t, m, "agent://w.local", s.last, "5", "5", "0")
-}
-
 // TestRotationOfAStrayStoreIsUndone: a rotation run with a mistaken
 // --data beside the right --node-key rotates a stray store a mistaken
 // start made, and replaces the real node's key file. The old key is kept
@@ -607,9 +578,7 @@ func TestRotationOfAStrayStoreIsUndone(t *testing.T) {
 	startNodeWith(t, stray, func(c *Config) { c.NodeKey = cfg.NodeKeyPath() }).Close(context.Background())
 	strayNew := mustReadFile(t, cfg.NodeKeyPath())
 
-	n := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	err := n.Run(context.Background())
-	n.Close(context.Background())
+	err, _ := runOnce(cfg)
 	retired := retiredKeys(cfg.NodeKeyPath())
 	if len(retired) != 1 || err == nil || !strings.Contains(err.Error(), retired[0]) || !strings.Contains(err.Error(), "run --rotate-node-key with this store's flags") {
 		t.Fatalf("the real node's start after the stray rotation: %v (kept: %v); want a refusal naming the kept key and the way back", err, retired)
