@@ -19,8 +19,8 @@ import (
 
 // FuzzFolds feeds arbitrary frames, one after another, through the folds
 // the node runs (NewFolds: registry, ledger, handshakes, reputation,
-// stats), with and without the ledger's Warm, and compares their
-// snapshots. Arbitrary bytes never carry a valid signature, so the
+// stats), with and without the ledger's Warm, and through a save and a
+// load of their state, and compares their snapshots. Arbitrary bytes never carry a valid signature, so the
 // fuzzer reaches no key binding and moves no reputation score: those paths
 // have their own property tests. None may panic: the runner does not recover, so a fold that panics on an
 // event would crash the node at every start, when it replays that event.
@@ -66,6 +66,19 @@ func FuzzFolds(f *testing.F) {
 		for i := range a {
 			if !bytes.Equal(a[i], b[i]) {
 				t.Fatalf("snapshot %d differs between a fold with Warm and one without:\n%s\n%s", i, a[i], b[i])
+			}
+		}
+		// A third time with a stop and a start in between, at a point the
+		// input chooses: the folds saved there must load as they were
+		// (resumedFolds compares every field), and fold the rest to the
+		// same state.
+		evs := fuzzEvents(data)
+		cut := len(data) % (len(evs) + 1)
+		resumed, _ := resumedFolds(t, evs, cut)
+		for i, p := range resumed.All() {
+			got, err := p.(Snapshotter).Snapshot()
+			if err != nil || !bytes.Equal(a[i], got) {
+				t.Fatalf("snapshot %d differs after a stop and a start at event %d (err %v):\n%s\n%s", i, cut, err, a[i], got)
 			}
 		}
 	})

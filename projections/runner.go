@@ -106,7 +106,13 @@ func NewRunner(log *events.Log, lg *slog.Logger, projs ...Projection) *Runner {
 	return r
 }
 
-// Run replays the log from its start and then follows it until ctx ends.
+// Resume has Run take up the folds after seq, the position of the saved
+// state they were loaded from (LoadState), instead of at the log's first
+// event. Call it before Run.
+func (r *Runner) Resume(seq uint64) { r.applied.Store(seq) }
+
+// Run replays the log from its start (or from where Resume put the folds)
+// and then follows it until ctx ends.
 // A restart of the node therefore resumes every projection where the log
 // stands; a full replay at start is the simple, always-correct way to get
 // there.
@@ -132,16 +138,16 @@ func (r *Runner) Run(ctx context.Context) error {
 		end, err = r.log.LastSeq(ctx)
 	}
 	r.markReadyAt(end)
-	if end > 0 {
+	if from := r.Applied() + 1; end >= from {
 		// The replay's start and end, for an operator watching a start:
 		// /readyz is 503 meanwhile, and the log said nothing (helper-61).
-		r.lg.Info("projections: replaying the log", "to_seq", end)
+		r.lg.Info("projections: replaying the log", "from_seq", from, "to_seq", end)
 		go func(start time.Time) {
 			select {
 			case <-r.ready:
-				took := time.Since(start)
-				r.lg.Info("projections: caught up with the log; ready", "events", end, "took", took.Round(time.Millisecond),
-					"events_per_second", int(float64(end)/max(took.Seconds(), 1e-3)))
+				took, n := time.Since(start), end-from+1
+				r.lg.Info("projections: caught up with the log; ready", "events", n, "took", took.Round(time.Millisecond),
+					"events_per_second", int(float64(n)/max(took.Seconds(), 1e-3)))
 			case <-ctx.Done():
 			}
 		}(time.Now())
@@ -304,8 +310,11 @@ func (p *stretchPipe) flush() {
 	p.prev = nil
 }
 
+// markReadyAt closes ready at once if the folds already hold the log up
+// to end: an empty log, or a saved state loaded at its end (Resume), where
+// no event comes to close it.
 func (r *Runner) markReadyAt(end uint64) {
-	if end == 0 {
+	if end <= r.applied.Load() {
 		close(r.ready)
 	}
 }

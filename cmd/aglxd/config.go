@@ -53,6 +53,9 @@ type Config struct {
 	// RotateNodeKey makes aglxd rotate the node's key and exit instead of
 	// serving (rotate.go).
 	RotateNodeKey bool
+	// FullReplay has the start fold the whole log and not read the state
+	// a clean stop saved (foldstate.go).
+	FullReplay bool
 	// Relay delivers agent-to-agent messages to the addressees' registered
 	// addresses, if those lie in RelayNetworks (CIDRs).
 	Relay         bool
@@ -151,6 +154,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.BoolVar(&c.Relay, "relay", c.Relay, "deliver messages agents address to each other to the address each addressee registered")
 	fs.BoolVar(&c.TakeOverStore, "take-over-store", false, "start on a store another --name or node key wrote (a lost key, a renamed node): that node's own mints and registry entries are void on replay")
 	fs.BoolVar(&c.RotateNodeKey, "rotate-node-key", false, "rotate the node's key and exit: record a key.rotate signed with the current key, then replace --node-key with a new Ed25519 key (or with the key put in NODE-KEY.next beforehand); run it with the node stopped and the flags it runs with")
+	fs.BoolVar(&c.FullReplay, "full-replay", false, "fold the whole log at start, not only what came after the state the last clean stop saved (DATA/keys/folds.state); the state is saved again at the next stop")
 	fs.StringVar(&c.RelayNetworks, "relay-networks", c.RelayNetworks, "comma-separated CIDRs the relay may connect to (agents choose the addresses: widen with care)")
 	fs.StringVar(&c.Zones, "zones", c.Zones, "zone file (JSON): each zone's id, HMAC secret, minimum reputation and role")
 	fs.StringVar(&c.NodeKey, "node-key", c.NodeKey, "the node's signing key (PKCS #8 PEM); made on first start (default DATA/keys/node.key)")

@@ -136,6 +136,7 @@ func (m *Main) recordStop(ctx context.Context) {
 		m.lg.Info("the stop is not recorded: the folds had not applied the log's end", "seq", end, "applied", m.runner.Applied())
 		return
 	}
+	m.saveFoldState(ctx)
 	rec := m.foldInputs()
 	rec.At = time.Now().UTC()
 	var frozen *ledger.Frozen
@@ -173,18 +174,17 @@ func (m *Main) recordStop(ctx context.Context) {
 // the state must be taken there, not once replayed), and says so: the
 // same log folded to another ledger means the build or an input moved
 // balances. Call it before the runner runs.
-func (m *Main) watchLastStop() {
+func (m *Main) watchLastStop(resumedAt uint64) {
 	path := m.lastStopPath()
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	rec, ok := m.readLastStop()
+	if !ok || rec.AppliedSeq == 0 || rec.Ledger == "" {
 		return
 	}
-	var rec lastStop
-	if err != nil || json.Unmarshal(b, &rec) != nil {
-		m.lg.Warn("the record of the last stop cannot be read; nothing is compared", "path", path, "err", err)
-		return
-	}
-	if rec.AppliedSeq == 0 || rec.Ledger == "" {
+	if rec.AppliedSeq <= resumedAt {
+		// The folds were loaded at or past the recorded event, so the
+		// replay never passes it: at it, the load compared the state
+		// with the record itself (checkLoadedAgainstLastStop); past it,
+		// the record is older than the state and nothing is compared.
 		return
 	}
 	if end := m.log.Durable(); rec.AppliedSeq > end {
@@ -209,6 +209,21 @@ func (m *Main) watchLastStop() {
 			m.compareLastStop(rec, changed, frozen, snaps)
 		}()
 	})
+}
+
+// readLastStop reads the record of the last clean stop; ok is false when
+// there is none, or it cannot be read (which is said).
+func (m *Main) readLastStop() (rec lastStop, ok bool) {
+	path := m.lastStopPath()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return rec, false
+	}
+	if err != nil || json.Unmarshal(b, &rec) != nil {
+		m.lg.Warn("the record of the last stop cannot be read; nothing is compared", "path", path, "err", err)
+		return rec, false
+	}
+	return rec, true
 }
 
 // compareLastStop says how the ledger and the other folds at the last

@@ -45,6 +45,7 @@ type Main struct {
 	runner   *projections.Runner
 	stats    *projections.Stats
 	outbox   *projections.Outbox
+	folds    *projections.Folds
 	verdicts *projections.VerdictCache
 	registry *projections.Registry
 	credits  *projections.Credits
@@ -251,14 +252,13 @@ func (m *Main) Run(ctx context.Context) error {
 				"path", tokenPath)
 		}
 	}
-	m.outbox = projections.NewOutbox()
 	m.verdicts = projections.NewVerdictCache()
-	folds := projections.NewFolds(projections.RegistryConfig{
+	resumeAt := m.startFolds(ctx, projections.RegistryConfig{
 		NodeURI: m.cfg.Name, NodeKey: key, NodeFirstKey: firstKey, Zones: zones, TokenKey: tokenKey, SyncFrom: m.cfg.SyncFrom,
-		Outbox: m.outbox, Verdicts: m.verdicts,
+		Verdicts: m.verdicts,
 	})
-	m.registry, m.credits, m.handshakes, m.reputation, m.stats = folds.Registry, folds.Credits, folds.Handshakes, folds.Reputation, folds.Stats
-	m.runner = projections.NewRunner(m.log, m.lg, folds.All()...)
+	m.runner = projections.NewRunner(m.log, m.lg, m.folds.All()...)
+	m.runner.Resume(resumeAt)
 	// The edge's workers and the replay check with verifiers of their own,
 	// so that a failed batch on one path does not make the other check one
 	// by one (protocol.SigBatcher); both record into the same cache.
@@ -281,7 +281,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	m.watchLastStop() // before the runner runs: it looks at the replay as it passes
+	m.watchLastStop(resumeAt) // before the runner runs: it looks at the replay as it passes
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.runner.Run(runCtx) }()
 	m.wg.Add(1)

@@ -1,0 +1,157 @@
+package projections
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/ledger/statecodec/statetest"
+)
+
+// stateDiffSkip names the fields the folds deliberately do not save, each
+// with its reason at the field: scratch of the event being applied.
+var stateDiffSkip = []string{}
+
+// freshFolds returns the folds the test harness's node runs, empty, with
+// an outbox of their own.
+func freshFolds(t *testing.T) (*Folds, *Outbox) {
+	h := newHarness(t)
+	cfg := h.cfg
+	cfg.Outbox = h.out
+	return NewFolds(cfg), h.out
+}
+
+func applyAll(f *Folds, evs []*Event) {
+	for _, ev := range evs {
+		for _, p := range f.All() {
+			p.Apply(ev)
+		}
+	}
+}
+
+// resumedFolds folds evs up to cut, saves the folds' state, loads it into
+// fresh folds, and folds the rest there: a stop and a start from the saved
+// state in between.
+func resumedFolds(t *testing.T, evs []*Event, cut int) (*Folds, *Outbox) {
+	t.Helper()
+	before, beforeOut := freshFolds(t)
+	applyAll(before, evs[:cut])
+	h := StateHeader{Identity: map[string]string{"build": "test"}, Seq: uint64(cut), EventID: "01TEST", SavedAt: time.Unix(1, 0).UTC()}
+	b, err := EncodeState(h, before, beforeOut)
+	if err != nil {
+		t.Fatalf("saving at %d: %v", cut, err)
+	}
+	after, afterOut := freshFolds(t)
+	got, err := LoadState(b, after, afterOut)
+	if err != nil {
+		t.Fatalf("loading at %d: %v", cut, err)
+	}
+	if got.Seq != h.Seq || got.EventID != h.EventID || got.Identity["build"] != "test" || !got.SavedAt.Equal(h.SavedAt) {
+		t.Fatalf("header read back as %+v, want %+v", got, h)
+	}
+	if d := statetest.Diff(before, after, stateDiffSkip...); d != "" {
+		t.Fatalf("the folds loaded at %d differ from the ones saved (-saved +loaded):\n%s", cut, d)
+	}
+	if d := statetest.Diff(beforeOut, afterOut, stateDiffSkip...); d != "" {
+		t.Fatalf("the outbox loaded at %d differs from the one saved (-saved +loaded):\n%s", cut, d)
+	}
+	again, err := EncodeState(h, after, afterOut)
+	if err != nil || !bytes.Equal(again, b) {
+		t.Fatalf("the loaded folds save to other bytes than they were loaded from (err %v)", err)
+	}
+	applyAll(after, evs[cut:])
+	return after, afterOut
+}
+
+// referenceFrames is every reference frame, twice over (credit and task
+// messages then find accounts), as one stream.
+func referenceFrames(t *testing.T) []byte {
+	files, err := filepath.Glob("../testdata/reference/*.aglx")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("reference frames: %v", err)
+	}
+	var all []byte
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	return append(all, all...)
+}
+
+// TestSavedStateFoldsOnAsTheLiveFolds: folds stopped anywhere in a log,
+// saved, loaded by a start and fed the rest of the log end where folds that
+// never stopped end, field for field and in every snapshot: a start from
+// a saved state is a replay, only shorter.
+func TestSavedStateFoldsOnAsTheLiveFolds(t *testing.T) {
+	cases := []struct {
+		name string
+		data func(t *testing.T) []byte
+	}{
+		{"signed messages (keys, mints, transfers, a rotation, a zone, a peer's sync)", func(t *testing.T) []byte { return signedSeed(t) }},
+		{"the reference frames", referenceFrames},
+		{"signed messages, then the reference frames", func(t *testing.T) []byte { return append(signedSeed(t), referenceFrames(t)...) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			data := c.data(t)
+			straight, straightOut := freshFolds(t)
+			applyAll(straight, fuzzEvents(data))
+			n := len(fuzzEvents(data))
+			for cut := 0; cut <= n; cut++ {
+				resumed, resumedOut := resumedFolds(t, fuzzEvents(data), cut)
+				if d := statetest.Diff(straight, resumed, stateDiffSkip...); d != "" {
+					t.Fatalf("cut at %d of %d: the folds differ from those that never stopped (-straight +resumed):\n%s", cut, n, d)
+				}
+				if d := statetest.Diff(straightOut, resumedOut, stateDiffSkip...); d != "" {
+					t.Fatalf("cut at %d of %d: the outbox differs (-straight +resumed):\n%s", cut, n, d)
+				}
+				for i, p := range straight.All() {
+					want, _ := p.(Snapshotter).Snapshot()
+					got, _ := resumed.All()[i].(Snapshotter).Snapshot()
+					if !bytes.Equal(want, got) {
+						t.Fatalf("cut at %d: the %s snapshot differs:\n%s\n%s", cut, p.Name(), want, got)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestDamagedStateIsRefused: a saved state that is cut short, changed, or
+// not one at all is refused whole, before any fold is touched.
+func TestDamagedStateIsRefused(t *testing.T) {
+	folds, out := freshFolds(t)
+	applyAll(folds, fuzzEvents(signedSeed(t)))
+	good, err := EncodeState(StateHeader{Seq: 15, EventID: "x"}, folds, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)/2] ^= 1
+	cases := []struct {
+		name string
+		b    []byte
+	}{
+		{"empty", nil},
+		{"cut short", good[:len(good)-1]},
+		{"a byte changed", flipped},
+		{"another file", []byte("-----BEGIN PRIVATE KEY-----\n")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := ReadStateHeader(c.b); !errors.Is(err, ErrStateDamaged) {
+				t.Fatalf("ReadStateHeader: %v, want ErrStateDamaged", err)
+			}
+			f, o := freshFolds(t)
+			if _, err := LoadState(c.b, f, o); !errors.Is(err, ErrStateDamaged) {
+				t.Fatalf("LoadState: %v, want ErrStateDamaged", err)
+			}
+		})
+	}
+}

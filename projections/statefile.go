@@ -1,0 +1,197 @@
+package projections
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/aglx/ledger/ledger/statecodec"
+)
+
+// The saved state of the folds: what a clean stop writes so that the next
+// start folds only the events after it instead of the whole log
+// (docs/DESIGN.md, "Saved fold state").
+//
+// The file is
+//
+//	stateMagic
+//	header: format, identity (sorted name/value pairs), seq, event id, saved at
+//	sections: count, then each fold's name and its SaveState bytes, in the
+//	          order the runner applies the folds, and the outbox last
+//	SHA-256 of everything before it
+//
+// all in statecodec's encoding. The checksum catches a file that was cut
+// short or damaged on disk; the identity keeps a state from being used by
+// anything but the build and configuration that folded it, since a saved
+// state is a fold's result under its own rules, and another build's
+// rules may fold the same events differently (docs/DESIGN.md, "Changes
+// in what an older log replays to").
+const stateMagic = "AGLX-FOLD-STATE\n"
+
+// stateFormat is the layout of the file around the sections. The sections'
+// own layout needs no version: the identity names the binary that wrote
+// them, and only that binary reads them.
+const stateFormat = 1
+
+// outboxSection names the outbox's section, after the folds'.
+const outboxSection = "outbox"
+
+// StateHeader describes a saved state.
+type StateHeader struct {
+	// Identity holds what must be the same at the start that loads the
+	// state as at the stop that saved it: the build (its version and the
+	// SHA-256 of its binary) and the folds' inputs besides the log (the
+	// node's name and key, the zones, the peers whose syncs are taken).
+	// The caller decides its contents; LoadState leaves comparing them to
+	// the caller too, before it loads anything.
+	Identity map[string]string
+	// Seq is the sequence of the last event the folds had applied, and
+	// EventID that event's id: a log whose event there is another is not
+	// the one the state was folded from.
+	Seq     uint64
+	EventID string
+	SavedAt time.Time
+}
+
+// ErrStateDamaged says a saved state's file is not whole: cut short,
+// changed on disk, or not a saved state at all.
+var ErrStateDamaged = errors.New("projections: the saved fold state is damaged")
+
+// stateSavers lists what a state file holds, by section name, in order.
+func stateSavers(f *Folds, o *Outbox) ([]string, []StateSaver, error) {
+	var names []string
+	var savers []StateSaver
+	for _, p := range f.All() {
+		s, ok := p.(StateSaver)
+		if !ok {
+			return nil, nil, fmt.Errorf("projections: the %s fold cannot save its state", p.Name())
+		}
+		names, savers = append(names, p.Name()), append(savers, s)
+	}
+	if o != nil {
+		var s any = o
+		ss, ok := s.(StateSaver)
+		if !ok {
+			return nil, nil, errors.New("projections: the outbox cannot save its state")
+		}
+		names, savers = append(names, outboxSection), append(savers, ss)
+	}
+	return names, savers, nil
+}
+
+// EncodeState writes the state of every fold in f, and of the outbox o if
+// not nil, under header h. Call it with the folds locked (Runner.View),
+// where h.Seq is the position they stand at.
+func EncodeState(h StateHeader, f *Folds, o *Outbox) ([]byte, error) {
+	names, savers, err := stateSavers(f, o)
+	if err != nil {
+		return nil, err
+	}
+	w := statecodec.NewWriter([]byte(stateMagic))
+	w.Uint(stateFormat)
+	w.Len(len(h.Identity))
+	for _, k := range slices.Sorted(maps.Keys(h.Identity)) {
+		w.String(k)
+		w.String(h.Identity[k])
+	}
+	w.Uint(h.Seq)
+	w.String(h.EventID)
+	w.Time(h.SavedAt)
+	w.Len(len(savers))
+	var sw statecodec.Writer
+	for i, s := range savers {
+		sw = *statecodec.NewWriter(sw.Bytes()[:0])
+		if err := s.SaveState(&sw); err != nil {
+			return nil, fmt.Errorf("projections: saving the %s state: %w", names[i], err)
+		}
+		w.String(names[i])
+		w.Blob(sw.Bytes())
+	}
+	b := w.Bytes()
+	sum := sha256.Sum256(b)
+	return append(b, sum[:]...), nil
+}
+
+// stateFile is a saved state's file, checked whole and split up.
+type stateFile struct {
+	header   StateHeader
+	names    []string
+	sections [][]byte
+}
+
+// decodeStateFile checks b's checksum and reads its header and sections.
+func decodeStateFile(b []byte) (*stateFile, error) {
+	if len(b) < len(stateMagic)+sha256.Size || !bytes.HasPrefix(b, []byte(stateMagic)) {
+		return nil, fmt.Errorf("%w: not a saved fold state", ErrStateDamaged)
+	}
+	body, sum := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
+	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
+		return nil, fmt.Errorf("%w: its checksum does not match (cut short, or changed)", ErrStateDamaged)
+	}
+	r := statecodec.NewReader(body[len(stateMagic):])
+	if v := r.Uint(); r.Err() == nil && v != stateFormat {
+		return nil, fmt.Errorf("%w: format %d, where this build reads %d", ErrStateDamaged, v, stateFormat)
+	}
+	sf := &stateFile{}
+	n := r.Len(2)
+	sf.header.Identity = make(map[string]string, n)
+	for range n {
+		k := r.String()
+		sf.header.Identity[k] = r.String()
+	}
+	sf.header.Seq = r.Uint()
+	sf.header.EventID = r.String()
+	sf.header.SavedAt = r.Time()
+	n = r.Len(2)
+	for range n {
+		sf.names = append(sf.names, r.String())
+		sf.sections = append(sf.sections, r.Blob())
+	}
+	if err := r.Done(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStateDamaged, err)
+	}
+	return sf, nil
+}
+
+// ReadStateHeader checks a saved state's file whole (its checksum) and
+// returns its header, without loading anything: the caller compares the
+// identity and the event before it lets LoadState touch the folds.
+func ReadStateHeader(b []byte) (StateHeader, error) {
+	sf, err := decodeStateFile(b)
+	if err != nil {
+		return StateHeader{}, err
+	}
+	return sf.header, nil
+}
+
+// LoadState loads the saved state in b into f and o, which must be fresh
+// from NewFolds and NewOutbox under the configuration the state was saved
+// with (the header's identity, which the caller has compared). It returns
+// the header. On an error f and o are half loaded and must be discarded.
+func LoadState(b []byte, f *Folds, o *Outbox) (StateHeader, error) {
+	sf, err := decodeStateFile(b)
+	if err != nil {
+		return StateHeader{}, err
+	}
+	names, savers, err := stateSavers(f, o)
+	if err != nil {
+		return StateHeader{}, err
+	}
+	if !slices.Equal(names, sf.names) {
+		return StateHeader{}, fmt.Errorf("%w: it holds %q, where this build keeps %q", ErrStateDamaged, sf.names, names)
+	}
+	for i, s := range savers {
+		r := statecodec.NewReader(sf.sections[i])
+		if err := s.LoadState(r); err != nil {
+			return StateHeader{}, fmt.Errorf("projections: loading the %s state: %w", names[i], err)
+		}
+		if err := r.Done(); err != nil {
+			return StateHeader{}, fmt.Errorf("projections: loading the %s state: %w", names[i], err)
+		}
+	}
+	return sf.header, nil
+}
