@@ -29,6 +29,9 @@ func TestAStartComparesTheLedgerWithTheLastStop(t *testing.T) {
 		cfg.Relay = false
 		cfg.DataDir = dir
 		cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "", "127.0.0.1:0", "", "127.0.0.1:0"
+		// The comparison is the replay's: a start from the saved folds
+		// checks them against the record instead (TestAStartTakesUpTheSavedFolds).
+		cfg.FullReplay = true
 		m := NewMain(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		if err := m.Run(context.Background()); err != nil {
 			m.Close(context.Background())
