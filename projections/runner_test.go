@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/ledger/statecodec/statetest"
 	"github.com/aglx/ledger/protocol"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -104,10 +105,6 @@ func TestReplayEqualsLive(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			cfg := newHarness(t).cfg
-			live := NewFolds(withOutbox(cfg))
-			lr := NewRunner(l, nil, live.All()...)
-			defer replayUntilReady(ctx, t, lr)()
-
 			r := rand.New(rand.NewPCG(seed, seed))
 			var envs []*events.Envelope
 			signed := fuzzEvents(signedSeed(t))
@@ -127,6 +124,18 @@ func TestReplayEqualsLive(t *testing.T) {
 				e.Seq = 0 // the log assigns it
 			}
 			n := uint64(len(envs))
+			liveCfg := withOutbox(cfg)
+			live := NewFolds(liveCfg)
+			lr := NewRunner(l, nil, live.All()...)
+			// The live folds' state is saved where a stop would have saved
+			// it, at a point the seed chooses, for a start to take up.
+			cut := 1 + r.Uint64N(n)
+			var saved []byte
+			var saveErr error
+			lr.AtSeq(cut, func(ev *Event) {
+				saved, saveErr = EncodeState(StateHeader{Seq: ev.Seq, EventID: ev.ID}, live, liveCfg.Outbox)
+			})
+			defer replayUntilReady(ctx, t, lr)()
 			for i := 0; i < len(envs); i += 7 { // in bursts, so the live runner sees the log grow
 				appendAll(t, l, envs[i:min(i+7, len(envs))])
 			}
@@ -152,6 +161,33 @@ func TestReplayEqualsLive(t *testing.T) {
 				if string(a[i]) != string(b[i]) {
 					t.Fatalf("the replayed %s differs from the live one:\nlive   %s\nreplay %s", p.Name(), a[i], b[i])
 				}
+			}
+			// A start from the saved state, through the stream as well:
+			// the runner takes up the log after the saved event, and ends
+			// where the others did.
+			if saveErr != nil || saved == nil {
+				t.Fatalf("saving the live folds at %d: %v", cut, saveErr)
+			}
+			resumedCfg := withOutbox(cfg)
+			resumed := NewFolds(resumedCfg)
+			if h, err := LoadState(saved, resumed, resumedCfg.Outbox); err != nil || h.Seq != cut {
+				t.Fatalf("loading the state saved at %d: %+v %v", cut, h, err)
+			}
+			sr := NewRunner(ro, nil, resumed.All()...)
+			sr.Resume(cut)
+			defer replayUntilReady(ctx, t, sr)()
+			if sr.Applied() != n || resumed.Stats.Events != n {
+				t.Fatalf("the start from the state at %d applied to seq %d, %d events; want %d", cut, sr.Applied(), resumed.Stats.Events, n)
+			}
+			for i, got := range foldSnapshots(t, sr, resumed) {
+				if string(a[i]) != string(got) {
+					t.Fatalf("the %s taken up at %d differs from the live one:\nlive    %s\nresumed %s", live.All()[i].Name(), cut, a[i], got)
+				}
+			}
+			var d string
+			lr.View(func(uint64) { sr.View(func(uint64) { d = statetest.Diff(live, resumed, stateDiffSkip...) }) })
+			if d != "" {
+				t.Fatalf("the folds taken up at %d differ from the live ones (-live +resumed):\n%s", cut, d)
 			}
 			var postings int
 			lr.View(func(uint64) { postings = live.Credits.L.Freeze().Postings() })
