@@ -129,7 +129,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		r, vt, replay := sr.load, sr.verify, sr.replay
-		fmt.Fprintf(stdout, "cold replay: %d events in %s\n", replay.events, replay.elapsed)
+		fmt.Fprintf(stdout, "cold replay: %d events in %s; their saved state %d bytes, saved in %s, loaded in %s\n", replay.events, replay.elapsed,
+			replay.stateBytes, replay.saved.Round(time.Millisecond), replay.loaded.Round(time.Millisecond))
 		fmt.Fprintf(stdout, "signature checks during the load: %s\n", sr.batching())
 		ratio := func(per time.Duration) float64 { return r.PerSec / (float64(runtime.NumCPU()) / per.Seconds()) }
 		fmt.Fprintf(stdout, "signed ingest %.0f/s (%d refused), verify %s, ceiling %.0f/s, ratio %.2f (crypto/ed25519: %s, ratio %.2f; batches of %d: %s, ratio %.2f), p50 %s p99 %s, CPU %s per frame\n",
@@ -217,6 +218,11 @@ type benchReport struct {
 	SignedBatching string        `json:"signed_batching"`
 	ReplayEvents   uint64        `json:"replay_events"`
 	ReplayNS       time.Duration `json:"replay_ns"`
+	// The saved state of the replayed folds: its size, and how long a
+	// clean stop takes to save it and a start to load it.
+	StateBytes  int           `json:"state_bytes"`
+	StateSaveNS time.Duration `json:"state_save_ns"`
+	StateLoadNS time.Duration `json:"state_load_ns"`
 }
 
 // Indexes of benchReport.Rows.
@@ -268,7 +274,8 @@ func benchFull(ctx context.Context, dir string, frame func(int) []byte, n, conns
 	signedRow.Ratio = signed.PerSec / sr.verify.ceiling
 	return benchReport{Rows: rows, Signed: signedRow, VerifyNS: sr.verify.single, VerifyCeiling: sr.verify.ceiling,
 		StdlibVerifyNS: sr.verify.stdlib, BatchVerifyNS: sr.verify.batch, SignedBatching: sr.batching(),
-		ReplayEvents: sr.replay.events, ReplayNS: sr.replay.elapsed}, nil
+		ReplayEvents: sr.replay.events, ReplayNS: sr.replay.elapsed,
+		StateBytes: sr.replay.stateBytes, StateSaveNS: sr.replay.saved, StateLoadNS: sr.replay.loaded}, nil
 }
 
 // benchRawRows measures raw JetStream, the ceiling and the floor, with
@@ -342,6 +349,8 @@ func (rep benchReport) print(stdout io.Writer, frameBytes, n int) {
 	if rep.ReplayEvents > 0 {
 		fmt.Fprintf(stdout, "\ncold replay of that log (all the node's folds, every signature checked again, in parallel): %d events in %s, %.0f events/s\n",
 			rep.ReplayEvents, rep.ReplayNS.Round(time.Millisecond), float64(rep.ReplayEvents)/rep.ReplayNS.Seconds())
+		fmt.Fprintf(stdout, "the replayed folds' saved state (what a clean stop writes, and the next start loads instead of replaying): %d bytes, saved in %s, loaded in %s\n",
+			rep.StateBytes, rep.StateSaveNS.Round(time.Millisecond), rep.StateLoadNS.Round(time.Millisecond))
 	}
 }
 

@@ -201,14 +201,20 @@ func benchSigned(ctx context.Context, dir string, n, conns int) (signedResult, e
 	after := protocol.Ed25519Counters()
 	sr.checks = protocol.Ed25519Stats{Lone: after.Lone - before.Lone, Batches: after.Batches - before.Batches,
 		Batched: after.Batched - before.Batched, FailedBatches: after.FailedBatches - before.FailedBatches}
-	sr.replay.events, sr.replay.elapsed, err = benchReplay(ctx, node)
+	sr.replay, err = benchReplay(ctx, node)
 	return sr, err
 }
 
-// replayResult is how long a cold rebuild of the folds took.
+// replayResult is how long a cold rebuild of the folds took, and what the
+// start from a saved state costs instead: saving the rebuilt folds (as a
+// clean stop does) and loading them into fresh ones (as the next start
+// does).
 type replayResult struct {
-	events  uint64
-	elapsed time.Duration
+	events     uint64
+	elapsed    time.Duration
+	stateBytes int
+	saved      time.Duration
+	loaded     time.Duration
 }
 
 // signedResult is the signed run: the load, the check times verifyCeiling
@@ -233,18 +239,19 @@ func (sr signedResult) batching() string {
 // benchReplay rebuilds the node's folds (projections.NewFolds) from the whole log, as
 // a restarted node does: through a consumer, with no verdicts cached, so
 // every signature is checked again, by the prefetcher on every core.
-func benchReplay(ctx context.Context, node *benchNode) (uint64, time.Duration, error) {
+func benchReplay(ctx context.Context, node *benchNode) (replayResult, error) {
+	var res replayResult
 	l, err := events.Attach(ctx, node.nc, events.StreamNameDefault)
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
-	last, err := l.LastSeq(ctx)
-	if err != nil {
-		return 0, 0, err
+	if res.events, err = l.LastSeq(ctx); err != nil {
+		return res, err
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cache := projections.NewVerdictCache()
-	folds := projections.NewFolds(projections.RegistryConfig{NodeURI: node.name, NodeKey: node.key, Verdicts: cache})
+	cfg := projections.RegistryConfig{NodeURI: node.name, NodeKey: node.key, Verdicts: cache, Outbox: projections.NewOutbox()}
+	folds := projections.NewFolds(cfg)
 	registry := folds.Registry
 	r := projections.NewRunner(l, quiet, folds.All()...)
 	r.Prefetcher = &projections.IngestVerifier{Registry: registry, Cache: cache}
@@ -255,7 +262,24 @@ func benchReplay(ctx context.Context, node *benchNode) (uint64, time.Duration, e
 	select {
 	case <-r.Ready():
 	case <-ctx.Done():
-		return 0, 0, ctx.Err()
+		return res, ctx.Err()
 	}
-	return last, time.Since(start), nil
+	res.elapsed = time.Since(start)
+
+	var b []byte
+	start = time.Now()
+	r.View(func(applied uint64) {
+		b, err = projections.EncodeState(projections.StateHeader{Seq: applied}, folds, cfg.Outbox)
+	})
+	if err != nil {
+		return res, err
+	}
+	res.saved, res.stateBytes = time.Since(start), len(b)
+	cfg.Outbox = projections.NewOutbox()
+	start = time.Now()
+	if _, err := projections.LoadState(b, projections.NewFolds(cfg), cfg.Outbox); err != nil {
+		return res, err
+	}
+	res.loaded = time.Since(start)
+	return res, nil
 }
