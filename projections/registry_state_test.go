@@ -3,13 +3,19 @@ package projections
 import (
 	"bytes"
 	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/rsa"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/ledger/statecodec"
 	"github.com/aglx/ledger/ledger/statecodec/statetest"
 	"github.com/aglx/ledger/protocol"
@@ -28,19 +34,44 @@ var registryStateSkip = []string{"Registry.last", "Registry.answered"}
 // with a key they hold (signedSeed's testPeer key is its own).
 const statePeer = "registry://peer2.local"
 
-// stateScript builds a registry test's events one after another: the
-// harness numbers them, and at is the receive time of the next.
+// stateScript builds a registry test's events one after another, as the
+// bridge logs them: seq numbers them, and at is the receive time of the
+// next. It takes a testing.TB, so that a fuzz test's seeds are made with
+// it too.
 type stateScript struct {
-	t    *testing.T
-	h    *harness
+	tb   testing.TB
+	cfg  RegistryConfig
+	seq  uint64
 	at   time.Time
 	evs  []*Event
 	keys map[string]crypto.Signer // bound by bind, by URI
+	// agents is how many agents richRegistryScript registered.
+	agents int
+}
+
+// event turns a frame into the event the runner would give the folds, as
+// harness.event does.
+func (s *stateScript) event(f *protocol.Frame) *Event {
+	s.tb.Helper()
+	msg, err := protocol.Parse(f)
+	if err != nil {
+		s.tb.Fatalf("Parse(%s) = %v", f.Type(), err)
+	}
+	s.seq++
+	id := fmt.Sprintf("01JSTATE%018d", s.seq)
+	transport := events.TransportTLS
+	if f.Transport == protocol.TransportUDP {
+		transport = events.TransportUDP
+	}
+	env := &events.Envelope{ID: id, MsgID: id, Seq: s.seq, Type: msg.Info.Name, From: msg.From.String(), To: msg.To.String(),
+		Transport: transport, Declared: f.Transport, Peer: "127.0.0.1:40001", ReceivedAt: s.at,
+		Headers: append([]protocol.Header(nil), f.Headers...), Body: append([]byte(nil), f.Body...)}
+	return &Event{Envelope: env, Msg: msg}
 }
 
 func (s *stateScript) add(f *protocol.Frame) *Event {
-	s.t.Helper()
-	e := s.h.event(f, s.at)
+	s.tb.Helper()
+	e := s.event(f)
 	s.evs = append(s.evs, e)
 	return e
 }
@@ -51,13 +82,50 @@ func (s *stateScript) wait(d time.Duration) { s.at = s.at.Add(d) }
 // message sent again.
 func (s *stateScript) resend(e *Event) *Event {
 	env := *e.Envelope
-	s.h.seq++
-	env.Seq, env.ReceivedAt = s.h.seq, s.at
+	s.seq++
+	env.Seq, env.ReceivedAt = s.seq, s.at
 	env.ID = fmt.Sprintf("01JRESEND%017d", env.Seq)
 	env.MsgID = env.ID
 	again := &Event{Envelope: &env, Msg: e.Msg}
 	s.evs = append(s.evs, again)
 	return again
+}
+
+// newKey is a fresh Ed25519 key; newRSAKey a fresh RSA one.
+func (s *stateScript) newKey() crypto.Signer {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	return k
+}
+
+func (s *stateScript) newRSAKey() crypto.Signer {
+	k, err := rsa.GenerateKey(rand.Reader, protocol.RSAKeyBitsMin)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	return k
+}
+
+func (s *stateScript) sign(k crypto.Signer, f *protocol.Frame) *protocol.Frame {
+	s.tb.Helper()
+	if err := protocol.SignFrame(k, f); err != nil {
+		s.tb.Fatal(err)
+	}
+	return f
+}
+
+func (s *stateScript) hmac(secret []byte, f *protocol.Frame) *protocol.Frame {
+	s.tb.Helper()
+	sig, err := protocol.SignHMAC(secret, f.From(), f.To(), f.Type(), "", f.Body)
+	if err == nil {
+		f.Body, err = protocol.SetSignature(f.Body, sig)
+	}
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	return f
 }
 
 // body is a JSON object of members, stamped at the script's time.
@@ -70,15 +138,15 @@ func (s *stateScript) body(members string) string {
 
 // signedBy is a frame from `from` to the node signed with from's bound key.
 func (s *stateScript) signedBy(from, typ, members string) *protocol.Frame {
-	s.t.Helper()
-	return signed(s.t, s.keys[from], frame(from, testNode, typ, s.body(members)))
+	s.tb.Helper()
+	return s.sign(s.keys[from], frame(from, testNode, typ, s.body(members)))
 }
 
 func (s *stateScript) bind(uri string, k crypto.Signer) *Event {
-	s.t.Helper()
+	s.tb.Helper()
 	s.keys[uri] = k
-	return s.add(signed(s.t, k, frame(uri, testNode, protocol.TypeAuthRequest,
-		s.body(fmt.Sprintf(`"agent_id":"x","public_key":%q`, pubText(s.t, k))))))
+	return s.add(s.sign(k, frame(uri, testNode, protocol.TypeAuthRequest,
+		s.body(fmt.Sprintf(`"agent_id":"x","public_key":%q`, pubTextOf(k))))))
 }
 
 func (s *stateScript) register(uri, status string, ttl int) *Event {
@@ -87,8 +155,8 @@ func (s *stateScript) register(uri, status string, ttl int) *Event {
 }
 
 func (s *stateScript) join(uri, zone string, secret []byte) *Event {
-	s.t.Helper()
-	return s.add(hmacSigned(s.t, secret, frame(uri, testNode, protocol.TypeZoneJoin,
+	s.tb.Helper()
+	return s.add(s.hmac(secret, frame(uri, testNode, protocol.TypeZoneJoin,
 		s.body(fmt.Sprintf(`"zone_id":%q,"agent_id":"x","capabilities":["c"]`, zone)))))
 }
 
@@ -109,7 +177,7 @@ func (s *stateScript) announce(from string) *Event {
 // newStateScript starts a script with signedSeed's frames (key bindings,
 // a zone join, mints, signed transfers, a rotation, a peer's sync) and
 // every reference frame, as fuzzEvents reads them.
-func newStateScript(t *testing.T) *stateScript {
+func newStateScript(t testing.TB) *stateScript {
 	t.Helper()
 	data := signedSeed(t)
 	files, err := filepath.Glob("../testdata/reference/*.aglx")
@@ -123,16 +191,22 @@ func newStateScript(t *testing.T) *stateScript {
 		}
 		data = append(data, b...)
 	}
-	h := newHarness(t, func(c *RegistryConfig) { c.SyncFrom = []string{testPeer, statePeer} })
-	s := &stateScript{t: t, h: h, evs: fuzzEvents(data), keys: map[string]crypto.Signer{}}
-	h.seq = uint64(len(s.evs))
+	s := &stateScript{tb: t, evs: fuzzEvents(data), keys: map[string]crypto.Signer{},
+		cfg: RegistryConfig{NodeURI: testNode, NodeKey: nodeKey, Zones: testZonesDefault, TokenKey: testTokenKey,
+			SyncFrom: []string{testPeer, statePeer}}}
+	s.seq = uint64(len(s.evs))
 	s.at = s.evs[len(s.evs)-1].ReceivedAt.Add(time.Minute)
 	return s
 }
 
+// richAgents is how many agents TestRegistryStateRoundTrip's script
+// registers: more than one chunk of the paged set holds (sortedChunkMax),
+// and enough that their updates compact the change log.
+const richAgents = 600
+
 // richRegistryScript is newStateScript followed by what fills every part
 // of the registry's state past its bounds, with the memories as small as
-// shrinkMemories makes them: hundreds of agents (more than one chunk of
+// shrinkMemories makes them: agents (richAgents: more than one chunk of
 // the paged set), re-registrations enough to compact the change log, a
 // status history past its bound, keys of both kinds with signed messages
 // at one timestamp, answered auth.requests pushed out of their memory,
@@ -140,10 +214,11 @@ func newStateScript(t *testing.T) *stateScript {
 // came and went, zones' memories of joins, mentors, an
 // unnamed peer's syncs, a named peer's merged entries, and the node's own
 // key rotation.
-func richRegistryScript(t *testing.T) *stateScript {
+func richRegistryScript(t testing.TB, agents int) *stateScript {
 	t.Helper()
 	s := newStateScript(t)
-	for i := range 600 {
+	s.agents = agents
+	for i := range agents {
 		ttl := 86400
 		if i%50 == 0 {
 			ttl = 60 // expires before its next update
@@ -152,7 +227,7 @@ func richRegistryScript(t *testing.T) *stateScript {
 	}
 	s.wait(2 * time.Minute)
 	for round, status := range []string{"BUSY", "IDLE", "READY"} {
-		for i := range 600 {
+		for i := range agents {
 			s.register(fmt.Sprintf("agent://s%03d.local", i), fmt.Sprintf("%s-%d", status, round%2), 86400)
 		}
 	}
@@ -163,7 +238,7 @@ func richRegistryScript(t *testing.T) *stateScript {
 	// time (below) and more than it holds pushed out; one RSA key; two
 	// signed updates at one stamp; a rotation.
 	for i := range 5 {
-		s.bind(fmt.Sprintf("agent://k%02d.local", i), newEd25519(t))
+		s.bind(fmt.Sprintf("agent://k%02d.local", i), s.newKey())
 	}
 	// Hints past their bound, then re-put past the order's compaction.
 	for i := range 12 {
@@ -192,13 +267,13 @@ func richRegistryScript(t *testing.T) *stateScript {
 	}
 	s.join("agent://s030.local", "research-hub", testZoneSecretA)
 	for i := 5; i < 12; i++ {
-		s.bind(fmt.Sprintf("agent://k%02d.local", i), newEd25519(t))
+		s.bind(fmt.Sprintf("agent://k%02d.local", i), s.newKey())
 	}
-	s.bind("agent://rsa.local", newRSA(t))
+	s.bind("agent://rsa.local", s.newRSAKey())
 	s.add(s.signedBy("agent://k11.local", protocol.TypeRegistryUpdate, `"agent_name":"K11","ttl":7200`))
 	s.add(s.signedBy("agent://k11.local", protocol.TypeRegistryUpdate, `"agent_name":"K11 again","ttl":7200`))
 	s.add(s.signedBy("agent://k10.local", protocol.TypeKeyRotate,
-		fmt.Sprintf(`"old_key_id":"k10-1","new_key_id":"k10-2","public_key":%q`, pubText(t, newEd25519(t)))))
+		fmt.Sprintf(`"old_key_id":"k10-1","new_key_id":"k10-2","public_key":%q`, pubTextOf(s.newKey()))))
 	// Mentors.
 	for i := range 3 {
 		s.add(frame(fmt.Sprintf("agent://m%d.local", i), testNode, protocol.TypeMentorRegister,
@@ -211,7 +286,7 @@ func richRegistryScript(t *testing.T) *stateScript {
 	// agents registers itself.
 	s.add(frame("registry://stranger.local", testNode, protocol.TypeRegistrySync, `{"entries":[]}`))
 	s.add(frame("registry://stranger.local", testNode, protocol.TypeRegistrySync, `{"entries":[]}`))
-	s.bind(statePeer, newEd25519(t))
+	s.bind(statePeer, s.newKey())
 	s.add(s.signedBy(statePeer, protocol.TypeRegistrySync, `"entries":[`+
 		`{"agent_id":"p1","agent_uri":"agent://p1.local","status":"READY","ttl":3600},`+
 		`{"agent_id":"p2","agent_uri":"agent://p2.local","status":"GONE","ttl":0},`+
@@ -220,18 +295,20 @@ func richRegistryScript(t *testing.T) *stateScript {
 	s.add(frame("agent://s005.local", testNode, protocol.TypeRegistryFetch,
 		fmt.Sprintf(`{"mode":"update","since":%q}`, ts(s.at.Add(-time.Hour)))))
 	// The node rotates its key, and mints with the new one.
-	next := newEd25519(t)
-	s.add(nodeRotation(t, nodeKey, next, s.at))
+	next := s.newKey()
+	s.add(s.sign(nodeKey, frame(testNode, testNode, protocol.TypeKeyRotate, s.body(fmt.Sprintf(
+		`"old_key_id":%q,"new_key_id":%q,"public_key":%q,"rotation_reason":"test"`,
+		protocol.KeyID(nodeKey.Public()), protocol.KeyID(next.Public()), pubTextOf(next))))))
 	s.wait(time.Second)
-	s.add(nodeMint(t, next, "agent://s003.local", "5", "state-mint-1", s.at))
+	s.add(s.sign(next, frame(testNode, "agent://s003.local", protocol.TypeCreditTransfer,
+		s.body(`"amount":"5","currency":"AGLX","transaction_id":"state-mint-1"`))))
 	return s
 }
 
 // laterEvents are what the tests fold after a restore: resends the
 // memories answer, and more of everything.
 func (s *stateScript) laterEvents() []*Event {
-	t := s.t
-	t.Helper()
+	s.tb.Helper()
 	first := len(s.evs)
 	var bind, update, join *Event
 	for _, e := range s.evs {
@@ -264,10 +341,10 @@ func (s *stateScript) laterEvents() []*Event {
 	s.add(frame("agent://s005.local", testNode, protocol.TypeRegistryFetch,
 		fmt.Sprintf(`{"mode":"update","since":%q}`, ts(s.at.Add(-time.Hour)))))
 	s.wait(20 * time.Minute)
-	s.bind("agent://later-k.local", newEd25519(t))
+	s.bind("agent://later-k.local", s.newKey())
 	s.add(s.signedBy("agent://k03.local", protocol.TypeKeyRotate,
-		fmt.Sprintf(`"old_key_id":"k03-1","new_key_id":"k03-2","public_key":%q`, pubText(t, newEd25519(t)))))
-	for i := range 600 {
+		fmt.Sprintf(`"old_key_id":"k03-1","new_key_id":"k03-2","public_key":%q`, pubTextOf(s.newKey()))))
+	for i := range s.agents {
 		if i%7 == 0 {
 			s.register(fmt.Sprintf("agent://s%03d.local", i), "LATER", 86400)
 		}
@@ -360,8 +437,8 @@ func sharedSignatures(r *Registry, o *Outbox) int {
 // among them) to the same state, snapshot and replies, signatures made
 // after the restore included.
 func TestRegistryStateRoundTrip(t *testing.T) {
-	s := richRegistryScript(t)
-	cfg := s.h.cfg
+	s := richRegistryScript(t, richAgents)
+	cfg := s.cfg
 	before := s.evs[:len(s.evs):len(s.evs)]
 	type saved struct {
 		folds    *Folds
@@ -496,7 +573,7 @@ func checkRich(t *testing.T, r *Registry, o *Outbox) {
 		ok   bool
 	}{
 		{"agents in more than one chunk", len(r.sorted.chunks) > 1},
-		{"a compacted change log", len(r.changes.entries) < 4*600},
+		{"a compacted change log", len(r.changes.entries) < 4*richAgents},
 		{"a status history at its bound", len(r.agents["agent://s001.local"].History) == StatusHistoryMax},
 		{"agents known from a peer", r.synced >= 3},
 		{"the node's rotated key", len(r.nodeKeys.keys) == 2},
@@ -520,3 +597,296 @@ func checkRich(t *testing.T, r *Registry, o *Outbox) {
 	}
 }
 
+// restoreFolds saves a's registry and out, and loads them into fresh
+// folds under cfg with an outbox of their own, failing the test on an
+// error; both are compared with the saved ones (compareLarge).
+func restoreFolds(t *testing.T, cfg RegistryConfig, a *Registry, out *Outbox, shrink bool) (*Registry, *Outbox) {
+	t.Helper()
+	o := NewOutbox()
+	cfg.Outbox = o
+	b := NewFolds(cfg).Registry
+	if shrink {
+		shrinkMemories(b)
+	}
+	if err := loadRegistry(b, saveRegistry(t, a)); err != nil {
+		t.Fatalf("Registry.LoadState: %v", err)
+	}
+	if err := loadOutbox(o, b, saveOutbox(t, out)); err != nil {
+		t.Fatalf("Outbox.LoadState: %v", err)
+	}
+	compareLarge(t, "after the restore", a, b)
+	return b, o
+}
+
+// compareLarge is compareRegistries for a registry whose zones remember
+// tens of thousands of joins, and whose outbox holds as many replies:
+// statetest.Diff takes some ten seconds over those, so they are compared
+// with reflect.DeepEqual, which compares unexported fields too and tells
+// nil from empty, and the replies' signatures (whose func it cannot
+// compare) by what they sign.
+func compareLarge(t *testing.T, when string, want, got *Registry) {
+	t.Helper()
+	if !reflect.DeepEqual(want.joins, got.joins) {
+		t.Fatalf("%s, the zones' memories of joins differ", when)
+	}
+	wo, ro := want.cfg.Outbox, got.cfg.Outbox
+	if !reflect.DeepEqual(wo.order, ro.order) || wo.bytes != ro.bytes || wo.evicted != ro.evicted ||
+		!reflect.DeepEqual(wo.refusals, ro.refusals) || wo.refusalsEvicted != ro.refusalsEvicted || len(wo.bySeq) != len(ro.bySeq) {
+		t.Fatalf("%s, the outboxes differ", when)
+	}
+	for seq, w := range wo.bySeq {
+		g := ro.bySeq[seq]
+		same := (w.sign == nil) == (g.sign == nil)
+		if same && w.sign != nil {
+			same = w.sign.to == g.sign.to && bytes.Equal(w.sign.body, g.sign.body)
+		}
+		w.sign, g.sign = nil, nil
+		if !same || !reflect.DeepEqual(w, g) {
+			t.Fatalf("%s, the outboxes' replies to seq %d differ", when, seq)
+		}
+	}
+	if d := statetest.Diff(want, got, append(registryStateSkip, "Registry.joins", "RegistryConfig.Outbox")...); d != "" {
+		t.Fatalf("%s, the registries differ (-saved +restored):\n%s", when, d)
+	}
+	sw, err := want.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg, err := got.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sw, sg) {
+		t.Fatalf("%s, the snapshots differ", when)
+	}
+}
+
+// TestRegistryStateZoneJoinsFull: a zone whose memory of answered joins
+// is full refuses joins (429) and remembers the latest such join's stamp
+// (joinsFull); restored there, the registry refuses a copy of the refused
+// join as the saved one does, and once the memory has drained, with the
+// zone's entry gone from joinsFull (an empty map, not none), it is
+// restored the same again.
+func TestRegistryStateZoneJoinsFull(t *testing.T) {
+	s := newStateScript(t)
+	s.register("agent://victim.local", "READY", 86400)
+	s.wait(time.Minute)
+	for i := range ZoneJoinsMax {
+		s.join(fmt.Sprintf("agent://m%d.local", i), "research-hub", testZoneSecretA)
+	}
+	s.wait(6 * time.Minute)
+	refused := s.join("agent://victim.local", "research-hub", testZoneSecretA)
+	// The registry alone folds the flood: the other folds have no part
+	// in it, and would only make the test slower.
+	a, oa := newStateFolds(s.cfg)
+	for _, e := range s.evs {
+		a.Registry.Apply(e)
+	}
+	if rep, _, _ := oa.Take(refused.Seq); rep.Status != protocol.StatusTooManyRequests || len(a.Registry.joinsFull) != 1 {
+		t.Fatalf("the join past the zone's memory: %d %s, joinsFull %v; want 429 and the zone", rep.Status, rep.Body, a.Registry.joinsFull)
+	}
+	b, ob := restoreFolds(t, s.cfg, a.Registry, oa, true)
+	b.cfg.Reputation = a.Registry.cfg.Reputation
+
+	s.wait(4*time.Minute + time.Second) // the flood's joins have gone from the memory, and the copy is within its window
+	copied := s.resend(refused)
+	s.wait(7 * time.Minute) // the refused join is older than two windows: the zone's entry in joinsFull goes
+	fresh := s.join("agent://victim.local", "research-hub", testZoneSecretA)
+	want := []protocol.Status{protocol.StatusConflict, protocol.StatusOK}
+	for i, e := range []*Event{copied, fresh} {
+		a.Registry.Apply(e)
+		b.Apply(e)
+		ra, _, _ := oa.Take(e.Seq)
+		rb, _, _ := ob.Take(e.Seq)
+		if ra.Status != want[i] || ra.Status != rb.Status || !bytes.Equal(ra.Body, rb.Body) {
+			t.Fatalf("seq %d: the saved registry answers %d %s, the restored one %d %s; want %d", e.Seq, ra.Status, ra.Body, rb.Status, rb.Body, want[i])
+		}
+	}
+	if a.Registry.joinsFull == nil || len(a.Registry.joinsFull) != 0 {
+		t.Fatalf("joinsFull after the memory drained: %#v; want an empty map", a.Registry.joinsFull)
+	}
+	compareLarge(t, "after further joins", a.Registry, b)
+	restoreFolds(t, s.cfg, a.Registry, oa, true)
+}
+
+// TestRegistryStateRefused: LoadState refuses what the registry's code
+// could not work on, or a state saved under another configuration, with
+// an error and without a panic: each case takes a real state and breaks
+// one thing in it, or loads it where it does not belong.
+func TestRegistryStateRefused(t *testing.T) {
+	s := newStateScript(t)
+	s.register("agent://s000.local", "READY", 3600)
+	s.bind("agent://k00.local", s.newKey())
+	s.exchange("agent://s000.local", "agent://h00.local")
+	base := func() (*Folds, *Outbox) {
+		a, o := newStateFolds(s.cfg)
+		for _, e := range s.evs {
+			for _, p := range a.All() {
+				p.Apply(e)
+			}
+		}
+		return a, o
+	}
+	otherKey := ed25519.NewKeyFromSeed([]byte("another node key, for this test!"))
+	tests := []struct {
+		name    string
+		breakIt func(r *Registry)
+		cfg     func(c *RegistryConfig)
+		want    string
+	}{
+		{name: "another node key", cfg: func(c *RegistryConfig) { c.NodeKey = otherKey }, want: "another configuration"},
+		{name: "another zone", cfg: func(c *RegistryConfig) {
+			c.Zones = append([]Zone{{ID: "a-zone", Secret: testZoneSecretB, MinReputation: 0.1}}, c.Zones...)
+		}, want: "another configuration"},
+		{name: "no zones", cfg: func(c *RegistryConfig) { c.Zones = nil }, want: "another configuration"},
+		{name: "a change of no agent", breakIt: func(r *Registry) {
+			r.changes.entries = append(r.changes.entries, changeEntry{at: r.now, seq: 99, uri: "agent://nobody.local"})
+		}, want: "has no entry"},
+		{name: "a change log that goes back", breakIt: func(r *Registry) {
+			r.changes.entries = append(r.changes.entries, changeEntry{at: r.now, seq: 1, uri: "agent://s000.local"})
+		}, want: "goes back"},
+		{name: "a synced count out of step", breakIt: func(r *Registry) { r.synced++ }, want: "counted as synced"},
+		{name: "an agent URI that does not parse", breakIt: func(r *Registry) {
+			r.agents["not a uri"] = &agentEntry{Source: SourceSelf}
+			r.sorted.insert("not a uri")
+		}, want: "canonical"},
+		{name: "a key that is not its fingerprint", breakIt: func(r *Registry) {
+			r.keys["agent://k00.local"].keys[0].KeyID = "sha256:00000000000000000000000000000000"
+		}, want: "saved as"},
+		{name: "a key that does not parse", breakIt: func(r *Registry) { r.keys["agent://k00.local"].keys[0].PublicKey = "AAAA" }},
+		{name: "an empty key ring", breakIt: func(r *Registry) { r.keys["agent://k00.local"].keys = nil }, want: "key ring of 0"},
+		{name: "a memory put out of order", breakIt: func(r *Registry) {
+			r.hints.order = append(r.hints.order, recentKey{key: "agent://x.local", tick: 1})
+		}, want: "out of order"},
+		{name: "a memory past its bound", breakIt: func(r *Registry) {
+			for i := range 9 {
+				r.seen.tick++
+				k := fmt.Sprintf("k%d", i)
+				r.seen.m[k] = recentItem[seenOutcome]{tick: r.seen.tick}
+				r.seen.order = append(r.seen.order, recentKey{k, r.seen.tick})
+			}
+		}, want: "more than its bound"},
+		{name: "joins of an unconfigured zone", breakIt: func(r *Registry) {
+			r.joins["nowhere"] = newRecentMap[seenOutcome](1)
+		}, want: "not configured"},
+		{name: "a mentor rated NaN", breakIt: func(r *Registry) {
+			nan := math.NaN()
+			r.mentors["agent://m.local"] = &mentor{Rating: &nan}
+			r.mentorsListed.insert("agent://m.local")
+		}, want: "a figure of NaN"},
+		{name: "a reply to sign in a fold with no node key", cfg: func(c *RegistryConfig) {
+			c.NodePublicKey, c.NodeKey = nodeKey.Public(), nil
+		}, want: "no key to sign"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, _ := base()
+			if tc.breakIt != nil {
+				tc.breakIt(a.Registry)
+			}
+			b := saveRegistry(t, a.Registry)
+			cfg := s.cfg
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			fresh := NewFolds(cfg).Registry
+			shrinkMemories(fresh)
+			err := loadRegistry(fresh, b)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("LoadState = %v; want an error with %q", err, tc.want)
+			}
+		})
+	}
+
+	a, _ := base()
+	good := saveRegistry(t, a.Registry)
+	t.Run("every cut of a state", func(t *testing.T) {
+		for n := 0; n < len(good); n += 1 + n/50 {
+			fresh, _ := newStateFolds(s.cfg)
+			if err := loadRegistry(fresh.Registry, good[:n]); err == nil {
+				t.Fatalf("a state cut to %d of its %d bytes loaded", n, len(good))
+			}
+		}
+	})
+	t.Run("a byte more", func(t *testing.T) {
+		fresh, _ := newStateFolds(s.cfg)
+		if err := loadRegistry(fresh.Registry, append(good[:len(good):len(good)], 0)); err == nil {
+			t.Fatal("a state with a byte more loaded")
+		}
+	})
+	t.Run("into a registry that has folded", func(t *testing.T) {
+		if err := a.Registry.LoadState(statecodec.NewReader(good)); err == nil {
+			t.Fatal("a state loaded into a registry that has folded events")
+		}
+	})
+}
+
+// FuzzLoadStateRegistry: arbitrary bytes into LoadState never panic, and
+// a registry that loads takes its snapshot, answers its queries and folds
+// further events (resends its memories answer among them) without
+// panicking either: a damaged or crafted state is refused at the start,
+// or it is one the registry's code can work on. The seeds are real saved
+// states: the rich one of TestRegistryStateRoundTrip (its memories
+// shrunk, which loads into full-size ones too), one folded with the
+// node's own memories, and an empty registry's.
+func FuzzLoadStateRegistry(f *testing.F) {
+	s := richRegistryScript(f, 40) // a small seed fuzzes faster
+	cfg := s.cfg
+	a, _ := newStateFolds(cfg)
+	for _, e := range s.evs {
+		for _, p := range a.All() {
+			p.Apply(e)
+		}
+	}
+	plain := newStateScript(f)
+	c := cfg
+	c.Outbox = NewOutbox()
+	folds := NewFolds(c)
+	for _, e := range plain.evs {
+		for _, p := range folds.All() {
+			p.Apply(e)
+		}
+	}
+	for _, r := range []*Registry{a.Registry, folds.Registry, NewRegistry(cfg)} {
+		seed := saveRegistry(f, r)
+		if err := loadRegistry(NewFolds(cfg).Registry, seed); err != nil {
+			f.Fatalf("a seed does not load: %v", err)
+		}
+		f.Add(seed)
+	}
+	later := s.laterEvents()
+	uris := []string{testNode, "agent://fz-alice.local", "agent://s001.local", "agent://k11.local", "agent://h00.local", "agent://u00.local", "agent://m2.local"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o := NewOutbox()
+		c := cfg
+		c.Outbox = o
+		r := NewFolds(c).Registry
+		if r.LoadState(statecodec.NewReader(data)) != nil {
+			return
+		}
+		r.Snapshot() // an error is allowed (a time JSON cannot write), a panic is not
+		r.SnapshotEntries()
+		r.Agents(AgentFilter{})
+		r.Agents(AgentFilter{Zone: "research-hub", Status: "expired"})
+		r.StatusKnown("nobody's")
+		r.ChangedPage(0, 10)
+		r.Changed(0)
+		r.Mentors()
+		r.UnnamedSyncs()
+		for _, id := range r.ZoneIDs() {
+			r.Zone(id)
+		}
+		for _, uri := range uris {
+			r.Agent(uri)
+			r.CurrentKey(uri)
+			r.ValidSession("research-hub", uri, "ZT-x")
+		}
+		for _, e := range later {
+			r.Apply(e)
+			o.Take(e.Seq)
+		}
+		r.Snapshot()
+		r.ChangedPage(0, 0)
+		saveRegistry(t, r)
+	})
+}

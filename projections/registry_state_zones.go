@@ -47,7 +47,10 @@ func (r *Registry) loadZones(rd *statecodec.Reader) {
 	}
 	for i := 0; i < n && rd.Err() == nil; i++ {
 		id := rd.String()
-		if rd.Err() == nil && id != r.zoneIDs[i] {
+		if rd.Err() != nil {
+			return
+		}
+		if id != r.zoneIDs[i] {
 			rd.Failf("registry: zone %q saved where the configuration has %q: saved under another configuration", id, r.zoneIDs[i])
 			return
 		}
