@@ -53,10 +53,13 @@ func (o *Outbox) SaveState(w *statecodec.Writer) error {
 // RegistryConfig.Outbox set to o): an auth.response is signed with the
 // node's key as it is taken, not as it is decided (Reply.sign), and one
 // saved before it was taken is signed, when it is, by reg's node key and
-// URI, as it would have been. Pass the registry after its own LoadState
-// or before, it does not matter: only its configuration is used. nil is
-// for an outbox of no registry's replies; a saved reply that waits for a
-// signature is then refused.
+// URI, as it would have been. reg may be loaded before the outbox or
+// after it: whichever is loaded second makes the copies of a reply that
+// both hold share one signature again (restoredSignatures), and either
+// way the replies sign to the same bytes. nil is for an outbox of no
+// registry's replies; a saved reply that waits for a signature is then
+// refused. The ledger's replies go into the same outbox (NewFolds): it is
+// saved once, not with each fold that answers into it.
 func (o *Outbox) LoadState(rd *statecodec.Reader, reg *Registry) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -211,9 +211,8 @@ const richAgents = 600
 // status history past its bound, keys of both kinds with signed messages
 // at one timestamp, answered auth.requests pushed out of their memory,
 // hints re-put past the order's compaction, sightings, zone members who
-// came and went, zones' memories of joins, mentors, an
-// unnamed peer's syncs, a named peer's merged entries, and the node's own
-// key rotation.
+// came and went, zones' memories of joins, mentors, an unnamed peer's
+// syncs, a named peer's merged entries, and the node's own key rotation.
 func richRegistryScript(t testing.TB, agents int) *stateScript {
 	t.Helper()
 	s := newStateScript(t)
@@ -749,7 +748,7 @@ func TestRegistryStateRefused(t *testing.T) {
 		{name: "an agent URI that does not parse", breakIt: func(r *Registry) {
 			r.agents["not a uri"] = &agentEntry{Source: SourceSelf}
 			r.sorted.insert("not a uri")
-		}, want: "canonical"},
+		}, want: `the agent "not a uri"`},
 		{name: "a key that is not its fingerprint", breakIt: func(r *Registry) {
 			r.keys["agent://k00.local"].keys[0].KeyID = "sha256:00000000000000000000000000000000"
 		}, want: "saved as"},
