@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aglx/ledger/events"
 	"github.com/aglx/ledger/ledger/statecodec"
 	"github.com/aglx/ledger/ledger/statecodec/statetest"
 	"github.com/aglx/ledger/protocol"
@@ -368,6 +369,21 @@ func randomTraffic(t *testing.T, seed uint64, n int) []*Event {
 	return h.events
 }
 
+// manySenders is n events from as many senders, on two transports, that
+// do not decode: only the stats count them.
+func manySenders(n int) []*Event {
+	evs := make([]*Event, n)
+	for i := range evs {
+		transport := events.TransportTLS
+		if i%3 == 0 {
+			transport = events.TransportUDP
+		}
+		evs[i] = &Event{Envelope: &events.Envelope{ID: fmt.Sprintf("01JSTATS%018d", i+1), Seq: uint64(i + 1), Type: fmt.Sprintf("x.%d", i%5),
+			From: fmt.Sprintf("agent://s%d.local", i), Transport: transport, ReceivedAt: regT0.Add(time.Duration(i) * time.Second)}}
+	}
+	return evs
+}
+
 // TestFoldStateRoundTrip: the tracker, the reputation fold and the stats,
 // saved at many points of several logs, restore to the same folds and
 // fold on as the saved ones.
@@ -385,6 +401,10 @@ func TestFoldStateRoundTrip(t *testing.T) {
 		{name: "handshakes of every kind and end", evs: func(t *testing.T) ([]*Event, []int) {
 			evs, overdue := handshakeTraffic(t)
 			return evs, append(everyFew(len(evs), 15), overdue, overdue+1)
+		}},
+		{name: "more senders than the stats count by name", evs: func(*testing.T) ([]*Event, []int) {
+			evs := manySenders(StatsSendersMax + 50)
+			return evs, []int{StatsSendersMax - 1, StatsSendersMax + 10, len(evs)}
 		}},
 		{name: "random handshake traffic", evs: func(t *testing.T) ([]*Event, []int) {
 			evs := randomTraffic(t, 1, 300)
@@ -578,6 +598,10 @@ func stateFuzzFrames() []byte {
 	return out
 }
 
+// stateFuzzAfter is what the fuzz tests fold after a load: the reference
+// frames and stateFuzzFrames.
+func stateFuzzAfter(tb testing.TB) []byte { return append(referenceFrames(tb), stateFuzzFrames()...) }
+
 // addStateSeeds adds, as seeds of f, the saved state pick chooses of folds
 // fresh, after the signed seed and the reference frames, and after
 // stateFuzzFrames too.
@@ -599,11 +623,11 @@ func addStateSeeds(f *testing.F, pick func(*Folds) StateSaver) {
 }
 
 // fuzzLoadState loads data into the fold pick chooses of fresh folds; if it
-// loads, the folds are read and fold the reference frames and
-// stateFuzzFrames, numbered after lastSeq and received from a day after
-// clock on, so that they answer, expire and open handshakes after the
-// loaded ones. None of it may panic.
-func fuzzLoadState(t *testing.T, data []byte, pick func(*Folds) StateSaver, lastSeq func(*Folds) uint64, clock func(*Folds) time.Time) {
+// loads, the folds are read and fold the frames after (stateFuzzAfter),
+// numbered after lastSeq and received from a day after clock on, so that
+// they answer, expire and open handshakes after the loaded ones. None of
+// it may panic.
+func fuzzLoadState(t *testing.T, data, after []byte, pick func(*Folds) StateSaver, lastSeq func(*Folds) uint64, clock func(*Folds) time.Time) {
 	folds := NewFolds(stateCfg())
 	if pick(folds).LoadState(statecodec.NewReader(data)) != nil {
 		return
@@ -618,7 +642,7 @@ func fuzzLoadState(t *testing.T, data []byte, pick func(*Folds) StateSaver, last
 		folds.Handshakes.Counts()
 	}
 	read()
-	evs := fuzzEvents(append(referenceFrames(t), stateFuzzFrames()...))
+	evs := fuzzEvents(after)
 	base, at := lastSeq(folds), clock(folds).Add(24*time.Hour)
 	for i, e := range evs {
 		if base < 1<<62 {
@@ -640,8 +664,9 @@ func fuzzLoadState(t *testing.T, data []byte, pick func(*Folds) StateSaver, last
 func FuzzLoadStateHandshakes(f *testing.F) {
 	pick := func(f *Folds) StateSaver { return f.Handshakes }
 	addStateSeeds(f, pick)
+	after := stateFuzzAfter(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzLoadState(t, data, pick, func(f *Folds) uint64 { return f.Handshakes.book.lastSeq },
+		fuzzLoadState(t, data, after, pick, func(f *Folds) uint64 { return f.Handshakes.book.lastSeq },
 			func(f *Folds) time.Time { return f.Handshakes.book.now })
 	})
 }

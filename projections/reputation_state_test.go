@@ -13,8 +13,9 @@ import (
 func FuzzLoadStateReputation(f *testing.F) {
 	pick := func(f *Folds) StateSaver { return f.Reputation }
 	addStateSeeds(f, pick)
+	after := stateFuzzAfter(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzLoadState(t, data, pick, func(f *Folds) uint64 { return f.Reputation.lastSeq },
+		fuzzLoadState(t, data, after, pick, func(f *Folds) uint64 { return f.Reputation.lastSeq },
 			func(*Folds) time.Time { return regT0 })
 	})
 }

@@ -13,8 +13,9 @@ import (
 func FuzzLoadStateStats(f *testing.F) {
 	pick := func(f *Folds) StateSaver { return f.Stats }
 	addStateSeeds(f, pick)
+	after := stateFuzzAfter(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzLoadState(t, data, pick, func(f *Folds) uint64 { return f.Stats.LastSeq },
+		fuzzLoadState(t, data, after, pick, func(f *Folds) uint64 { return f.Stats.LastSeq },
 			func(f *Folds) time.Time { return f.Stats.Last })
 	})
 }
