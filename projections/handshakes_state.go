@@ -12,16 +12,18 @@ import (
 )
 
 // The tracker's saved state, for projection snapshots. The whole book is
-// saved, including what no page shows, since each part decides a later
-// outcome: the guard against an event applied twice and the log's clock;
-// every kept handshake with its unexported parts (a pending credit
-// request's exact amount, its pair, its index names); the page order with
-// the seqs let go and not yet compacted away; the ended list with the
-// seqs before its head, which letGo walks; the deadline heap in its own
-// order; the names answers find handshakes by; the signed requests and
-// answers remembered within their window, so that a copy is still
-// refused after a restart; the totals; and what the event last applied
-// ended (EndedBy).
+// saved, including what no page shows, for it decides later outcomes: the
+// guard against an event applied twice and the log's clock; every kept
+// handshake with its unexported parts (a pending credit request's exact
+// amount, its pair, its index names); the deadline heap in its own order;
+// the names answers find handshakes by; the signed requests and answers
+// remembered within their window, so that a copy is still refused after a
+// restart; the totals; and what the event last applied ended (EndedBy).
+// The page order and the ended list are saved as kept, with the seqs let
+// go that they have not yet compacted away, and the signed copies' queue
+// with its dropped head: those decide no outcome, but the restored book
+// is then the same to the last field, and compacts where the saved one
+// would.
 //
 // What follows from the handshakes themselves is rebuilt rather than read,
 // so that a file cannot make it disagree with them: the pending, unsigned
@@ -33,9 +35,9 @@ import (
 var _ StateSaver = (*Handshakes)(nil)
 
 // handshakeSavedMin is the fewest bytes a saved handshake takes: one for
-// each of its 20 values (each string's length, each number, each time's
-// length, each boolean) and one for its names' count.
-const handshakeSavedMin = 21
+// each of the 22 values writeHandshake writes (a string's length, a
+// number, a time's length, a boolean, the names' count).
+const handshakeSavedMin = 22
 
 // signedCopiesCompactAt is the head past which signedCopies.drop compacts
 // its queue (when the head is also past half of it). A saved head beyond
