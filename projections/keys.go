@@ -283,18 +283,28 @@ func (r *Registry) signedAuthResponse(e *Event, body authResponseBody) Reply {
 	if err != nil {
 		return ErrorReply(protocol.StatusUnavailable, "the node could not write its answer: "+err.Error())
 	}
-	rep := Reply{Type: protocol.TypeAuthResponse, Status: protocol.StatusOK, Body: b}
-	if key := r.cfg.NodeKey; key != nil { // nil: a fold that answers no one (RegistryConfig.NodePublicKey)
-		node, to := r.node, e.Header(protocol.HeaderFrom)
-		rep.sign = &lazySignature{fn: func(b []byte) ([]byte, error) {
-			sig, err := protocol.Sign(key, node, to, protocol.TypeAuthResponse, "", b)
-			if err != nil {
-				return nil, err
-			}
-			return protocol.SetSignature(b, sig)
-		}}
+	return Reply{Type: protocol.TypeAuthResponse, Status: protocol.StatusOK, Body: b,
+		sign: r.authResponseSignature(e.Header(protocol.HeaderFrom))}
+}
+
+// authResponseSignature is the signature of an auth.response from the
+// node to to, made when the reply is taken (lazySignature). The node's key
+// and URI are configuration, so to is all a saved state needs to record
+// for a load to make it again (registry_state_keys.go). Nil for a fold
+// that answers no one (RegistryConfig.NodePublicKey): it has no key.
+func (r *Registry) authResponseSignature(to string) *lazySignature {
+	key := r.cfg.NodeKey
+	if key == nil {
+		return nil
 	}
-	return rep
+	node := r.node
+	return &lazySignature{to: to, fn: func(b []byte) ([]byte, error) {
+		sig, err := protocol.Sign(key, node, to, protocol.TypeAuthResponse, "", b)
+		if err != nil {
+			return nil, err
+		}
+		return protocol.SetSignature(b, sig)
+	}}
 }
 
 func (r *Registry) authRejection(status protocol.Status, reason string) Reply {

@@ -72,8 +72,16 @@ type Reply struct {
 // Only a signature is kept, not a failure to make one: the failure is
 // answered 503, which asks for the message again, and kept it would have
 // answered every resend with the same 503 (helper-90).
+//
+// A saved state cannot hold fn: it holds to, the addressee the body is
+// signed for, from which Registry.authResponseSignature makes fn again
+// with the node's key and URI (configuration), and body if it was signed.
+// The outbox and the registry are saved apart, each with its own copies;
+// a load makes the copies of one reply share one lazySignature again by
+// what it signs (restoredSignatures, outbox_state.go).
 type lazySignature struct {
 	fn   func(body []byte) ([]byte, error)
+	to   string // the reply's TO, for a saved state
 	mu   sync.Mutex
 	body []byte // nil until signed
 }

@@ -30,6 +30,7 @@ import (
 //	zones.go              zone configuration, join and leave, session tokens
 //	mentors.go            the mentor directory
 //	registry_snapshot.go  the read side: Agents, Agent, Snapshot
+//	registry_state*.go    the saved state: SaveState, LoadState
 //
 // The registry acts on a message only when it is addressed to the node
 // (TO is the node's URI), except registry.exchange (agent to agent; its
@@ -166,8 +167,9 @@ type Registry struct {
 	// unnamedSyncs counts the registry.sync frames refused because their
 	// sender is not in syncFrom, by sender, at most UnnamedSyncPeersMax
 	// senders: the start warns of them, since a node upgraded without
-	// --sync-from loses on replay every entry its peers gave it. Not
-	// state: no snapshot holds it.
+	// --sync-from loses on replay every entry its peers gave it. No
+	// snapshot holds it, since it changes no outcome; a saved state does
+	// (SaveState), so that a start from one warns as a replay would.
 	unnamedSyncs map[string]int
 	node         string
 	// nodeKeys is the node's own key history: its first key (config, not

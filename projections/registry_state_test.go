@@ -1,0 +1,891 @@
+package projections
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/rsa"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/events"
+	"github.com/aglx/ledger/ledger/statecodec"
+	"github.com/aglx/ledger/ledger/statecodec/statetest"
+	"github.com/aglx/ledger/protocol"
+)
+
+// The registry's saved state: a registry restored from it is the saved
+// one field for field (statetest.Diff), and folds the events after it as
+// the saved one does.
+
+// registryStateSkip are the Registry's fields SaveState leaves out: the
+// scratch of the event being applied, which Apply sets before it reads it
+// (registry_state.go).
+var registryStateSkip = []string{"Registry.last", "Registry.answered"}
+
+// statePeer is a second peer registry the state tests take syncs from,
+// with a key they hold (signedSeed's testPeer key is its own).
+const statePeer = "registry://peer2.local"
+
+// stateScript builds a registry test's events one after another, as the
+// bridge logs them: seq numbers them, and at is the receive time of the
+// next. It takes a testing.TB, so that a fuzz test's seeds are made with
+// it too.
+type stateScript struct {
+	tb   testing.TB
+	cfg  RegistryConfig
+	seq  uint64
+	at   time.Time
+	evs  []*Event
+	keys map[string]crypto.Signer // bound by bind, by URI
+	// agents is how many agents richRegistryScript registered.
+	agents int
+}
+
+// event turns a frame into the event the runner would give the folds, as
+// harness.event does.
+func (s *stateScript) event(f *protocol.Frame) *Event {
+	s.tb.Helper()
+	msg, err := protocol.Parse(f)
+	if err != nil {
+		s.tb.Fatalf("Parse(%s) = %v", f.Type(), err)
+	}
+	s.seq++
+	id := fmt.Sprintf("01JSTATE%018d", s.seq)
+	transport := events.TransportTLS
+	if f.Transport == protocol.TransportUDP {
+		transport = events.TransportUDP
+	}
+	env := &events.Envelope{ID: id, MsgID: id, Seq: s.seq, Type: msg.Info.Name, From: msg.From.String(), To: msg.To.String(),
+		Transport: transport, Declared: f.Transport, Peer: "127.0.0.1:40001", ReceivedAt: s.at,
+		Headers: append([]protocol.Header(nil), f.Headers...), Body: append([]byte(nil), f.Body...)}
+	return &Event{Envelope: env, Msg: msg}
+}
+
+func (s *stateScript) add(f *protocol.Frame) *Event {
+	s.tb.Helper()
+	e := s.event(f)
+	s.evs = append(s.evs, e)
+	return e
+}
+
+func (s *stateScript) wait(d time.Duration) { s.at = s.at.Add(d) }
+
+// resend adds a copy of e's frame as a new event, as the bridge logs a
+// message sent again.
+func (s *stateScript) resend(e *Event) *Event {
+	env := *e.Envelope
+	s.seq++
+	env.Seq, env.ReceivedAt = s.seq, s.at
+	env.ID = fmt.Sprintf("01JRESEND%017d", env.Seq)
+	env.MsgID = env.ID
+	again := &Event{Envelope: &env, Msg: e.Msg}
+	s.evs = append(s.evs, again)
+	return again
+}
+
+// newKey is a fresh Ed25519 key; newRSAKey a fresh RSA one.
+func (s *stateScript) newKey() crypto.Signer {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	return k
+}
+
+func (s *stateScript) newRSAKey() crypto.Signer {
+	k, err := rsa.GenerateKey(rand.Reader, protocol.RSAKeyBitsMin)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	return k
+}
+
+func (s *stateScript) sign(k crypto.Signer, f *protocol.Frame) *protocol.Frame {
+	s.tb.Helper()
+	if err := protocol.SignFrame(k, f); err != nil {
+		s.tb.Fatal(err)
+	}
+	return f
+}
+
+func (s *stateScript) hmac(secret []byte, f *protocol.Frame) *protocol.Frame {
+	s.tb.Helper()
+	sig, err := protocol.SignHMAC(secret, f.From(), f.To(), f.Type(), "", f.Body)
+	if err == nil {
+		f.Body, err = protocol.SetSignature(f.Body, sig)
+	}
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	return f
+}
+
+// body is a JSON object of members, stamped at the script's time.
+func (s *stateScript) body(members string) string {
+	if members == "" {
+		return fmt.Sprintf(`{"timestamp":%q}`, ts(s.at))
+	}
+	return fmt.Sprintf(`{%s,"timestamp":%q}`, members, ts(s.at))
+}
+
+// signedBy is a frame from `from` to the node signed with from's bound key.
+func (s *stateScript) signedBy(from, typ, members string) *protocol.Frame {
+	s.tb.Helper()
+	return s.sign(s.keys[from], frame(from, testNode, typ, s.body(members)))
+}
+
+func (s *stateScript) bind(uri string, k crypto.Signer) *Event {
+	s.tb.Helper()
+	s.keys[uri] = k
+	return s.add(s.sign(k, frame(uri, testNode, protocol.TypeAuthRequest,
+		s.body(fmt.Sprintf(`"agent_id":"x","public_key":%q`, pubTextOf(k))))))
+}
+
+func (s *stateScript) register(uri, status string, ttl int) *Event {
+	return s.add(frame(uri, testNode, protocol.TypeRegistryUpdate,
+		fmt.Sprintf(`{"agent_name":%q,"capabilities":["c"],"status":%q,"ttl":%d}`, uri, status, ttl)))
+}
+
+func (s *stateScript) join(uri, zone string, secret []byte) *Event {
+	s.tb.Helper()
+	return s.add(s.hmac(secret, frame(uri, testNode, protocol.TypeZoneJoin,
+		s.body(fmt.Sprintf(`"zone_id":%q,"agent_id":"x","capabilities":["c"]`, zone)))))
+}
+
+func (s *stateScript) exchange(from string, uris ...string) *Event {
+	var known []string
+	for _, u := range uris {
+		known = append(known, fmt.Sprintf(`{"agent_uri":%q,"status":"READY"}`, u))
+	}
+	return s.add(frame(from, testNode, protocol.TypeRegistryExchange, fmt.Sprintf(`{"known_agents":[%s]}`, strings.Join(known, ","))))
+}
+
+func (s *stateScript) announce(from string) *Event {
+	f := frame(from, "", protocol.TypeAgentAnnounce, `{"agent_name":"A","agent_type":"worker","uptime":12}`)
+	f.Transport = protocol.TransportUDP
+	return s.add(f)
+}
+
+// newStateScript starts a script with signedSeed's frames (key bindings,
+// a zone join, mints, signed transfers, a rotation, a peer's sync) and
+// every reference frame, as fuzzEvents reads them.
+func newStateScript(t testing.TB) *stateScript {
+	t.Helper()
+	data := signedSeed(t)
+	files, err := filepath.Glob("../testdata/reference/*.aglx")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("reference frames: %v", err)
+	}
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = append(data, b...)
+	}
+	s := &stateScript{tb: t, evs: fuzzEvents(data), keys: map[string]crypto.Signer{},
+		cfg: RegistryConfig{NodeURI: testNode, NodeKey: nodeKey, Zones: testZonesDefault, TokenKey: testTokenKey,
+			SyncFrom: []string{testPeer, statePeer}}}
+	s.seq = uint64(len(s.evs))
+	s.at = s.evs[len(s.evs)-1].ReceivedAt.Add(time.Minute)
+	return s
+}
+
+// richAgents is how many agents TestRegistryStateRoundTrip's script
+// registers: more than one chunk of the paged set holds (sortedChunkMax),
+// and enough that their updates compact the change log.
+const richAgents = 600
+
+// richRegistryScript is newStateScript followed by what fills every part
+// of the registry's state past its bounds, with the memories as small as
+// shrinkMemories makes them: agents (richAgents: more than one chunk of
+// the paged set), re-registrations enough to compact the change log, a
+// status history past its bound, keys of both kinds with signed messages
+// at one timestamp, answered auth.requests pushed out of their memory,
+// hints re-put past the order's compaction, sightings, zone members who
+// came and went, zones' memories of joins, mentors, an unnamed peer's
+// syncs, a named peer's merged entries, and the node's own key rotation.
+func richRegistryScript(t testing.TB, agents int) *stateScript {
+	t.Helper()
+	s := newStateScript(t)
+	s.agents = agents
+	for i := range agents {
+		ttl := 86400
+		if i%50 == 0 {
+			ttl = 60 // expires before its next update
+		}
+		s.register(fmt.Sprintf("agent://s%03d.local", i), "READY", ttl)
+	}
+	s.wait(2 * time.Minute)
+	for round, status := range []string{"BUSY", "IDLE", "READY"} {
+		for i := range agents {
+			s.register(fmt.Sprintf("agent://s%03d.local", i), fmt.Sprintf("%s-%d", status, round%2), 86400)
+		}
+	}
+	for i := range StatusHistoryMax + 8 {
+		s.register("agent://s001.local", fmt.Sprintf("S%d", i), 86400)
+	}
+	// Keys: answered auth.requests, some dropped from their memory by
+	// time (below) and more than it holds pushed out; one RSA key; two
+	// signed updates at one stamp; a rotation.
+	for i := range 5 {
+		s.bind(fmt.Sprintf("agent://k%02d.local", i), s.newKey())
+	}
+	// Hints past their bound, then re-put past the order's compaction.
+	for i := range 12 {
+		var uris []string
+		for j := range 9 {
+			uris = append(uris, fmt.Sprintf("agent://h%02d.local", (i*5+j)%13))
+		}
+		s.exchange(fmt.Sprintf("agent://s%03d.local", i), uris...)
+	}
+	for i := range 12 {
+		s.exchange("agent://s099.local", "agent://h00.local", "agent://h01.local", "agent://h02.local", "agent://h03.local",
+			"agent://h04.local", fmt.Sprintf("agent://h%02d.local", 5+i%3))
+	}
+	for i := range 12 {
+		s.announce(fmt.Sprintf("agent://u%02d.local", i))
+	}
+	s.announce("agent://s002.local")
+	// Zones: members who join and leave.
+	for i := range 5 {
+		s.join(fmt.Sprintf("agent://s%03d.local", 10+i), "research-hub", testZoneSecretA)
+	}
+	s.add(frame("agent://s011.local", testNode, protocol.TypeZoneLeave, s.body(`"zone_id":"research-hub"`)))
+	s.wait(11 * time.Minute)
+	for i := range 3 {
+		s.join(fmt.Sprintf("agent://s%03d.local", 20+i), "strict-zone", testZoneSecretB)
+	}
+	s.join("agent://s030.local", "research-hub", testZoneSecretA)
+	for i := 5; i < 12; i++ {
+		s.bind(fmt.Sprintf("agent://k%02d.local", i), s.newKey())
+	}
+	s.bind("agent://rsa.local", s.newRSAKey())
+	s.add(s.signedBy("agent://k11.local", protocol.TypeRegistryUpdate, `"agent_name":"K11","ttl":7200`))
+	s.add(s.signedBy("agent://k11.local", protocol.TypeRegistryUpdate, `"agent_name":"K11 again","ttl":7200`))
+	s.add(s.signedBy("agent://k10.local", protocol.TypeKeyRotate,
+		fmt.Sprintf(`"old_key_id":"k10-1","new_key_id":"k10-2","public_key":%q`, pubTextOf(s.newKey()))))
+	// Mentors.
+	for i := range 3 {
+		s.add(frame(fmt.Sprintf("agent://m%d.local", i), testNode, protocol.TypeMentorRegister,
+			fmt.Sprintf(`{"agent_name":"M%d","expertise":["nlp"],"available":%v,"rating":0.%d}`, i, i != 1, 5+i)))
+	}
+	s.add(frame("agent://m0.local", testNode, protocol.TypeMentorRegister, `{"agent_name":"M0","expertise":["nlp","ml"],"available":false}`))
+	s.add(frame("agent://m2.local", testNode, protocol.TypeMentorReport,
+		s.body(`"sessions_total":3,"mentees_supported":2,"avg_score":0.75,"credits_earned":1.5`)))
+	// Peers: an unnamed one refused, a named one merged, then one of its
+	// agents registers itself.
+	s.add(frame("registry://stranger.local", testNode, protocol.TypeRegistrySync, `{"entries":[]}`))
+	s.add(frame("registry://stranger.local", testNode, protocol.TypeRegistrySync, `{"entries":[]}`))
+	s.bind(statePeer, s.newKey())
+	s.add(s.signedBy(statePeer, protocol.TypeRegistrySync, `"entries":[`+
+		`{"agent_id":"p1","agent_uri":"agent://p1.local","status":"READY","ttl":3600},`+
+		`{"agent_id":"p2","agent_uri":"agent://p2.local","status":"GONE","ttl":0},`+
+		`{"agent_id":"p3","agent_uri":"agent://p3.local","ttl":600}]`))
+	s.register("agent://p3.local", "READY", 3600)
+	s.add(frame("agent://s005.local", testNode, protocol.TypeRegistryFetch,
+		fmt.Sprintf(`{"mode":"update","since":%q}`, ts(s.at.Add(-time.Hour)))))
+	// The node rotates its key, and mints with the new one.
+	next := s.newKey()
+	s.add(s.sign(nodeKey, frame(testNode, testNode, protocol.TypeKeyRotate, s.body(fmt.Sprintf(
+		`"old_key_id":%q,"new_key_id":%q,"public_key":%q,"rotation_reason":"test"`,
+		protocol.KeyID(nodeKey.Public()), protocol.KeyID(next.Public()), pubTextOf(next))))))
+	s.wait(time.Second)
+	s.add(s.sign(next, frame(testNode, "agent://s003.local", protocol.TypeCreditTransfer,
+		s.body(`"amount":"5","currency":"AGLX","transaction_id":"state-mint-1"`))))
+	return s
+}
+
+// laterEvents are what the tests fold after a restore: resends the
+// memories answer, and more of everything.
+func (s *stateScript) laterEvents() []*Event {
+	s.tb.Helper()
+	first := len(s.evs)
+	var bind, update, join *Event
+	for _, e := range s.evs {
+		switch {
+		case e.Type == protocol.TypeAuthRequest && e.From == "agent://rsa.local":
+			bind = e
+		case e.Type == protocol.TypeRegistryUpdate && e.From == "agent://k11.local":
+			update = e
+		case e.Type == protocol.TypeZoneJoin && e.From == "agent://s030.local":
+			join = e
+		}
+	}
+	s.wait(time.Second)
+	s.resend(bind)   // answered from the memory of answered requests
+	s.resend(update) // a replay of a signed update at its stamp: 409
+	s.resend(join)   // a replay of a join the zone remembers: 409
+	s.add(s.signedBy("agent://k11.local", protocol.TypeRegistryUpdate, `"agent_name":"K11 later","ttl":7200`))
+	for i := range 4 {
+		s.exchange("agent://s100.local", fmt.Sprintf("agent://h%02d.local", i), fmt.Sprintf("agent://later%d.local", i))
+		s.announce(fmt.Sprintf("agent://later-u%d.local", i))
+		s.register(fmt.Sprintf("agent://later%d.local", i), "READY", 3600)
+	}
+	s.join("agent://later0.local", "research-hub", testZoneSecretA)
+	s.join("agent://later1.local", "strict-zone", testZoneSecretB)
+	s.add(frame("agent://s010.local", testNode, protocol.TypeZoneLeave, s.body(`"zone_id":"research-hub"`)))
+	s.add(frame("registry://stranger.local", testNode, protocol.TypeRegistrySync, `{"entries":[]}`))
+	s.add(s.signedBy(statePeer, protocol.TypeRegistrySync,
+		`"entries":[{"agent_id":"p4","agent_uri":"agent://p4.local","status":"READY","ttl":3600}]`))
+	s.add(frame("agent://m1.local", testNode, protocol.TypeMentorReport, s.body(`"sessions_total":1`)))
+	s.add(frame("agent://s005.local", testNode, protocol.TypeRegistryFetch,
+		fmt.Sprintf(`{"mode":"update","since":%q}`, ts(s.at.Add(-time.Hour)))))
+	s.wait(20 * time.Minute)
+	s.bind("agent://later-k.local", s.newKey())
+	s.add(s.signedBy("agent://k03.local", protocol.TypeKeyRotate,
+		fmt.Sprintf(`"old_key_id":"k03-1","new_key_id":"k03-2","public_key":%q`, pubTextOf(s.newKey()))))
+	for i := range s.agents {
+		if i%7 == 0 {
+			s.register(fmt.Sprintf("agent://s%03d.local", i), "LATER", 86400)
+		}
+	}
+	return s.evs[first:]
+}
+
+// shrinkMemories gives r's bounded memories small bounds, so that a test
+// fills them past their bounds with a few events. LoadState loads into
+// the memories the registry has, with their bounds, so the registry
+// restored into is shrunk alike. The zones' memories of joins are left
+// alone: a zone refuses joins when its memory is full, at ZoneJoinsMax
+// whatever the memory's own bound (TestRegistryStateZoneJoinsFull).
+func shrinkMemories(r *Registry) {
+	r.hints = newRecentMap[Hint](8)
+	r.sightings = newRecentMap[Sighting](8)
+	r.seen = newRecentMap[seenOutcome](8)
+}
+
+// newStateFolds makes the node's folds under cfg with an outbox of their
+// own, and the registry's memories shrunk.
+func newStateFolds(cfg RegistryConfig) (*Folds, *Outbox) {
+	o := NewOutbox()
+	cfg.Outbox = o
+	f := NewFolds(cfg)
+	shrinkMemories(f.Registry)
+	return f, o
+}
+
+// saveRegistry is r's saved state.
+func saveRegistry(t testing.TB, r *Registry) []byte {
+	t.Helper()
+	w := statecodec.NewWriter(nil)
+	if err := r.SaveState(w); err != nil {
+		t.Fatalf("SaveState: %v", err)
+	}
+	return w.Bytes()
+}
+
+func saveOutbox(t testing.TB, o *Outbox) []byte {
+	t.Helper()
+	w := statecodec.NewWriter(nil)
+	if err := o.SaveState(w); err != nil {
+		t.Fatalf("Outbox.SaveState: %v", err)
+	}
+	return w.Bytes()
+}
+
+// loadRegistry loads b into r and checks it read all of it.
+func loadRegistry(r *Registry, b []byte) error {
+	rd := statecodec.NewReader(b)
+	if err := r.LoadState(rd); err != nil {
+		return err
+	}
+	return rd.Done()
+}
+
+func loadOutbox(o *Outbox, reg *Registry, b []byte) error {
+	rd := statecodec.NewReader(b)
+	if err := o.LoadState(rd, reg); err != nil {
+		return err
+	}
+	return rd.Done()
+}
+
+// sharedSignatures counts the outbox's replies whose signature is the
+// one of the registry's memory of the same request: the copies of one
+// reply that sign once.
+func sharedSignatures(r *Registry, o *Outbox) int {
+	mine := map[*lazySignature]bool{}
+	for _, it := range r.seen.m {
+		if it.v.reply.sign != nil {
+			mine[it.v.reply.sign] = true
+		}
+	}
+	n := 0
+	for _, rep := range o.bySeq {
+		if mine[rep.sign] {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRegistryStateRoundTrip: a registry with every part of its state
+// filled, past the bounds of its memories, restored into the registry of
+// fresh folds under the same configuration (with its outbox, whichever
+// is loaded first), is the same registry field for field, saves to the
+// same bytes, and folds further events (resends its memories answer
+// among them) to the same state, snapshot and replies, signatures made
+// after the restore included.
+func TestRegistryStateRoundTrip(t *testing.T) {
+	s := richRegistryScript(t, richAgents)
+	cfg := s.cfg
+	before := s.evs[:len(s.evs):len(s.evs)]
+	type saved struct {
+		folds    *Folds
+		out      *Outbox
+		reg, box []byte
+	}
+	build := func() saved {
+		a, oa := newStateFolds(cfg)
+		for _, e := range before {
+			for _, p := range a.All() {
+				p.Apply(e)
+			}
+		}
+		// Half the replies are taken before the stop, so that some of the
+		// auth.responses are signed and some still wait.
+		for _, e := range before {
+			if e.Seq%2 == 0 {
+				oa.Take(e.Seq)
+			}
+		}
+		return saved{a, oa, saveRegistry(t, a.Registry), saveOutbox(t, oa)}
+	}
+	base := build()
+	checkRich(t, base.folds.Registry, base.out)
+	if !bytes.Equal(base.reg, saveRegistry(t, base.folds.Registry)) {
+		t.Fatal("two saves of one registry differ")
+	}
+	later := s.laterEvents()
+
+	for _, registryFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("registry loaded first %v", registryFirst), func(t *testing.T) {
+			a := build() // each run continues its own
+			if !bytes.Equal(a.reg, base.reg) || !bytes.Equal(a.box, base.box) {
+				t.Fatal("the same events folded twice save to different bytes")
+			}
+			b, ob := newStateFolds(cfg)
+			var err error
+			if registryFirst {
+				err = loadRegistry(b.Registry, a.reg)
+				if err == nil {
+					err = loadOutbox(ob, b.Registry, a.box)
+				}
+			} else {
+				err = loadOutbox(ob, b.Registry, a.box)
+				if err == nil {
+					err = loadRegistry(b.Registry, a.reg)
+				}
+			}
+			if err != nil {
+				t.Fatalf("LoadState: %v", err)
+			}
+			compareRegistries(t, "after the restore", a.folds.Registry, b.Registry)
+			if d := statetest.Diff(a.out, ob); d != "" {
+				t.Fatalf("the restored outbox differs (-saved +restored):\n%s", d)
+			}
+			if got := saveRegistry(t, b.Registry); !bytes.Equal(got, a.reg) {
+				t.Fatal("the restored registry saves to other bytes than it was loaded from")
+			}
+			if got := saveOutbox(t, ob); !bytes.Equal(got, a.box) {
+				t.Fatal("the restored outbox saves to other bytes than it was loaded from")
+			}
+			if n, m := sharedSignatures(a.folds.Registry, a.out), sharedSignatures(b.Registry, ob); n != m || n == 0 {
+				t.Fatalf("%d replies share their signature with the registry's memory after the restore, %d before", m, n)
+			}
+
+			// The other folds are restored by their own LoadState; here the
+			// registry folds on alone, both reading the same scores.
+			b.Registry.cfg.Reputation = a.folds.Registry.cfg.Reputation
+			for _, e := range later {
+				a.folds.Registry.Apply(e)
+				b.Registry.Apply(e)
+			}
+			for _, e := range append(before, later...) {
+				ra, oka, erra := a.out.Take(e.Seq)
+				rb, okb, errb := ob.Take(e.Seq)
+				if oka != okb || (erra == nil) != (errb == nil) || ra.Type != rb.Type || ra.Status != rb.Status ||
+					!bytes.Equal(ra.Body, rb.Body) || ra.FirstOnly != rb.FirstOnly {
+					t.Fatalf("seq %d %s: the saved registry answers %v %s %d %s, the restored one %v %s %d %s",
+						e.Seq, e.Type, oka, ra.Type, ra.Status, ra.Body, okb, rb.Type, rb.Status, rb.Body)
+				}
+			}
+			compareRegistries(t, "after further events", a.folds.Registry, b.Registry)
+			if d := statetest.Diff(a.out, ob); d != "" {
+				t.Fatalf("the outboxes differ after further events (-saved +restored):\n%s", d)
+			}
+		})
+	}
+}
+
+// compareRegistries fails unless want and got are the same registry field
+// for field, with the same snapshot.
+func compareRegistries(t *testing.T, when string, want, got *Registry) {
+	t.Helper()
+	if d := statetest.Diff(want, got, registryStateSkip...); d != "" {
+		t.Fatalf("%s, the registries differ (-saved +restored):\n%s", when, d)
+	}
+	sw, err := want.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg, err := got.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sw, sg) {
+		t.Fatalf("%s, the snapshots differ", when)
+	}
+}
+
+// checkRich fails unless the script reached every part of the state it
+// is meant to: a round trip of a state that lacks one proves nothing of
+// it.
+func checkRich(t *testing.T, r *Registry, o *Outbox) {
+	t.Helper()
+	signedWaiting, signedDone := 0, 0
+	for _, it := range r.seen.m {
+		if ls := it.v.reply.sign; ls != nil && ls.body == nil {
+			signedWaiting++
+		} else if ls != nil {
+			signedDone++
+		}
+	}
+	sameStamp := false
+	for _, kr := range r.keys {
+		for _, s := range kr.sameStamp {
+			sameStamp = sameStamp || len(s) > 1
+		}
+	}
+	stale := func(order []recentKey, n int) bool { return len(order) > n }
+	checks := []struct {
+		what string
+		ok   bool
+	}{
+		{"agents in more than one chunk", len(r.sorted.chunks) > 1},
+		{"a compacted change log", len(r.changes.entries) < 4*richAgents},
+		{"a status history at its bound", len(r.agents["agent://s001.local"].History) == StatusHistoryMax},
+		{"agents known from a peer", r.synced >= 3},
+		{"the node's rotated key", len(r.nodeKeys.keys) == 2},
+		{"an RSA key", r.keys["agent://rsa.local"] != nil},
+		{"two signed messages at one stamp", sameStamp},
+		{"answered requests pushed out", r.seen.tick > uint64(r.seen.max)},
+		{"answers signed and waiting", signedWaiting > 0 && signedDone > 0},
+		{"hints pushed out and re-put", r.hints.tick > 2*8+64 && len(r.hints.order) < int(r.hints.tick)-2*8-64 && stale(r.hints.order, r.hints.len())},
+		{"sightings pushed out", r.sightings.tick > 8},
+		{"zone members who left", len(r.zones["research-hub"].members) >= 3},
+		{"zones' memories of joins", len(r.joins) == 2},
+		{"mentors, one with a report", len(r.mentors) >= 3 && r.mentors["agent://m2.local"].Report != nil},
+		{"unnamed syncs", r.unnamedSyncs["registry://stranger.local"] == 2},
+		{"a refusal", r.refusedID != ""},
+		{"outbox replies", len(o.order) > 1000 && len(o.refusals) > 0},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("the script's state lacks %s", c.what)
+		}
+	}
+}
+
+// restoreFolds saves a's registry and out, and loads them into fresh
+// folds under cfg with an outbox of their own, failing the test on an
+// error; both are compared with the saved ones (compareLarge).
+func restoreFolds(t *testing.T, cfg RegistryConfig, a *Registry, out *Outbox, shrink bool) (*Registry, *Outbox) {
+	t.Helper()
+	o := NewOutbox()
+	cfg.Outbox = o
+	b := NewFolds(cfg).Registry
+	if shrink {
+		shrinkMemories(b)
+	}
+	if err := loadRegistry(b, saveRegistry(t, a)); err != nil {
+		t.Fatalf("Registry.LoadState: %v", err)
+	}
+	if err := loadOutbox(o, b, saveOutbox(t, out)); err != nil {
+		t.Fatalf("Outbox.LoadState: %v", err)
+	}
+	compareLarge(t, "after the restore", a, b)
+	return b, o
+}
+
+// compareLarge is compareRegistries for a registry whose zones remember
+// tens of thousands of joins, and whose outbox holds as many replies:
+// statetest.Diff takes some ten seconds over those, so they are compared
+// with reflect.DeepEqual, which compares unexported fields too and tells
+// nil from empty, and the replies' signatures (whose func it cannot
+// compare) by what they sign.
+func compareLarge(t *testing.T, when string, want, got *Registry) {
+	t.Helper()
+	if !reflect.DeepEqual(want.joins, got.joins) {
+		t.Fatalf("%s, the zones' memories of joins differ", when)
+	}
+	wo, ro := want.cfg.Outbox, got.cfg.Outbox
+	if !reflect.DeepEqual(wo.order, ro.order) || wo.bytes != ro.bytes || wo.evicted != ro.evicted ||
+		!reflect.DeepEqual(wo.refusals, ro.refusals) || wo.refusalsEvicted != ro.refusalsEvicted || len(wo.bySeq) != len(ro.bySeq) {
+		t.Fatalf("%s, the outboxes differ", when)
+	}
+	for seq, w := range wo.bySeq {
+		g := ro.bySeq[seq]
+		same := (w.sign == nil) == (g.sign == nil)
+		if same && w.sign != nil {
+			same = w.sign.to == g.sign.to && bytes.Equal(w.sign.body, g.sign.body)
+		}
+		w.sign, g.sign = nil, nil
+		if !same || !reflect.DeepEqual(w, g) {
+			t.Fatalf("%s, the outboxes' replies to seq %d differ", when, seq)
+		}
+	}
+	if d := statetest.Diff(want, got, append(registryStateSkip, "Registry.joins", "RegistryConfig.Outbox")...); d != "" {
+		t.Fatalf("%s, the registries differ (-saved +restored):\n%s", when, d)
+	}
+	sw, err := want.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg, err := got.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sw, sg) {
+		t.Fatalf("%s, the snapshots differ", when)
+	}
+}
+
+// TestRegistryStateZoneJoinsFull: a zone whose memory of answered joins
+// is full refuses joins (429) and remembers the latest such join's stamp
+// (joinsFull); restored there, the registry refuses a copy of the refused
+// join as the saved one does, and once the memory has drained, with the
+// zone's entry gone from joinsFull (an empty map, not none), it is
+// restored the same again.
+func TestRegistryStateZoneJoinsFull(t *testing.T) {
+	s := newStateScript(t)
+	s.register("agent://victim.local", "READY", 86400)
+	s.wait(time.Minute)
+	for i := range ZoneJoinsMax {
+		s.join(fmt.Sprintf("agent://m%d.local", i), "research-hub", testZoneSecretA)
+	}
+	s.wait(6 * time.Minute)
+	refused := s.join("agent://victim.local", "research-hub", testZoneSecretA)
+	// The registry alone folds the flood: the other folds have no part
+	// in it, and would only make the test slower.
+	a, oa := newStateFolds(s.cfg)
+	for _, e := range s.evs {
+		a.Registry.Apply(e)
+	}
+	if rep, _, _ := oa.Take(refused.Seq); rep.Status != protocol.StatusTooManyRequests || len(a.Registry.joinsFull) != 1 {
+		t.Fatalf("the join past the zone's memory: %d %s, joinsFull %v; want 429 and the zone", rep.Status, rep.Body, a.Registry.joinsFull)
+	}
+	b, ob := restoreFolds(t, s.cfg, a.Registry, oa, true)
+	b.cfg.Reputation = a.Registry.cfg.Reputation
+
+	s.wait(4*time.Minute + time.Second) // the flood's joins have gone from the memory, and the copy is within its window
+	copied := s.resend(refused)
+	s.wait(7 * time.Minute) // the refused join is older than two windows: the zone's entry in joinsFull goes
+	fresh := s.join("agent://victim.local", "research-hub", testZoneSecretA)
+	want := []protocol.Status{protocol.StatusConflict, protocol.StatusOK}
+	for i, e := range []*Event{copied, fresh} {
+		a.Registry.Apply(e)
+		b.Apply(e)
+		ra, _, _ := oa.Take(e.Seq)
+		rb, _, _ := ob.Take(e.Seq)
+		if ra.Status != want[i] || ra.Status != rb.Status || !bytes.Equal(ra.Body, rb.Body) {
+			t.Fatalf("seq %d: the saved registry answers %d %s, the restored one %d %s; want %d", e.Seq, ra.Status, ra.Body, rb.Status, rb.Body, want[i])
+		}
+	}
+	if a.Registry.joinsFull == nil || len(a.Registry.joinsFull) != 0 {
+		t.Fatalf("joinsFull after the memory drained: %#v; want an empty map", a.Registry.joinsFull)
+	}
+	compareLarge(t, "after further joins", a.Registry, b)
+	restoreFolds(t, s.cfg, a.Registry, oa, true)
+}
+
+// TestRegistryStateRefused: LoadState refuses what the registry's code
+// could not work on, or a state saved under another configuration, with
+// an error and without a panic: each case takes a real state and breaks
+// one thing in it, or loads it where it does not belong.
+func TestRegistryStateRefused(t *testing.T) {
+	s := newStateScript(t)
+	s.register("agent://s000.local", "READY", 3600)
+	s.bind("agent://k00.local", s.newKey())
+	s.exchange("agent://s000.local", "agent://h00.local")
+	base := func() (*Folds, *Outbox) {
+		a, o := newStateFolds(s.cfg)
+		for _, e := range s.evs {
+			for _, p := range a.All() {
+				p.Apply(e)
+			}
+		}
+		return a, o
+	}
+	otherKey := ed25519.NewKeyFromSeed([]byte("another node key, for this test!"))
+	tests := []struct {
+		name    string
+		breakIt func(r *Registry)
+		cfg     func(c *RegistryConfig)
+		want    string
+	}{
+		{name: "another node key", cfg: func(c *RegistryConfig) { c.NodeKey = otherKey }, want: "another configuration"},
+		{name: "another zone", cfg: func(c *RegistryConfig) {
+			c.Zones = append([]Zone{{ID: "a-zone", Secret: testZoneSecretB, MinReputation: 0.1}}, c.Zones...)
+		}, want: "another configuration"},
+		{name: "no zones", cfg: func(c *RegistryConfig) { c.Zones = nil }, want: "another configuration"},
+		{name: "a change of no agent", breakIt: func(r *Registry) {
+			r.changes.entries = append(r.changes.entries, changeEntry{at: r.now, seq: 99, uri: "agent://nobody.local"})
+		}, want: "has no entry"},
+		{name: "a change log that goes back", breakIt: func(r *Registry) {
+			r.changes.entries = append(r.changes.entries, changeEntry{at: r.now, seq: 1, uri: "agent://s000.local"})
+		}, want: "goes back"},
+		{name: "a synced count out of step", breakIt: func(r *Registry) { r.synced++ }, want: "counted as synced"},
+		{name: "an agent URI that does not parse", breakIt: func(r *Registry) {
+			r.agents["not a uri"] = &agentEntry{Source: SourceSelf}
+			r.sorted.insert("not a uri")
+		}, want: `the agent "not a uri"`},
+		{name: "a key that is not its fingerprint", breakIt: func(r *Registry) {
+			r.keys["agent://k00.local"].keys[0].KeyID = "sha256:00000000000000000000000000000000"
+		}, want: "saved as"},
+		{name: "a key that does not parse", breakIt: func(r *Registry) { r.keys["agent://k00.local"].keys[0].PublicKey = "AAAA" }},
+		{name: "an empty key ring", breakIt: func(r *Registry) { r.keys["agent://k00.local"].keys = nil }, want: "key ring of 0"},
+		{name: "a memory put out of order", breakIt: func(r *Registry) {
+			r.hints.order = append(r.hints.order, recentKey{key: "agent://x.local", tick: 1})
+		}, want: "out of order"},
+		{name: "a memory past its bound", breakIt: func(r *Registry) {
+			for i := range 9 {
+				r.seen.tick++
+				k := fmt.Sprintf("k%d", i)
+				r.seen.m[k] = recentItem[seenOutcome]{tick: r.seen.tick}
+				r.seen.order = append(r.seen.order, recentKey{k, r.seen.tick})
+			}
+		}, want: "more than its bound"},
+		{name: "joins of an unconfigured zone", breakIt: func(r *Registry) {
+			r.joins["nowhere"] = newRecentMap[seenOutcome](1)
+		}, want: "not configured"},
+		{name: "a mentor rated NaN", breakIt: func(r *Registry) {
+			nan := math.NaN()
+			r.mentors["agent://m.local"] = &mentor{Rating: &nan}
+			r.mentorsListed.insert("agent://m.local")
+		}, want: "a figure of NaN"},
+		{name: "a reply to sign in a fold with no node key", cfg: func(c *RegistryConfig) {
+			c.NodePublicKey, c.NodeKey = nodeKey.Public(), nil
+		}, want: "no key to sign"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, _ := base()
+			if tc.breakIt != nil {
+				tc.breakIt(a.Registry)
+			}
+			b := saveRegistry(t, a.Registry)
+			cfg := s.cfg
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			fresh := NewFolds(cfg).Registry
+			shrinkMemories(fresh)
+			err := loadRegistry(fresh, b)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("LoadState = %v; want an error with %q", err, tc.want)
+			}
+		})
+	}
+
+	a, _ := base()
+	good := saveRegistry(t, a.Registry)
+	t.Run("every cut of a state", func(t *testing.T) {
+		for n := 0; n < len(good); n += 1 + n/50 {
+			fresh, _ := newStateFolds(s.cfg)
+			if err := loadRegistry(fresh.Registry, good[:n]); err == nil {
+				t.Fatalf("a state cut to %d of its %d bytes loaded", n, len(good))
+			}
+		}
+	})
+	t.Run("a byte more", func(t *testing.T) {
+		fresh, _ := newStateFolds(s.cfg)
+		if err := loadRegistry(fresh.Registry, append(good[:len(good):len(good)], 0)); err == nil {
+			t.Fatal("a state with a byte more loaded")
+		}
+	})
+	t.Run("into a registry that has folded", func(t *testing.T) {
+		if err := a.Registry.LoadState(statecodec.NewReader(good)); err == nil {
+			t.Fatal("a state loaded into a registry that has folded events")
+		}
+	})
+}
+
+// FuzzLoadStateRegistry: arbitrary bytes into LoadState never panic, and
+// a registry that loads takes its snapshot, answers its queries and folds
+// further events (resends its memories answer among them) without
+// panicking either: a damaged or crafted state is refused at the start,
+// or it is one the registry's code can work on. The seeds are real saved
+// states: the rich one of TestRegistryStateRoundTrip (its memories
+// shrunk, which loads into full-size ones too), one folded with the
+// node's own memories, and an empty registry's.
+func FuzzLoadStateRegistry(f *testing.F) {
+	s := richRegistryScript(f, 40) // a small seed fuzzes faster
+	cfg := s.cfg
+	a, _ := newStateFolds(cfg)
+	for _, e := range s.evs {
+		for _, p := range a.All() {
+			p.Apply(e)
+		}
+	}
+	plain := newStateScript(f)
+	c := cfg
+	c.Outbox = NewOutbox()
+	folds := NewFolds(c)
+	for _, e := range plain.evs {
+		for _, p := range folds.All() {
+			p.Apply(e)
+		}
+	}
+	for _, r := range []*Registry{a.Registry, folds.Registry, NewRegistry(cfg)} {
+		seed := saveRegistry(f, r)
+		if err := loadRegistry(NewFolds(cfg).Registry, seed); err != nil {
+			f.Fatalf("a seed does not load: %v", err)
+		}
+		f.Add(seed)
+	}
+	later := s.laterEvents()
+	uris := []string{testNode, "agent://fz-alice.local", "agent://s001.local", "agent://k11.local", "agent://h00.local", "agent://u00.local", "agent://m2.local"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o := NewOutbox()
+		c := cfg
+		c.Outbox = o
+		r := NewFolds(c).Registry
+		if r.LoadState(statecodec.NewReader(data)) != nil {
+			return
+		}
+		r.Snapshot() // an error is allowed (a time JSON cannot write), a panic is not
+		r.SnapshotEntries()
+		r.Agents(AgentFilter{})
+		r.Agents(AgentFilter{Zone: "research-hub", Status: "expired"})
+		r.StatusKnown("nobody's")
+		r.ChangedPage(0, 10)
+		r.Changed(0)
+		r.Mentors()
+		r.UnnamedSyncs()
+		for _, id := range r.ZoneIDs() {
+			r.Zone(id)
+		}
+		for _, uri := range uris {
+			r.Agent(uri)
+			r.CurrentKey(uri)
+			r.ValidSession("research-hub", uri, "ZT-x")
+		}
+		for _, e := range later {
+			r.Apply(e)
+			o.Take(e.Seq)
+		}
+		r.Snapshot()
+		r.ChangedPage(0, 0)
+		saveRegistry(t, r)
+	})
+}
