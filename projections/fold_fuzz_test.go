@@ -74,7 +74,7 @@ func FuzzFolds(f *testing.F) {
 		// same state.
 		evs := fuzzEvents(data)
 		cut := len(data) % (len(evs) + 1)
-		resumed, _ := resumedFolds(t, evs, cut)
+		resumed, _ := resumedFolds(t, evs, cut, false)
 		for i, p := range resumed.All() {
 			got, err := p.(Snapshotter).Snapshot()
 			if err != nil || !bytes.Equal(a[i], got) {

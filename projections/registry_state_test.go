@@ -34,11 +34,11 @@ var registryStateSkip = []string{"Registry.last", "Registry.answered"}
 // with a key they hold (signedSeed's testPeer key is its own).
 const statePeer = "registry://peer2.local"
 
-// stateScript builds a registry test's events one after another, as the
+// regScript builds a registry test's events one after another, as the
 // bridge logs them: seq numbers them, and at is the receive time of the
 // next. It takes a testing.TB, so that a fuzz test's seeds are made with
 // it too.
-type stateScript struct {
+type regScript struct {
 	tb   testing.TB
 	cfg  RegistryConfig
 	seq  uint64
@@ -51,7 +51,7 @@ type stateScript struct {
 
 // event turns a frame into the event the runner would give the folds, as
 // harness.event does.
-func (s *stateScript) event(f *protocol.Frame) *Event {
+func (s *regScript) event(f *protocol.Frame) *Event {
 	s.tb.Helper()
 	msg, err := protocol.Parse(f)
 	if err != nil {
@@ -69,18 +69,18 @@ func (s *stateScript) event(f *protocol.Frame) *Event {
 	return &Event{Envelope: env, Msg: msg}
 }
 
-func (s *stateScript) add(f *protocol.Frame) *Event {
+func (s *regScript) add(f *protocol.Frame) *Event {
 	s.tb.Helper()
 	e := s.event(f)
 	s.evs = append(s.evs, e)
 	return e
 }
 
-func (s *stateScript) wait(d time.Duration) { s.at = s.at.Add(d) }
+func (s *regScript) wait(d time.Duration) { s.at = s.at.Add(d) }
 
 // resend adds a copy of e's frame as a new event, as the bridge logs a
 // message sent again.
-func (s *stateScript) resend(e *Event) *Event {
+func (s *regScript) resend(e *Event) *Event {
 	env := *e.Envelope
 	s.seq++
 	env.Seq, env.ReceivedAt = s.seq, s.at
@@ -92,7 +92,7 @@ func (s *stateScript) resend(e *Event) *Event {
 }
 
 // newKey is a fresh Ed25519 key; newRSAKey a fresh RSA one.
-func (s *stateScript) newKey() crypto.Signer {
+func (s *regScript) newKey() crypto.Signer {
 	_, k, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		s.tb.Fatal(err)
@@ -100,7 +100,7 @@ func (s *stateScript) newKey() crypto.Signer {
 	return k
 }
 
-func (s *stateScript) newRSAKey() crypto.Signer {
+func (s *regScript) newRSAKey() crypto.Signer {
 	k, err := rsa.GenerateKey(rand.Reader, protocol.RSAKeyBitsMin)
 	if err != nil {
 		s.tb.Fatal(err)
@@ -108,7 +108,7 @@ func (s *stateScript) newRSAKey() crypto.Signer {
 	return k
 }
 
-func (s *stateScript) sign(k crypto.Signer, f *protocol.Frame) *protocol.Frame {
+func (s *regScript) sign(k crypto.Signer, f *protocol.Frame) *protocol.Frame {
 	s.tb.Helper()
 	if err := protocol.SignFrame(k, f); err != nil {
 		s.tb.Fatal(err)
@@ -116,7 +116,7 @@ func (s *stateScript) sign(k crypto.Signer, f *protocol.Frame) *protocol.Frame {
 	return f
 }
 
-func (s *stateScript) hmac(secret []byte, f *protocol.Frame) *protocol.Frame {
+func (s *regScript) hmac(secret []byte, f *protocol.Frame) *protocol.Frame {
 	s.tb.Helper()
 	sig, err := protocol.SignHMAC(secret, f.From(), f.To(), f.Type(), "", f.Body)
 	if err == nil {
@@ -129,7 +129,7 @@ func (s *stateScript) hmac(secret []byte, f *protocol.Frame) *protocol.Frame {
 }
 
 // body is a JSON object of members, stamped at the script's time.
-func (s *stateScript) body(members string) string {
+func (s *regScript) body(members string) string {
 	if members == "" {
 		return fmt.Sprintf(`{"timestamp":%q}`, ts(s.at))
 	}
@@ -137,30 +137,30 @@ func (s *stateScript) body(members string) string {
 }
 
 // signedBy is a frame from `from` to the node signed with from's bound key.
-func (s *stateScript) signedBy(from, typ, members string) *protocol.Frame {
+func (s *regScript) signedBy(from, typ, members string) *protocol.Frame {
 	s.tb.Helper()
 	return s.sign(s.keys[from], frame(from, testNode, typ, s.body(members)))
 }
 
-func (s *stateScript) bind(uri string, k crypto.Signer) *Event {
+func (s *regScript) bind(uri string, k crypto.Signer) *Event {
 	s.tb.Helper()
 	s.keys[uri] = k
 	return s.add(s.sign(k, frame(uri, testNode, protocol.TypeAuthRequest,
 		s.body(fmt.Sprintf(`"agent_id":"x","public_key":%q`, pubTextOf(k))))))
 }
 
-func (s *stateScript) register(uri, status string, ttl int) *Event {
+func (s *regScript) register(uri, status string, ttl int) *Event {
 	return s.add(frame(uri, testNode, protocol.TypeRegistryUpdate,
 		fmt.Sprintf(`{"agent_name":%q,"capabilities":["c"],"status":%q,"ttl":%d}`, uri, status, ttl)))
 }
 
-func (s *stateScript) join(uri, zone string, secret []byte) *Event {
+func (s *regScript) join(uri, zone string, secret []byte) *Event {
 	s.tb.Helper()
 	return s.add(s.hmac(secret, frame(uri, testNode, protocol.TypeZoneJoin,
 		s.body(fmt.Sprintf(`"zone_id":%q,"agent_id":"x","capabilities":["c"]`, zone)))))
 }
 
-func (s *stateScript) exchange(from string, uris ...string) *Event {
+func (s *regScript) exchange(from string, uris ...string) *Event {
 	var known []string
 	for _, u := range uris {
 		known = append(known, fmt.Sprintf(`{"agent_uri":%q,"status":"READY"}`, u))
@@ -168,7 +168,7 @@ func (s *stateScript) exchange(from string, uris ...string) *Event {
 	return s.add(frame(from, testNode, protocol.TypeRegistryExchange, fmt.Sprintf(`{"known_agents":[%s]}`, strings.Join(known, ","))))
 }
 
-func (s *stateScript) announce(from string) *Event {
+func (s *regScript) announce(from string) *Event {
 	f := frame(from, "", protocol.TypeAgentAnnounce, `{"agent_name":"A","agent_type":"worker","uptime":12}`)
 	f.Transport = protocol.TransportUDP
 	return s.add(f)
@@ -177,7 +177,7 @@ func (s *stateScript) announce(from string) *Event {
 // newStateScript starts a script with signedSeed's frames (key bindings,
 // a zone join, mints, signed transfers, a rotation, a peer's sync) and
 // every reference frame, as fuzzEvents reads them.
-func newStateScript(t testing.TB) *stateScript {
+func newStateScript(t testing.TB) *regScript {
 	t.Helper()
 	data := signedSeed(t)
 	files, err := filepath.Glob("../testdata/reference/*.aglx")
@@ -191,7 +191,7 @@ func newStateScript(t testing.TB) *stateScript {
 		}
 		data = append(data, b...)
 	}
-	s := &stateScript{tb: t, evs: fuzzEvents(data), keys: map[string]crypto.Signer{},
+	s := &regScript{tb: t, evs: fuzzEvents(data), keys: map[string]crypto.Signer{},
 		cfg: RegistryConfig{NodeURI: testNode, NodeKey: nodeKey, Zones: testZonesDefault, TokenKey: testTokenKey,
 			SyncFrom: []string{testPeer, statePeer}}}
 	s.seq = uint64(len(s.evs))
@@ -213,7 +213,7 @@ const richAgents = 600
 // hints re-put past the order's compaction, sightings, zone members who
 // came and went, zones' memories of joins, mentors, an unnamed peer's
 // syncs, a named peer's merged entries, and the node's own key rotation.
-func richRegistryScript(t testing.TB, agents int) *stateScript {
+func richRegistryScript(t testing.TB, agents int) *regScript {
 	t.Helper()
 	s := newStateScript(t)
 	s.agents = agents
@@ -306,7 +306,7 @@ func richRegistryScript(t testing.TB, agents int) *stateScript {
 
 // laterEvents are what the tests fold after a restore: resends the
 // memories answer, and more of everything.
-func (s *stateScript) laterEvents() []*Event {
+func (s *regScript) laterEvents() []*Event {
 	s.tb.Helper()
 	first := len(s.evs)
 	var bind, update, join *Event

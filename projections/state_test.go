@@ -12,8 +12,18 @@ import (
 )
 
 // stateDiffSkip names the fields the folds deliberately do not save, each
-// with its reason at the field: scratch of the event being applied.
-var stateDiffSkip = []string{}
+// with its reason where the fold saves: scratch of the event being
+// applied (Registry.last and answered, Credits.warm, Ledger.warmSink),
+// and the ledger's hash indexes' seed and layout, which a load rebuilds
+// under a seed of its own (ledger/state.go). Wiring between the folds
+// (auth, refusers, registry) is left out too: each fold it points at is
+// compared as a fold of its own.
+var stateDiffSkip = []string{
+	"Registry.last", "Registry.answered",
+	"Credits.auth", "Credits.outbox", "Credits.warm",
+	"hashIndex.seed", "hashIndex.dir", "hashIndex.depth", "hashIndex.spare", "Ledger.warmSink",
+	"Handshakes.refusers", "handshakeBook.auth", "Reputation.registry", "Reputation.handshakes",
+}
 
 // freshFolds returns the folds the test harness's node runs, empty, with
 // an outbox of their own.
@@ -34,8 +44,12 @@ func applyAll(f *Folds, evs []*Event) {
 
 // resumedFolds folds evs up to cut, saves the folds' state, loads it into
 // fresh folds, and folds the rest there: a stop and a start from the saved
-// state in between.
-func resumedFolds(t *testing.T, evs []*Event, cut int) (*Folds, *Outbox) {
+// state in between. The loaded folds must save to the bytes they were
+// loaded from, and with deep, must be the saved ones field for field
+// (statetest.Diff, which is slow: the folds' tests of their own save and
+// load compare every field at many points, so that equal bytes mean
+// equal folds).
+func resumedFolds(t *testing.T, evs []*Event, cut int, deep bool) (*Folds, *Outbox) {
 	t.Helper()
 	before, beforeOut := freshFolds(t)
 	applyAll(before, evs[:cut])
@@ -52,11 +66,13 @@ func resumedFolds(t *testing.T, evs []*Event, cut int) (*Folds, *Outbox) {
 	if got.Seq != h.Seq || got.EventID != h.EventID || got.Identity["build"] != "test" || !got.SavedAt.Equal(h.SavedAt) {
 		t.Fatalf("header read back as %+v, want %+v", got, h)
 	}
-	if d := statetest.Diff(before, after, stateDiffSkip...); d != "" {
-		t.Fatalf("the folds loaded at %d differ from the ones saved (-saved +loaded):\n%s", cut, d)
-	}
-	if d := statetest.Diff(beforeOut, afterOut, stateDiffSkip...); d != "" {
-		t.Fatalf("the outbox loaded at %d differs from the one saved (-saved +loaded):\n%s", cut, d)
+	if deep {
+		if d := statetest.Diff(before, after, stateDiffSkip...); d != "" {
+			t.Fatalf("the folds loaded at %d differ from the ones saved (-saved +loaded):\n%s", cut, d)
+		}
+		if d := statetest.Diff(beforeOut, afterOut, stateDiffSkip...); d != "" {
+			t.Fatalf("the outbox loaded at %d differs from the one saved (-saved +loaded):\n%s", cut, d)
+		}
 	}
 	again, err := EncodeState(h, after, afterOut)
 	if err != nil || !bytes.Equal(again, b) {
@@ -66,9 +82,9 @@ func resumedFolds(t *testing.T, evs []*Event, cut int) (*Folds, *Outbox) {
 	return after, afterOut
 }
 
-// referenceFrames is every reference frame, twice over (credit and task
+// referenceTwice is every reference frame, twice over (credit and task
 // messages then find accounts), as one stream.
-func referenceFrames(t *testing.T) []byte {
+func referenceTwice(t *testing.T) []byte {
 	files, err := filepath.Glob("../testdata/reference/*.aglx")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("reference frames: %v", err)
@@ -94,22 +110,32 @@ func TestSavedStateFoldsOnAsTheLiveFolds(t *testing.T) {
 		data func(t *testing.T) []byte
 	}{
 		{"signed messages (keys, mints, transfers, a rotation, a zone, a peer's sync)", func(t *testing.T) []byte { return signedSeed(t) }},
-		{"the reference frames", referenceFrames},
-		{"signed messages, then the reference frames", func(t *testing.T) []byte { return append(signedSeed(t), referenceFrames(t)...) }},
+		{"the reference frames", referenceTwice},
+		{"signed messages, then the reference frames", func(t *testing.T) []byte { return append(signedSeed(t), referenceTwice(t)...) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			data := c.data(t)
 			straight, straightOut := freshFolds(t)
 			applyAll(straight, fuzzEvents(data))
+			whole, err := EncodeState(StateHeader{}, straight, straightOut)
+			if err != nil {
+				t.Fatal(err)
+			}
 			n := len(fuzzEvents(data))
 			for cut := 0; cut <= n; cut++ {
-				resumed, resumedOut := resumedFolds(t, fuzzEvents(data), cut)
-				if d := statetest.Diff(straight, resumed, stateDiffSkip...); d != "" {
-					t.Fatalf("cut at %d of %d: the folds differ from those that never stopped (-straight +resumed):\n%s", cut, n, d)
+				deep := cut == 0 || cut == n/2 || cut == n
+				resumed, resumedOut := resumedFolds(t, fuzzEvents(data), cut, deep)
+				if deep {
+					if d := statetest.Diff(straight, resumed, stateDiffSkip...); d != "" {
+						t.Fatalf("cut at %d of %d: the folds differ from those that never stopped (-straight +resumed):\n%s", cut, n, d)
+					}
+					if d := statetest.Diff(straightOut, resumedOut, stateDiffSkip...); d != "" {
+						t.Fatalf("cut at %d of %d: the outbox differs (-straight +resumed):\n%s", cut, n, d)
+					}
 				}
-				if d := statetest.Diff(straightOut, resumedOut, stateDiffSkip...); d != "" {
-					t.Fatalf("cut at %d of %d: the outbox differs (-straight +resumed):\n%s", cut, n, d)
+				if got, err := EncodeState(StateHeader{}, resumed, resumedOut); err != nil || !bytes.Equal(got, whole) {
+					t.Fatalf("cut at %d of %d: the folds save to other bytes than those that never stopped (err %v)", cut, n, err)
 				}
 				for i, p := range straight.All() {
 					want, _ := p.(Snapshotter).Snapshot()

@@ -73,15 +73,21 @@ func stateSavers(f *Folds, o *Outbox) ([]string, []StateSaver, error) {
 		names, savers = append(names, p.Name()), append(savers, s)
 	}
 	if o != nil {
-		var s any = o
-		ss, ok := s.(StateSaver)
-		if !ok {
-			return nil, nil, errors.New("projections: the outbox cannot save its state")
-		}
-		names, savers = append(names, outboxSection), append(savers, ss)
+		names, savers = append(names, outboxSection), append(savers, outboxState{o, f.Registry})
 	}
 	return names, savers, nil
 }
+
+// outboxState saves and loads the outbox with the folds: a kept reply that
+// the node signs as it is taken needs the registry's node key to be signed
+// after a load (Outbox.LoadState).
+type outboxState struct {
+	o   *Outbox
+	reg *Registry
+}
+
+func (s outboxState) SaveState(w *statecodec.Writer) error { return s.o.SaveState(w) }
+func (s outboxState) LoadState(r *statecodec.Reader) error { return s.o.LoadState(r, s.reg) }
 
 // EncodeState writes the state of every fold in f, and of the outbox o if
 // not nil, under header h. Call it with the folds locked (Runner.View),
