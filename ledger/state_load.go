@@ -1,0 +1,396 @@
+package ledger
+
+import (
+	"fmt"
+
+	"github.com/aglx/ledger/ledger/statecodec"
+)
+
+// LoadState reads what SaveState wrote into l, a ledger fresh from New
+// with the same node URI, and checks it whole; on an error l is to be
+// discarded. It never panics, and a ledger it loads without error never
+// panics later on account of what it read.
+func (l *Ledger) LoadState(r *statecodec.Reader) error {
+	// The tables New filled (the issuance account, and its URI in the
+	// arena if long) are read back from the state like every other row.
+	*l = Ledger{
+		node: l.node, ctx: l.ctx, wide: l.wide,
+		accounts:     newAccountTable(),
+		replyPending: make(map[uint32]fixed),
+		txs:          newHashIndex(),
+		rewards:      newKeyIndex(),
+		adjusts:      newKeyIndex(),
+		signed:       newKeyIndex(),
+		holds:        newHoldTable(),
+		requests:     newRequestLog(),
+	}
+	ld := loader{r: r, l: l}
+	l.seq = r.Uint()
+	ld.arena()
+	ld.accounts()
+	ld.postings()
+	ld.keyRecs(&l.rewards, "reward key", uint32(l.postings.len()))
+	ld.keyRecs(&l.adjusts, "adjustment key", uint32(l.postings.len()))
+	ld.keyRecs(&l.signed, "signed message", 0)
+	ld.holds()
+	ld.keyRecs(&l.holds.tasks, "task key", uint32(l.holds.rows.len()))
+	ld.requests()
+	ld.mismatches()
+	if r.Err() != nil {
+		return fmt.Errorf("ledger: loading the saved state: %w", r.Err())
+	}
+	ld.rebuild()
+	if r.Err() != nil {
+		return fmt.Errorf("ledger: loading the saved state: %w", r.Err())
+	}
+	return nil
+}
+
+// loader reads a saved state into a ledger, checking each value where it
+// is read; its rebuild (state_rebuild.go) checks what spans tables.
+type loader struct {
+	r *statecodec.Reader
+	l *Ledger
+}
+
+func (ld *loader) arena() {
+	r, a := ld.r, &ld.l.strs
+	n := r.Len(2)
+	for i := range n {
+		b := r.Blob()
+		if r.Err() != nil {
+			return
+		}
+		if len(b) == 0 || len(b) > arenaChunkSize {
+			r.Failf("ledger: arena chunk %d holds %d bytes; a chunk holds 1 to %d", i, len(b), arenaChunkSize)
+			return
+		}
+		if i == n-1 {
+			// The last chunk gets its full capacity, as put made it, so
+			// that the strings put next go on in place.
+			c := make([]byte, len(b), arenaChunkSize)
+			copy(c, b)
+			b = c
+		}
+		a.chunks = append(a.chunks, b)
+	}
+}
+
+// ref reads a string reference and checks that it lies in the arena.
+func (ld *loader) ref(what string) strRef {
+	v := strRef(ld.r.Uint())
+	if ld.r.Err() == nil && !ld.l.strs.holds(v) {
+		ld.r.Failf("ledger: %s names bytes %d+%d, outside the arena", what, v>>strRefLenBits, v&(1<<strRefLenBits-1))
+		return 0
+	}
+	return v
+}
+
+// holds reports whether r names a string inside the arena. It rejects the
+// spare bits, which no stored reference keeps set but the posting's kind
+// (posting.tx), cleared before it is checked.
+func (a *arena) holds(r strRef) bool {
+	n := uint64(r & (1<<strRefLenBits - 1))
+	if n == 0 {
+		return r == 0
+	}
+	if n >= arenaChunkSize {
+		return false
+	}
+	off := uint64(r >> strRefLenBits)
+	c := off / arenaChunkSize
+	return c < uint64(len(a.chunks)) && off%arenaChunkSize+n <= uint64(len(a.chunks[c]))
+}
+
+// figure reads a stored figure and checks that it is one: a valid amount
+// of the ledger's arithmetic (moneyLimit), zero never negative. Anything
+// else could make a later sum of figures panic (diffDecimal).
+func (ld *loader) figure(what string) fixed {
+	f := fixed{lo: ld.r.Uint(), hi: ld.r.Uint()}
+	if ld.r.Err() == nil && !validFigure(f) {
+		ld.r.Failf("ledger: %s is not a valid figure (%#x %#x)", what, f.hi, f.lo)
+		return fixed{}
+	}
+	return f
+}
+
+func validFigure(f fixed) bool {
+	return !(f.neg() && f.isZero()) && moneyLimit(f.mag(), f.exp())
+}
+
+// index reads an index into a table of n rows, or with plusOne an index
+// + 1 that may be 0 for none.
+func (ld *loader) index(what string, n int, plusOne bool) uint32 {
+	v := ld.r.Uint()
+	limit := uint64(n)
+	if plusOne {
+		limit++
+	}
+	if ld.r.Err() == nil && v >= limit {
+		ld.r.Failf("ledger: %s is %d, outside a table of %d rows", what, v, n)
+		return 0
+	}
+	return uint32(v)
+}
+
+func (ld *loader) accounts() {
+	r, l := ld.r, ld.l
+	n := r.Len(accountMinBytes)
+	if r.Err() == nil && (n < 1 || n > accountsMax) {
+		r.Failf("ledger: %d accounts; the issuance account at least, at most %d", n, accountsMax)
+	}
+	for i := range n {
+		if r.Err() != nil {
+			return
+		}
+		_, a := l.accounts.rows.add()
+		what := fmt.Sprintf("account %d", i)
+		u := r.Uint()
+		switch {
+		case u == 0:
+			r.Failf("ledger: %s has no URI", what)
+		case u <= uriShortMax:
+			b := r.Blob()
+			if len(b) != int(u) {
+				r.Failf("ledger: %s has a URI of %d bytes for %d", what, len(b), u)
+			}
+			copy(a.short[:], b)
+			a.uri = strRef(u)
+		default:
+			ref := strRef(u)
+			if r.Err() == nil && (!l.strs.holds(ref) || ref&(1<<strRefLenBits-1) <= uriShortMax) {
+				r.Failf("ledger: %s names its URI at %#x, outside the arena or short", what, u)
+			}
+			a.uri = ref
+		}
+		a.balance = ld.figure(what + " balance")
+		a.pending = ld.figure(what + " pending")
+		a.earned = ld.figure(what + " earned")
+		a.spent = ld.figure(what + " spent")
+		a.updated = r.Int()
+		a.seq = r.Uint()
+		if i == 0 && r.Err() == nil && a.name(&l.strs) != l.node {
+			r.Failf("ledger: the saved ledger is node %q's, not %q's", a.name(&l.strs), l.node)
+		}
+	}
+}
+
+func (ld *loader) postings() {
+	r, l := ld.r, ld.l
+	n := r.Len(2)
+	if r.Err() == nil && n > bigFiguresMax {
+		r.Failf("ledger: %d big figures, more than %d", n, bigFiguresMax)
+	}
+	for i := range n {
+		if r.Err() != nil {
+			return
+		}
+		_, f := l.bigFigures.add()
+		*f = ld.figure(fmt.Sprintf("big figure %d", i))
+	}
+
+	n = r.Len(postingMinBytes)
+	if r.Err() == nil && n > postingsMax {
+		r.Failf("ledger: %d postings, more than %d", n, postingsMax)
+	}
+	accounts := l.accounts.len()
+	for i := range n {
+		if r.Err() != nil {
+			return
+		}
+		_, p := l.postings.add()
+		what := fmt.Sprintf("posting %d", i)
+		p.seq = r.Uint()
+		p.time = r.Int()
+		p.event = eventRef{hi: r.Fixed64(), lo: r.Fixed64()}
+		p.tx = strRef(r.Uint())
+		p.from = accountID(ld.index(what+" from", accounts, false))
+		p.to = accountID(ld.index(what+" to", accounts, false))
+		p.amount = ld.packed(what + " amount")
+		p.fromBalance = ld.packed(what + " from balance")
+		p.toBalance = ld.packed(what + " to balance")
+		if r.Err() != nil {
+			return
+		}
+		switch k := p.tx & strRefSpare >> strRefSpareShift; {
+		case k < strRef(kindTransfer) || k > strRef(kindAdjust):
+			r.Failf("ledger: %s has kind %d", what, k)
+		case p.txID() == 0 || !l.strs.holds(p.txID()):
+			r.Failf("ledger: %s names its transaction id at %#x, outside the arena", what, uint64(p.txID()))
+		case p.event.hi == eventRefString && (p.event.lo == 0 || !l.strs.holds(strRef(p.event.lo))):
+			r.Failf("ledger: %s names its event id at %#x, outside the arena", what, p.event.lo)
+		case p.from == p.to:
+			r.Failf("ledger: %s moves credits from account %d to itself", what, p.from)
+		case l.unpack(p.amount).sign() <= 0:
+			r.Failf("ledger: %s moves an amount that is not positive", what)
+		}
+	}
+
+	n = r.Len(3)
+	prev := -1
+	for range n {
+		k := ld.index("a reply figure's posting", l.postings.len(), false)
+		f := ld.figure("a reply figure")
+		if r.Err() != nil {
+			return
+		}
+		if int(k) <= prev || f == (fixed{}) {
+			r.Failf("ledger: the reply figure of posting %d is out of order or zero", k)
+			return
+		}
+		prev = int(k)
+		l.replyPending[k] = f
+	}
+}
+
+// packed reads a posting's figure: inline, a valid figure; out of line,
+// the index of a big figure already read.
+func (ld *loader) packed(what string) packed {
+	p := packed(ld.r.Uint())
+	if ld.r.Err() != nil {
+		return 0
+	}
+	switch {
+	case p&packedBig != 0:
+		if p&^packedBig >= packed(ld.l.bigFigures.len()) {
+			ld.r.Failf("ledger: %s names big figure %d of %d", what, uint64(p&^packedBig), ld.l.bigFigures.len())
+			return 0
+		}
+	case p&packedNeg != 0 && p&packedMagMax == 0, !validFigure(ld.l.unpack(p)):
+		ld.r.Failf("ledger: %s is not a valid figure (%#x)", what, uint64(p))
+		return 0
+	}
+	return p
+}
+
+// keyRecs reads the records of a key index. With rows not 0, each
+// record's a is the index + 1 of one of that many rows (postings or
+// holds) and b is 0; with rows 0 both are free (a sequence).
+func (ld *loader) keyRecs(x *keyIndex, what string, rows uint32) {
+	r := ld.r
+	n := r.Len(3)
+	if r.Err() == nil && uint64(n) >= 1<<32-1 {
+		r.Failf("ledger: %d %ss, more than an index holds", n, what)
+	}
+	for i := range n {
+		if r.Err() != nil {
+			return
+		}
+		_, rec := x.recs.add()
+		rec.key = ld.ref(what)
+		rec.a, rec.b = r.Uint32(), r.Uint32()
+		if r.Err() == nil && (rec.key == 0 || rows != 0 && (rec.a == 0 || rec.a > rows || rec.b != 0)) {
+			r.Failf("ledger: %s %d has key %#x and values %d, %d; rows %d", what, i, uint64(rec.key), rec.a, rec.b, rows)
+		}
+	}
+}
+
+func (ld *loader) holds() {
+	r, l := ld.r, ld.l
+	n := r.Len(holdMinBytes)
+	if r.Err() == nil && uint64(n) >= 1<<32-1 {
+		r.Failf("ledger: %d holds, more than the table holds", n)
+	}
+	accounts, postings := l.accounts.len(), l.postings.len()
+	for i := range n {
+		if r.Err() != nil {
+			return
+		}
+		_, h := l.holds.rows.add()
+		what := fmt.Sprintf("hold %d", i)
+		h.kind = holdKind(r.Uint())
+		h.state = holdState(r.Uint())
+		h.account = accountID(ld.index(what+" account", accounts, false))
+		h.party = ld.ref(what + " party")
+		h.amount = ld.figure(what + " amount")
+		h.expires = r.Int()
+		h.defaultExpiry = r.Bool()
+		h.seq = r.Uint()
+		h.endedSeq = r.Uint()
+		h.eventID = ld.ref(what + " event id")
+		h.txID = ld.ref(what + " transaction id")
+		h.taskID = ld.ref(what + " task id")
+		h.balance = ld.figure(what + " reply balance")
+		h.pending = ld.figure(what + " reply pending")
+		h.livePos = r.Uint32()
+		h.paid = ld.index(what+" paid", postings, true)
+		if r.Err() != nil {
+			return
+		}
+		switch {
+		case h.kind < holdApproval || h.kind > holdTask:
+			r.Failf("ledger: %s has kind %d", what, h.kind)
+		case h.state < holdLive || h.state > holdExpired:
+			r.Failf("ledger: %s has state %d", what, h.state)
+		case (h.state == holdLive) != (h.endedSeq == 0):
+			r.Failf("ledger: %s is %s, ended at seq %d", what, h.state, h.endedSeq)
+		case h.amount.sign() <= 0:
+			r.Failf("ledger: %s holds an amount that is not positive", what)
+		case h.kind == holdApproval && h.txID == 0, h.kind == holdTask && h.paid != 0:
+			r.Failf("ledger: %s, a %s hold, has transaction id %#x and paid %d", what, h.kind, uint64(h.txID), h.paid)
+		}
+	}
+
+	n = r.Len(2)
+	for range n {
+		if r.Err() != nil {
+			return
+		}
+		it := expiryItem{expires: r.Int()}
+		it.hold = ld.index("an expiry's hold", l.holds.rows.len(), false)
+		l.holds.expiry = append(l.holds.expiry, it)
+	}
+}
+
+func (ld *loader) requests() {
+	r, l := ld.r, ld.l
+	n := r.Len(requestMinBytes)
+	for i := range n {
+		if r.Err() != nil {
+			return
+		}
+		var q Request
+		amount := ld.figure(fmt.Sprintf("request %d amount", i))
+		q.Approver = r.String()
+		q.EventID = r.String()
+		q.Requester = r.String()
+		q.ResolvedBy = r.String()
+		q.ResolvedSeq = r.Uint()
+		q.Seq = r.Uint()
+		state := r.Uint()
+		q.TaskID = r.String()
+		q.Time = timeOf(r.Int())
+		q.TransactionID = r.String()
+		if r.Err() != nil {
+			return
+		}
+		if state >= uint64(len(requestStates)) || amount.sign() <= 0 {
+			r.Failf("ledger: request %d has state %d and amount %s", i, state, amount.text())
+			return
+		}
+		q.State = requestStates[state]
+		q.Amount = amountOfFixed(amount)
+		l.requests.all = append(l.requests.all, q)
+	}
+}
+
+func (ld *loader) mismatches() {
+	r, l := ld.r, ld.l
+	n := r.Len(mismatchMinBytes)
+	for range n {
+		if r.Err() != nil {
+			return
+		}
+		var m Mismatch
+		m.Account = r.String()
+		m.Claimed = r.String()
+		m.EventID = r.String()
+		m.Field = r.String()
+		m.Ledger = r.String()
+		m.Seq = r.Uint()
+		m.Time = timeOf(r.Int())
+		m.TransactionID = r.String()
+		m.Type = r.String()
+		l.mismatches = append(l.mismatches, m)
+	}
+}
