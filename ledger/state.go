@@ -131,6 +131,12 @@ func (l *Ledger) SaveState(w *statecodec.Writer) error {
 		w.Uint(uint64(h.paid))
 	}
 	w.Len(len(l.holds.expiry))
+	if len(l.holds.expiry) == 0 {
+		// Empty, the queue is nil until the first hold and an empty
+		// slice once it has been emptied: the same to every use, but the
+		// fold restored is to be the one saved.
+		w.Bool(l.holds.expiry == nil)
+	}
 	for _, it := range l.holds.expiry {
 		w.Int(it.expires)
 		w.Uint(uint64(it.hold))

@@ -332,6 +332,9 @@ func (ld *loader) holds() {
 	}
 
 	n = r.Len(2)
+	if n == 0 && !r.Bool() {
+		l.holds.expiry = expiryHeap{}
+	}
 	for range n {
 		if r.Err() != nil {
 			return

@@ -169,6 +169,32 @@ func roundTripBytes(t tb, l *Ledger) *Ledger {
 	return got
 }
 
+// TestStateRoundTripFixtures: the scripted ledgers round trip field for
+// field: a fresh one, one with live holds, and one whose holds all
+// expired, which leaves its expiry queue empty but not nil.
+func TestStateRoundTripFixtures(t *testing.T) {
+	tests := []struct {
+		name string
+		l    func(t *testing.T) *Ledger
+	}{
+		{"fresh", func(*testing.T) *Ledger { return New(node) }},
+		{"fresh with a long URI", func(*testing.T) *Ledger {
+			return New("registry://a-node-whose-name-is-longer-than-thirty-two-bytes.local")
+		}},
+		{"live holds", func(t *testing.T) *Ledger { return liveFixture(t).l }},
+		{"holds expired", func(t *testing.T) *Ledger {
+			l := snapshotFixture(t).l
+			if l.holds.expiry == nil || len(l.holds.expiry) != 0 {
+				t.Fatalf("the fixture's expiry queue is %#v, want empty and not nil", l.holds.expiry)
+			}
+			return l
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { roundTrip(t, tc.l(t)) })
+	}
+}
+
 // restore returns l's Snapshot or fails.
 func restore(t tb, l *Ledger) []byte {
 	t.Helper()
