@@ -132,7 +132,7 @@ func TestStateRoundTripProperties(t *testing.T) {
 			if i == n {
 				break
 			}
-			o := h.apply(drawWideEvent(t, h))
+			o := h.apply(drawStateEvent(t, h))
 			e := h.log[len(h.log)-1]
 			if got := restored; got != nil {
 				if o2 := got.Apply(e); !reflect.DeepEqual(o, o2) {
@@ -151,6 +151,28 @@ func TestStateRoundTripProperties(t *testing.T) {
 			t.Fatalf("Check of the continued ledger: %v", err)
 		}
 	})
+}
+
+// drawStateEvent is drawWideEvent with requests and denials mixed in,
+// which the property tests' generators leave out, so that requests stay
+// open (Ledger.requests.byPair) across the cut; signed or not, so that
+// their names are taken (Ledger.signed).
+func drawStateEvent(t *rapid.T, h *harness) Event {
+	if rapid.IntRange(0, 5).Draw(t, "request") != 0 {
+		return drawWideEvent(t, h)
+	}
+	from := rapid.SampledFrom(propAgents).Draw(t, "from")
+	to := rapid.SampledFrom(propAgents).Draw(t, "to")
+	amount := amt(rapid.SampledFrom(propAmounts).Draw(t, "amount"))
+	e := Event{From: from, To: to, Auth: rapid.SampledFrom(propAuths).Draw(t, "auth"),
+		Payload: &protocol.CreditRequest{RequestedAmount: amount, TaskID: drawID(t, "job", 5, "task")}}
+	if rapid.Bool().Draw(t, "deny") {
+		e.Payload = &protocol.CreditDeny{RequestedAmount: amount, Reason: "no"}
+	}
+	if rapid.Bool().Draw(t, "signed") {
+		e.SignedName = contentName(e)
+	}
+	return e
 }
 
 // roundTripBytes is roundTrip without statetest.Diff: the restored ledger
@@ -387,13 +409,19 @@ func TestLoadStateRefusesDamage(t *testing.T) {
 }
 
 // liveFixture is snapshotFixture's ledger before its holds expire: alice
-// has two live holds, an approval and a task's.
+// has two live holds, an approval and a task's, and two requests open.
 func liveFixture(t *testing.T) *harness {
 	h := snapshotFixture(t)
 	live := newHarness(t)
 	for _, e := range h.log[:len(h.log)-1] {
 		e.Seq, e.EventID = 0, ""
 		live.apply(e)
+	}
+	for _, amount := range []string{"4", "5"} { // requests left open
+		live.apply(Event{From: dave, To: alice, Auth: AuthValid, Payload: &protocol.CreditRequest{RequestedAmount: amt(amount)}})
+	}
+	if n := len(live.l.requests.byPair); n != 1 {
+		t.Fatalf("the fixture has open requests of %d pairs, want 1", n)
 	}
 	if n := len(live.l.holds.live[1]); n != 2 {
 		t.Fatalf("the fixture's alice has %d live holds, want 2", n)
