@@ -29,11 +29,11 @@ func (l *Ledger) LoadState(r *statecodec.Reader) error {
 	ld.arena()
 	ld.accounts()
 	ld.postings()
-	ld.keyRecs(&l.rewards, "reward key", uint32(l.postings.len()))
-	ld.keyRecs(&l.adjusts, "adjustment key", uint32(l.postings.len()))
-	ld.keyRecs(&l.signed, "signed message", 0)
+	ld.keyRecs(&l.rewards, "reward key", l.postings.len())
+	ld.keyRecs(&l.adjusts, "adjustment key", l.postings.len())
+	ld.keyRecs(&l.signed, "signed message", -1)
 	ld.holds()
-	ld.keyRecs(&l.holds.tasks, "task key", uint32(l.holds.rows.len()))
+	ld.keyRecs(&l.holds.tasks, "task key", l.holds.rows.len())
 	ld.requests()
 	ld.mismatches()
 	if r.Err() != nil {
@@ -263,10 +263,10 @@ func (ld *loader) packed(what string) packed {
 	return p
 }
 
-// keyRecs reads the records of a key index. With rows not 0, each
+// keyRecs reads the records of a key index. With rows 0 or more, each
 // record's a is the index + 1 of one of that many rows (postings or
-// holds) and b is 0; with rows 0 both are free (a sequence).
-func (ld *loader) keyRecs(x *keyIndex, what string, rows uint32) {
+// holds) and b is 0; with rows -1 both are free (a sequence, split).
+func (ld *loader) keyRecs(x *keyIndex, what string, rows int) {
 	r := ld.r
 	n := r.Len(3)
 	if r.Err() == nil && uint64(n) >= 1<<32-1 {
@@ -279,8 +279,8 @@ func (ld *loader) keyRecs(x *keyIndex, what string, rows uint32) {
 		_, rec := x.recs.add()
 		rec.key = ld.ref(what)
 		rec.a, rec.b = r.Uint32(), r.Uint32()
-		if r.Err() == nil && (rec.key == 0 || rows != 0 && (rec.a == 0 || rec.a > rows || rec.b != 0)) {
-			r.Failf("ledger: %s %d has key %#x and values %d, %d; rows %d", what, i, uint64(rec.key), rec.a, rec.b, rows)
+		if r.Err() == nil && (rec.key == 0 || rows >= 0 && (rec.a == 0 || int64(rec.a) > int64(rows) || rec.b != 0)) {
+			r.Failf("ledger: %s %d has key %#x and values %d, %d, of %d rows", what, i, uint64(rec.key), rec.a, rec.b, rows)
 		}
 	}
 }

@@ -389,6 +389,12 @@ func TestLoadStateRefusesDamage(t *testing.T) {
 		{"a reply figure of no posting", func(l *Ledger) { l.replyPending[uint32(l.postings.len())] = packFixed(u128{lo: 1}, 0, false) }, "outside a table"},
 		{"a request in an unknown state", func(l *Ledger) { l.requests.all[0].State = "maybe" }, "saving request"},
 	}
+	// Damage that needs a ledger with no postings (no rows to name).
+	empty := New(node)
+	empty.rewards.insert(&empty.strs, "task x", 1, 0)
+	if _, err := loadState(saveState(t, empty), node); err == nil || !strings.Contains(err.Error(), "reward key") {
+		t.Fatalf("LoadState of a reward key naming a posting of a ledger without any: %v", err)
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := loadState(base, node)
