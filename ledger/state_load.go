@@ -76,11 +76,32 @@ func (ld *loader) arena() {
 	}
 }
 
+// where names a value read, for an error. It is formatted only if there
+// is one: a ledger has millions of rows, and naming each as it is read
+// cost a formatted string per value.
+type where struct {
+	table string
+	i     int
+	field string
+}
+
+func (w where) f(field string) where {
+	w.field = field
+	return w
+}
+
+func (w where) String() string {
+	if w.field == "" {
+		return fmt.Sprintf("%s %d", w.table, w.i)
+	}
+	return fmt.Sprintf("%s %d %s", w.table, w.i, w.field)
+}
+
 // ref reads a string reference and checks that it lies in the arena.
-func (ld *loader) ref(what string) strRef {
+func (ld *loader) ref(at where) strRef {
 	v := strRef(ld.r.Uint())
 	if ld.r.Err() == nil && !ld.l.strs.holds(v) {
-		ld.r.Failf("ledger: %s names bytes %d+%d, outside the arena", what, v>>strRefLenBits, v&(1<<strRefLenBits-1))
+		ld.r.Failf("ledger: %s names bytes %d+%d, outside the arena", at, v>>strRefLenBits, v&(1<<strRefLenBits-1))
 		return 0
 	}
 	return v
@@ -105,10 +126,10 @@ func (a *arena) holds(r strRef) bool {
 // figure reads a stored figure and checks that it is one: a valid amount
 // of the ledger's arithmetic (moneyLimit), zero never negative. Anything
 // else could make a later sum of figures panic (diffDecimal).
-func (ld *loader) figure(what string) fixed {
+func (ld *loader) figure(at where) fixed {
 	f := fixed{lo: ld.r.Uint(), hi: ld.r.Uint()}
 	if ld.r.Err() == nil && !validFigure(f) {
-		ld.r.Failf("ledger: %s is not a valid figure (%#x %#x)", what, f.hi, f.lo)
+		ld.r.Failf("ledger: %s is not a valid figure (%#x %#x)", at, f.hi, f.lo)
 		return fixed{}
 	}
 	return f
@@ -120,14 +141,14 @@ func validFigure(f fixed) bool {
 
 // index reads an index into a table of n rows, or with plusOne an index
 // + 1 that may be 0 for none.
-func (ld *loader) index(what string, n int, plusOne bool) uint32 {
+func (ld *loader) index(at where, n int, plusOne bool) uint32 {
 	v := ld.r.Uint()
 	limit := uint64(n)
 	if plusOne {
 		limit++
 	}
 	if ld.r.Err() == nil && v >= limit {
-		ld.r.Failf("ledger: %s is %d, outside a table of %d rows", what, v, n)
+		ld.r.Failf("ledger: %s is %d, outside a table of %d rows", at, v, n)
 		return 0
 	}
 	return uint32(v)
@@ -144,29 +165,29 @@ func (ld *loader) accounts() {
 			return
 		}
 		_, a := l.accounts.rows.add()
-		what := fmt.Sprintf("account %d", i)
+		at := where{"account", i, ""}
 		u := r.Uint()
 		switch {
 		case u == 0:
-			r.Failf("ledger: %s has no URI", what)
+			r.Failf("ledger: %s has no URI", at)
 		case u <= uriShortMax:
 			b := r.Blob()
 			if len(b) != int(u) {
-				r.Failf("ledger: %s has a URI of %d bytes for %d", what, len(b), u)
+				r.Failf("ledger: %s has a URI of %d bytes for %d", at, len(b), u)
 			}
 			copy(a.short[:], b)
 			a.uri = strRef(u)
 		default:
 			ref := strRef(u)
 			if r.Err() == nil && (!l.strs.holds(ref) || ref&(1<<strRefLenBits-1) <= uriShortMax) {
-				r.Failf("ledger: %s names its URI at %#x, outside the arena or short", what, u)
+				r.Failf("ledger: %s names its URI at %#x, outside the arena or short", at, u)
 			}
 			a.uri = ref
 		}
-		a.balance = ld.figure(what + " balance")
-		a.pending = ld.figure(what + " pending")
-		a.earned = ld.figure(what + " earned")
-		a.spent = ld.figure(what + " spent")
+		a.balance = ld.figure(at.f("balance"))
+		a.pending = ld.figure(at.f("pending"))
+		a.earned = ld.figure(at.f("earned"))
+		a.spent = ld.figure(at.f("spent"))
 		a.updated = r.Int()
 		a.seq = r.Uint()
 		if i == 0 && r.Err() == nil && a.name(&l.strs) != l.node {
@@ -186,7 +207,7 @@ func (ld *loader) postings() {
 			return
 		}
 		_, f := l.bigFigures.add()
-		*f = ld.figure(fmt.Sprintf("big figure %d", i))
+		*f = ld.figure(where{"big figure", i, ""})
 	}
 
 	n = r.Len(postingMinBytes)
@@ -199,38 +220,38 @@ func (ld *loader) postings() {
 			return
 		}
 		_, p := l.postings.add()
-		what := fmt.Sprintf("posting %d", i)
+		at := where{"posting", i, ""}
 		p.seq = r.Uint()
 		p.time = r.Int()
 		p.event = eventRef{hi: r.Fixed64(), lo: r.Fixed64()}
 		p.tx = strRef(r.Uint())
-		p.from = accountID(ld.index(what+" from", accounts, false))
-		p.to = accountID(ld.index(what+" to", accounts, false))
-		p.amount = ld.packed(what + " amount")
-		p.fromBalance = ld.packed(what + " from balance")
-		p.toBalance = ld.packed(what + " to balance")
+		p.from = accountID(ld.index(at.f("from"), accounts, false))
+		p.to = accountID(ld.index(at.f("to"), accounts, false))
+		p.amount = ld.packed(at.f("amount"))
+		p.fromBalance = ld.packed(at.f("from balance"))
+		p.toBalance = ld.packed(at.f("to balance"))
 		if r.Err() != nil {
 			return
 		}
 		switch k := p.tx & strRefSpare >> strRefSpareShift; {
 		case k < strRef(kindTransfer) || k > strRef(kindAdjust):
-			r.Failf("ledger: %s has kind %d", what, k)
+			r.Failf("ledger: %s has kind %d", at, k)
 		case p.txID() == 0 || !l.strs.holds(p.txID()):
-			r.Failf("ledger: %s names its transaction id at %#x, outside the arena", what, uint64(p.txID()))
+			r.Failf("ledger: %s names its transaction id at %#x, outside the arena", at, uint64(p.txID()))
 		case p.event.hi == eventRefString && (p.event.lo == 0 || !l.strs.holds(strRef(p.event.lo))):
-			r.Failf("ledger: %s names its event id at %#x, outside the arena", what, p.event.lo)
+			r.Failf("ledger: %s names its event id at %#x, outside the arena", at, p.event.lo)
 		case p.from == p.to:
-			r.Failf("ledger: %s moves credits from account %d to itself", what, p.from)
+			r.Failf("ledger: %s moves credits from account %d to itself", at, p.from)
 		case l.unpack(p.amount).sign() <= 0:
-			r.Failf("ledger: %s moves an amount that is not positive", what)
+			r.Failf("ledger: %s moves an amount that is not positive", at)
 		}
 	}
 
 	n = r.Len(3)
 	prev := -1
-	for range n {
-		k := ld.index("a reply figure's posting", l.postings.len(), false)
-		f := ld.figure("a reply figure")
+	for i := range n {
+		k := ld.index(where{"reply figure", i, "posting"}, l.postings.len(), false)
+		f := ld.figure(where{"reply figure", i, ""})
 		if r.Err() != nil {
 			return
 		}
@@ -245,7 +266,7 @@ func (ld *loader) postings() {
 
 // packed reads a posting's figure: inline, a valid figure; out of line,
 // the index of a big figure already read.
-func (ld *loader) packed(what string) packed {
+func (ld *loader) packed(at where) packed {
 	p := packed(ld.r.Uint())
 	if ld.r.Err() != nil {
 		return 0
@@ -253,11 +274,11 @@ func (ld *loader) packed(what string) packed {
 	switch {
 	case p&packedBig != 0:
 		if p&^packedBig >= packed(ld.l.bigFigures.len()) {
-			ld.r.Failf("ledger: %s names big figure %d of %d", what, uint64(p&^packedBig), ld.l.bigFigures.len())
+			ld.r.Failf("ledger: %s names big figure %d of %d", at, uint64(p&^packedBig), ld.l.bigFigures.len())
 			return 0
 		}
 	case p&packedNeg != 0 && p&packedMagMax == 0, !validFigure(ld.l.unpack(p)):
-		ld.r.Failf("ledger: %s is not a valid figure (%#x)", what, uint64(p))
+		ld.r.Failf("ledger: %s is not a valid figure (%#x)", at, uint64(p))
 		return 0
 	}
 	return p
@@ -277,7 +298,7 @@ func (ld *loader) keyRecs(x *keyIndex, what string, rows int) {
 			return
 		}
 		_, rec := x.recs.add()
-		rec.key = ld.ref(what)
+		rec.key = ld.ref(where{what, i, ""})
 		rec.a, rec.b = r.Uint32(), r.Uint32()
 		if r.Err() == nil && (rec.key == 0 || rows >= 0 && (rec.a == 0 || int64(rec.a) > int64(rows) || rec.b != 0)) {
 			r.Failf("ledger: %s %d has key %#x and values %d, %d, of %d rows", what, i, uint64(rec.key), rec.a, rec.b, rows)
@@ -297,37 +318,37 @@ func (ld *loader) holds() {
 			return
 		}
 		_, h := l.holds.rows.add()
-		what := fmt.Sprintf("hold %d", i)
+		at := where{"hold", i, ""}
 		h.kind = holdKind(r.Uint())
 		h.state = holdState(r.Uint())
-		h.account = accountID(ld.index(what+" account", accounts, false))
-		h.party = ld.ref(what + " party")
-		h.amount = ld.figure(what + " amount")
+		h.account = accountID(ld.index(at.f("account"), accounts, false))
+		h.party = ld.ref(at.f("party"))
+		h.amount = ld.figure(at.f("amount"))
 		h.expires = r.Int()
 		h.defaultExpiry = r.Bool()
 		h.seq = r.Uint()
 		h.endedSeq = r.Uint()
-		h.eventID = ld.ref(what + " event id")
-		h.txID = ld.ref(what + " transaction id")
-		h.taskID = ld.ref(what + " task id")
-		h.balance = ld.figure(what + " reply balance")
-		h.pending = ld.figure(what + " reply pending")
+		h.eventID = ld.ref(at.f("event id"))
+		h.txID = ld.ref(at.f("transaction id"))
+		h.taskID = ld.ref(at.f("task id"))
+		h.balance = ld.figure(at.f("reply balance"))
+		h.pending = ld.figure(at.f("reply pending"))
 		h.livePos = r.Uint32()
-		h.paid = ld.index(what+" paid", postings, true)
+		h.paid = ld.index(at.f("paid"), postings, true)
 		if r.Err() != nil {
 			return
 		}
 		switch {
 		case h.kind < holdApproval || h.kind > holdTask:
-			r.Failf("ledger: %s has kind %d", what, h.kind)
+			r.Failf("ledger: %s has kind %d", at, h.kind)
 		case h.state < holdLive || h.state > holdExpired:
-			r.Failf("ledger: %s has state %d", what, h.state)
+			r.Failf("ledger: %s has state %d", at, h.state)
 		case (h.state == holdLive) != (h.endedSeq == 0):
-			r.Failf("ledger: %s is %s, ended at seq %d", what, h.state, h.endedSeq)
+			r.Failf("ledger: %s is %s, ended at seq %d", at, h.state, h.endedSeq)
 		case h.amount.sign() <= 0:
-			r.Failf("ledger: %s holds an amount that is not positive", what)
+			r.Failf("ledger: %s holds an amount that is not positive", at)
 		case h.kind == holdApproval && h.txID == 0, h.kind == holdTask && h.paid != 0:
-			r.Failf("ledger: %s, a %s hold, has transaction id %#x and paid %d", what, h.kind, uint64(h.txID), h.paid)
+			r.Failf("ledger: %s, a %s hold, has transaction id %#x and paid %d", at, h.kind, uint64(h.txID), h.paid)
 		}
 	}
 
@@ -335,12 +356,12 @@ func (ld *loader) holds() {
 	if n == 0 && !r.Bool() {
 		l.holds.expiry = expiryHeap{}
 	}
-	for range n {
+	for i := range n {
 		if r.Err() != nil {
 			return
 		}
 		it := expiryItem{expires: r.Int()}
-		it.hold = ld.index("an expiry's hold", l.holds.rows.len(), false)
+		it.hold = ld.index(where{"expiry", i, "hold"}, l.holds.rows.len(), false)
 		l.holds.expiry = append(l.holds.expiry, it)
 	}
 }
@@ -353,7 +374,7 @@ func (ld *loader) requests() {
 			return
 		}
 		var q Request
-		amount := ld.figure(fmt.Sprintf("request %d amount", i))
+		amount := ld.figure(where{"request", i, "amount"})
 		q.Approver = r.String()
 		q.EventID = r.String()
 		q.Requester = r.String()
