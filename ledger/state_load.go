@@ -53,6 +53,12 @@ type loader struct {
 	l *Ledger
 }
 
+// failf refuses the state: the reader keeps the first error, and reads
+// nothing more.
+func (ld *loader) failf(format string, args ...any) {
+	ld.r.Fail(fmt.Errorf(format, args...))
+}
+
 func (ld *loader) arena() {
 	r, a := ld.r, &ld.l.strs
 	n := r.Len(2)
@@ -62,7 +68,7 @@ func (ld *loader) arena() {
 			return
 		}
 		if len(b) == 0 || len(b) > arenaChunkSize {
-			r.Failf("ledger: arena chunk %d holds %d bytes; a chunk holds 1 to %d", i, len(b), arenaChunkSize)
+			ld.failf("arena chunk %d holds %d bytes; a chunk holds 1 to %d", i, len(b), arenaChunkSize)
 			return
 		}
 		if i == n-1 {
@@ -101,7 +107,7 @@ func (w where) String() string {
 func (ld *loader) ref(at where) strRef {
 	v := strRef(ld.r.Uint())
 	if ld.r.Err() == nil && !ld.l.strs.holds(v) {
-		ld.r.Failf("ledger: %s names bytes %d+%d, outside the arena", at, v>>strRefLenBits, v&(1<<strRefLenBits-1))
+		ld.failf("%s names bytes %d+%d, outside the arena", at, v>>strRefLenBits, v&(1<<strRefLenBits-1))
 		return 0
 	}
 	return v
@@ -129,7 +135,7 @@ func (a *arena) holds(r strRef) bool {
 func (ld *loader) figure(at where) fixed {
 	f := fixed{lo: ld.r.Uint(), hi: ld.r.Uint()}
 	if ld.r.Err() == nil && !validFigure(f) {
-		ld.r.Failf("ledger: %s is not a valid figure (%#x %#x)", at, f.hi, f.lo)
+		ld.failf("%s is not a valid figure (%#x %#x)", at, f.hi, f.lo)
 		return fixed{}
 	}
 	return f
@@ -148,7 +154,7 @@ func (ld *loader) index(at where, n int, plusOne bool) uint32 {
 		limit++
 	}
 	if ld.r.Err() == nil && v >= limit {
-		ld.r.Failf("ledger: %s is %d, outside a table of %d rows", at, v, n)
+		ld.failf("%s is %d, outside a table of %d rows", at, v, n)
 		return 0
 	}
 	return uint32(v)
@@ -158,7 +164,7 @@ func (ld *loader) accounts() {
 	r, l := ld.r, ld.l
 	n := r.Len(accountMinBytes)
 	if r.Err() == nil && (n < 1 || n > accountsMax) {
-		r.Failf("ledger: %d accounts; the issuance account at least, at most %d", n, accountsMax)
+		ld.failf("%d accounts; the issuance account at least, at most %d", n, accountsMax)
 	}
 	for i := range n {
 		if r.Err() != nil {
@@ -169,18 +175,18 @@ func (ld *loader) accounts() {
 		u := r.Uint()
 		switch {
 		case u == 0:
-			r.Failf("ledger: %s has no URI", at)
+			ld.failf("%s has no URI", at)
 		case u <= uriShortMax:
 			b := r.Blob()
 			if len(b) != int(u) {
-				r.Failf("ledger: %s has a URI of %d bytes for %d", at, len(b), u)
+				ld.failf("%s has a URI of %d bytes for %d", at, len(b), u)
 			}
 			copy(a.short[:], b)
 			a.uri = strRef(u)
 		default:
 			ref := strRef(u)
 			if r.Err() == nil && (!l.strs.holds(ref) || ref&(1<<strRefLenBits-1) <= uriShortMax) {
-				r.Failf("ledger: %s names its URI at %#x, outside the arena or short", at, u)
+				ld.failf("%s names its URI at %#x, outside the arena or short", at, u)
 			}
 			a.uri = ref
 		}
@@ -191,7 +197,7 @@ func (ld *loader) accounts() {
 		a.updated = r.Int()
 		a.seq = r.Uint()
 		if i == 0 && r.Err() == nil && a.name(&l.strs) != l.node {
-			r.Failf("ledger: the saved ledger is node %q's, not %q's", a.name(&l.strs), l.node)
+			ld.failf("the saved ledger is node %q's, not %q's", a.name(&l.strs), l.node)
 		}
 	}
 }
@@ -200,7 +206,7 @@ func (ld *loader) postings() {
 	r, l := ld.r, ld.l
 	n := r.Len(2)
 	if r.Err() == nil && n > bigFiguresMax {
-		r.Failf("ledger: %d big figures, more than %d", n, bigFiguresMax)
+		ld.failf("%d big figures, more than %d", n, bigFiguresMax)
 	}
 	for i := range n {
 		if r.Err() != nil {
@@ -212,7 +218,7 @@ func (ld *loader) postings() {
 
 	n = r.Len(postingMinBytes)
 	if r.Err() == nil && n > postingsMax {
-		r.Failf("ledger: %d postings, more than %d", n, postingsMax)
+		ld.failf("%d postings, more than %d", n, postingsMax)
 	}
 	accounts := l.accounts.len()
 	for i := range n {
@@ -235,15 +241,15 @@ func (ld *loader) postings() {
 		}
 		switch k := p.tx & strRefSpare >> strRefSpareShift; {
 		case k < strRef(kindTransfer) || k > strRef(kindAdjust):
-			r.Failf("ledger: %s has kind %d", at, k)
+			ld.failf("%s has kind %d", at, k)
 		case p.txID() == 0 || !l.strs.holds(p.txID()):
-			r.Failf("ledger: %s names its transaction id at %#x, outside the arena", at, uint64(p.txID()))
+			ld.failf("%s names its transaction id at %#x, outside the arena", at, uint64(p.txID()))
 		case p.event.hi == eventRefString && (p.event.lo == 0 || !l.strs.holds(strRef(p.event.lo))):
-			r.Failf("ledger: %s names its event id at %#x, outside the arena", at, p.event.lo)
+			ld.failf("%s names its event id at %#x, outside the arena", at, p.event.lo)
 		case p.from == p.to:
-			r.Failf("ledger: %s moves credits from account %d to itself", at, p.from)
+			ld.failf("%s moves credits from account %d to itself", at, p.from)
 		case l.unpack(p.amount).sign() <= 0:
-			r.Failf("ledger: %s moves an amount that is not positive", at)
+			ld.failf("%s moves an amount that is not positive", at)
 		}
 	}
 
@@ -256,7 +262,7 @@ func (ld *loader) postings() {
 			return
 		}
 		if int(k) <= prev || f == (fixed{}) {
-			r.Failf("ledger: the reply figure of posting %d is out of order or zero", k)
+			ld.failf("the reply figure of posting %d is out of order or zero", k)
 			return
 		}
 		prev = int(k)
@@ -274,11 +280,11 @@ func (ld *loader) packed(at where) packed {
 	switch {
 	case p&packedBig != 0:
 		if p&^packedBig >= packed(ld.l.bigFigures.len()) {
-			ld.r.Failf("ledger: %s names big figure %d of %d", at, uint64(p&^packedBig), ld.l.bigFigures.len())
+			ld.failf("%s names big figure %d of %d", at, uint64(p&^packedBig), ld.l.bigFigures.len())
 			return 0
 		}
 	case p&packedNeg != 0 && p&packedMagMax == 0, !validFigure(ld.l.unpack(p)):
-		ld.r.Failf("ledger: %s is not a valid figure (%#x)", at, uint64(p))
+		ld.failf("%s is not a valid figure (%#x)", at, uint64(p))
 		return 0
 	}
 	return p
@@ -291,7 +297,7 @@ func (ld *loader) keyRecs(x *keyIndex, what string, rows int) {
 	r := ld.r
 	n := r.Len(3)
 	if r.Err() == nil && uint64(n) >= 1<<32-1 {
-		r.Failf("ledger: %d %ss, more than an index holds", n, what)
+		ld.failf("%d %ss, more than an index holds", n, what)
 	}
 	for i := range n {
 		if r.Err() != nil {
@@ -301,7 +307,7 @@ func (ld *loader) keyRecs(x *keyIndex, what string, rows int) {
 		rec.key = ld.ref(where{what, i, ""})
 		rec.a, rec.b = r.Uint32(), r.Uint32()
 		if r.Err() == nil && (rec.key == 0 || rows >= 0 && (rec.a == 0 || int64(rec.a) > int64(rows) || rec.b != 0)) {
-			r.Failf("ledger: %s %d has key %#x and values %d, %d, of %d rows", what, i, uint64(rec.key), rec.a, rec.b, rows)
+			ld.failf("%s %d has key %#x and values %d, %d, of %d rows", what, i, uint64(rec.key), rec.a, rec.b, rows)
 		}
 	}
 }
@@ -310,7 +316,7 @@ func (ld *loader) holds() {
 	r, l := ld.r, ld.l
 	n := r.Len(holdMinBytes)
 	if r.Err() == nil && uint64(n) >= 1<<32-1 {
-		r.Failf("ledger: %d holds, more than the table holds", n)
+		ld.failf("%d holds, more than the table holds", n)
 	}
 	accounts, postings := l.accounts.len(), l.postings.len()
 	for i := range n {
@@ -340,15 +346,15 @@ func (ld *loader) holds() {
 		}
 		switch {
 		case h.kind < holdApproval || h.kind > holdTask:
-			r.Failf("ledger: %s has kind %d", at, h.kind)
+			ld.failf("%s has kind %d", at, h.kind)
 		case h.state < holdLive || h.state > holdExpired:
-			r.Failf("ledger: %s has state %d", at, h.state)
+			ld.failf("%s has state %d", at, h.state)
 		case (h.state == holdLive) != (h.endedSeq == 0):
-			r.Failf("ledger: %s is %s, ended at seq %d", at, h.state, h.endedSeq)
+			ld.failf("%s is %s, ended at seq %d", at, h.state, h.endedSeq)
 		case h.amount.sign() <= 0:
-			r.Failf("ledger: %s holds an amount that is not positive", at)
+			ld.failf("%s holds an amount that is not positive", at)
 		case h.kind == holdApproval && h.txID == 0, h.kind == holdTask && h.paid != 0:
-			r.Failf("ledger: %s, a %s hold, has transaction id %#x and paid %d", at, h.kind, uint64(h.txID), h.paid)
+			ld.failf("%s, a %s hold, has transaction id %#x and paid %d", at, h.kind, uint64(h.txID), h.paid)
 		}
 	}
 
@@ -389,7 +395,7 @@ func (ld *loader) requests() {
 			return
 		}
 		if state >= uint64(len(requestStates)) || amount.sign() <= 0 {
-			r.Failf("ledger: request %d has state %d and amount %s", i, state, amount.text())
+			ld.failf("request %d has state %d and amount %s", i, state, amount.text())
 			return
 		}
 		q.State = requestStates[state]

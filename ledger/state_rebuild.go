@@ -29,7 +29,7 @@ func (ld *loader) rebuildAccounts() bool {
 	for i := range t.len() {
 		name := t.get(accountID(i)).name(&l.strs)
 		if _, dup := l.lookup(name); dup {
-			ld.r.Failf("ledger: account %q is saved twice", name)
+			ld.failf("account %q is saved twice", name)
 			return false
 		}
 		t.index.insert(t.index.hash(name), uint32(i)+1, false)
@@ -68,7 +68,7 @@ func (ld *loader) rebuildLive() bool {
 		}
 		list := l.holds.live[h.account]
 		if int64(h.livePos) >= int64(len(list)) || list[h.livePos] != free {
-			ld.r.Failf("ledger: live hold %d is at position %d of account %d's %d live holds, or shares it", i, h.livePos, h.account, len(list))
+			ld.failf("live hold %d is at position %d of account %d's %d live holds, or shares it", i, h.livePos, h.account, len(list))
 			return false
 		}
 		list[h.livePos] = uint32(i)
@@ -88,13 +88,13 @@ func (ld *loader) checkExpiry() bool {
 		h := l.holds.get(it.hold)
 		switch {
 		case seen[it.hold]:
-			ld.r.Failf("ledger: hold %d is in the expiry queue twice", it.hold)
+			ld.failf("hold %d is in the expiry queue twice", it.hold)
 			return false
 		case it.expires != h.expires:
-			ld.r.Failf("ledger: hold %d is in the expiry queue at %d, not at its expiry %d", it.hold, it.expires, h.expires)
+			ld.failf("hold %d is in the expiry queue at %d, not at its expiry %d", it.hold, it.expires, h.expires)
 			return false
 		case i > 0 && q.Less(i, (i-1)/2):
-			ld.r.Failf("ledger: the expiry queue is out of order at %d", i)
+			ld.failf("the expiry queue is out of order at %d", i)
 			return false
 		}
 		seen[it.hold] = true
@@ -107,7 +107,7 @@ func (ld *loader) checkExpiry() bool {
 		total += len(list)
 	}
 	if live != total {
-		ld.r.Failf("ledger: %d live holds, %d of them in the expiry queue", total, live)
+		ld.failf("%d live holds, %d of them in the expiry queue", total, live)
 		return false
 	}
 	return true
@@ -123,19 +123,19 @@ func (ld *loader) checkPending() bool {
 		for _, i := range list {
 			var ok bool
 			if sum, ok = addMoney(l.ctx, sum, l.holds.get(i).amount, false); !ok {
-				ld.r.Failf("ledger: the live holds of account %d sum past a figure", id)
+				ld.failf("the live holds of account %d sum past a figure", id)
 				return false
 			}
 		}
 		if a := l.accounts.get(id); cmpFixed(sum, a.pending) != 0 {
-			ld.r.Failf("ledger: account %d has pending %s, but its live holds sum to %s", id, a.pending.text(), sum.text())
+			ld.failf("account %d has pending %s, but its live holds sum to %s", id, a.pending.text(), sum.text())
 			return false
 		}
 	}
 	for i := range l.accounts.len() {
 		id := accountID(i)
 		if _, held := l.holds.live[id]; !held && !l.accounts.get(id).pending.isZero() {
-			ld.r.Failf("ledger: account %d has pending %s and no live hold", id, l.accounts.get(id).pending.text())
+			ld.failf("account %d has pending %s and no live hold", id, l.accounts.get(id).pending.text())
 			return false
 		}
 	}
@@ -156,7 +156,7 @@ func (ld *loader) rebuildTxs() bool {
 		}
 		p := l.postings.get(h.paid - 1)
 		if paid[h.paid-1] || p.kind() != kindTransfer || p.txID() != h.txID {
-			ld.r.Failf("ledger: hold %d names posting %d as its payment, which is not a transfer of its transaction id or pays another", i, h.paid-1)
+			ld.failf("hold %d names posting %d as its payment, which is not a transfer of its transaction id or pays another", i, h.paid-1)
 			return false
 		}
 		paid[h.paid-1] = true
@@ -164,7 +164,7 @@ func (ld *loader) rebuildTxs() bool {
 	file := func(id string, v uint32, hold bool) bool {
 		h := l.txs.hash(id)
 		if _, dup := l.findTx(id, h); dup {
-			ld.r.Failf("ledger: transaction id %q is saved twice", id)
+			ld.failf("transaction id %q is saved twice", id)
 			return false
 		}
 		l.txs.insert(h, v, hold)
@@ -191,7 +191,7 @@ func (ld *loader) rebuildKeys() bool {
 		for i := range x.len() {
 			key := l.strs.get(x.recs.get(uint32(i)).key)
 			if x.find(&l.strs, key) != nil {
-				ld.r.Failf("ledger: key %q is saved twice", key)
+				ld.failf("key %q is saved twice", key)
 				return false
 			}
 			x.index.insert(x.index.hash(key), uint32(i)+1, false)

@@ -104,7 +104,7 @@ func (m *refusedCopies) load(r *statecodec.Reader) {
 		return
 	}
 	if total := head + uint64(n); head > 1024 && head > total/2 {
-		r.Failf("credits: %d forgotten names before %d others, which the memory compacts", head, n)
+		r.Fail(fmt.Errorf("%d forgotten names before %d others, which the memory compacts", head, n))
 		return
 	}
 	m.head = int(head)
@@ -125,18 +125,18 @@ func (m *refusedCopies) load(r *statecodec.Reader) {
 			return
 		}
 		if _, dup := m.byName[name]; dup || status < 100 || status > 999 {
-			r.Failf("credits: the refused message %q is remembered twice, or with status %d", name, status)
+			r.Fail(fmt.Errorf("the refused message %q is remembered twice, or with status %d", name, status))
 			return
 		}
 		c.status = protocol.Status(status)
 		m.byName[name] = c
 		if m.perSender[c.from]++; m.perSender[c.from] > RefusedCopiesPerSenderMax {
-			r.Failf("credits: more than %d refused messages of %q remembered", RefusedCopiesPerSenderMax, c.from)
+			r.Fail(fmt.Errorf("more than %d refused messages of %q remembered", RefusedCopiesPerSenderMax, c.from))
 			return
 		}
 	}
 	if len(m.byName) > RefusedCopiesMax {
-		r.Failf("credits: %d refused messages remembered, more than %d", len(m.byName), RefusedCopiesMax)
+		r.Fail(fmt.Errorf("%d refused messages remembered, more than %d", len(m.byName), RefusedCopiesMax))
 		return
 	}
 	n = r.Len(2)
@@ -148,7 +148,7 @@ func (m *refusedCopies) load(r *statecodec.Reader) {
 			return
 		}
 		if i > 0 && from <= prev {
-			r.Failf("credits: the seals are out of order at %q", from)
+			r.Fail(fmt.Errorf("the seals are out of order at %q", from))
 			return
 		}
 		prev = from
