@@ -58,7 +58,7 @@ func TestAStartTakesUpTheSavedFolds(t *testing.T) {
 	lfExpect(t, s.transfer(t, owner, worker.uri, "500", "too-much"), "error", 402)
 	last := s.last
 
-	paths := []string{"/v1/ledger/digest", "/v1/ledger/mismatches", "/v1/agents", "/v1/handshakes", "/v1/stats"}
+	paths := []string{"/v1/ledger/digest", "/v1/ledger/mismatches", "/v1/agents", "/v1/handshakes", "/v1/reputation"}
 	for _, uri := range []string{node.uri, owner.uri, worker.uri} {
 		paths = append(paths, "/v1/accounts/"+lfAPIPath(uri), "/v1/accounts/"+lfAPIPath(uri)+"/entries", "/v1/agents/"+lfAPIPath(uri))
 	}
@@ -137,7 +137,7 @@ func TestAStartTakesUpTheSavedFolds(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, nil, "the loaded ledger's digest is"},
-		{"other inputs", nil, func(c *Config) { c.SyncFrom = []string{"agent://peer.local"} }, "why=\"saved under another sync_from\""},
+		{"other inputs", nil, func(c *Config) { c.SyncFrom = []string{"registry://peer.local"} }, "why=\"saved under another sync_from\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.prepare != nil {
