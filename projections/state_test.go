@@ -2,12 +2,17 @@ package projections
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/aglx/ledger/ledger/statecodec"
 	"github.com/aglx/ledger/ledger/statecodec/statetest"
 )
 
@@ -164,18 +169,27 @@ func TestDamagedStateIsRefused(t *testing.T) {
 	}
 	flipped := bytes.Clone(good)
 	flipped[len(flipped)/2] ^= 1
+	// Whole and well formed, but its folds stand past its own position:
+	// the runner would hand them events they had seen, and the ledger
+	// panics on one (helper-126).
+	behind, err := EncodeState(StateHeader{Seq: 3, EventID: "x"}, folds, out)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
-		name string
-		b    []byte
+		name  string
+		b     []byte
+		whole bool // its header reads: only the load refuses it
 	}{
-		{"empty", nil},
-		{"cut short", good[:len(good)-1]},
-		{"a byte changed", flipped},
-		{"another file", []byte("-----BEGIN PRIVATE KEY-----\n")},
+		{"empty", nil, false},
+		{"cut short", good[:len(good)-1], false},
+		{"a byte changed", flipped, false},
+		{"another file", []byte("-----BEGIN PRIVATE KEY-----\n"), false},
+		{"folds past its position", behind, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := ReadStateHeader(c.b); !errors.Is(err, ErrStateDamaged) {
+			if _, err := ReadStateHeader(c.b); !c.whole && !errors.Is(err, ErrStateDamaged) {
 				t.Fatalf("ReadStateHeader: %v, want ErrStateDamaged", err)
 			}
 			f, o := freshFolds(t)
@@ -183,5 +197,73 @@ func TestDamagedStateIsRefused(t *testing.T) {
 				t.Fatalf("LoadState: %v, want ErrStateDamaged", err)
 			}
 		})
+	}
+}
+
+// withSection is the saved state b with the section name changed by edit,
+// checksum and all: a crafted state, whole and well formed.
+func withSection(t *testing.T, b []byte, name string, edit func([]byte) []byte) []byte {
+	t.Helper()
+	sf, err := decodeStateFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := statecodec.NewWriter([]byte(stateMagic))
+	w.Uint(stateFormat)
+	w.Len(len(sf.header.Identity))
+	for _, k := range slices.Sorted(maps.Keys(sf.header.Identity)) {
+		w.String(k)
+		w.String(sf.header.Identity[k])
+	}
+	w.Uint(sf.header.Seq)
+	w.String(sf.header.EventID)
+	w.Time(sf.header.SavedAt)
+	w.Len(len(sf.names))
+	found := false
+	for i, n := range sf.names {
+		sec := sf.sections[i]
+		if n == name {
+			sec, found = edit(sec), true
+		}
+		w.String(n)
+		w.Blob(sec)
+	}
+	if !found {
+		t.Fatalf("no section %q in %q", name, sf.names)
+	}
+	sum := sha256.Sum256(w.Bytes())
+	return append(w.Bytes(), sum[:]...)
+}
+
+// TestLoadRefusesALedgerPastTheState: a state whose ledger says it applied
+// an event past the state's own position loaded, and the first credit
+// event after it panicked the ledger, at every start (helper-126). Each
+// fold's own load cannot know the state's position; the file's load
+// compares them.
+func TestLoadRefusesALedgerPastTheState(t *testing.T) {
+	evs := fuzzEvents(signedSeed(t))
+	const cut = 5 // the mint: transfers follow
+	save := func(n int) []byte {
+		folds, out := freshFolds(t)
+		applyAll(folds, evs[:n])
+		b, err := EncodeState(StateHeader{Seq: uint64(cut), EventID: "x"}, folds, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	sectionOf := func(b []byte, name string) []byte {
+		sf, err := decodeStateFile(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sf.sections[slices.Index(sf.names, name)]
+	}
+	// The state at the cut, with the ledger of the whole log in it.
+	later := sectionOf(save(len(evs)), "ledger")
+	crafted := withSection(t, save(cut), "ledger", func([]byte) []byte { return later })
+	f, o := freshFolds(t)
+	if _, err := LoadState(crafted, f, o); !errors.Is(err, ErrStateDamaged) || !strings.Contains(err.Error(), "its ledger stands at event") {
+		t.Fatalf("LoadState of a ledger past the state's position: %v; want it refused", err)
 	}
 }

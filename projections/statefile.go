@@ -199,5 +199,45 @@ func LoadState(b []byte, f *Folds, o *Outbox) (StateHeader, error) {
 			return StateHeader{}, fmt.Errorf("projections: loading the %s state: %w", names[i], err)
 		}
 	}
+	for _, p := range loadedPositions(f, o) {
+		if p.seq > sf.header.Seq {
+			return StateHeader{}, fmt.Errorf("%w: its %s stands at event %d, past the state's own position, %d", ErrStateDamaged, p.name, p.seq, sf.header.Seq)
+		}
+	}
 	return sf.header, nil
+}
+
+// position is the last event a loaded fold (or the outbox) says it saw.
+type position struct {
+	name string
+	seq  uint64
+}
+
+// loadedPositions lists where the loaded folds stand. None may stand past
+// the state's own position, where the runner takes up the log: the folds
+// would meet the events after it as events they had seen, and the ledger
+// panics on one (an event applied twice is a fault of the runner), while
+// the others would skip it. Each fold's own load cannot know the state's
+// position, so a state crafted with a ledger ahead of it loaded, and
+// crashed the node at every start (helper-126).
+func loadedPositions(f *Folds, o *Outbox) []position {
+	ps := []position{
+		{"ledger", f.Credits.L.Seq()},
+		{"handshakes", f.Handshakes.book.lastSeq},
+		{"reputation", f.Reputation.lastSeq},
+		{"stats", f.Stats.LastSeq},
+	}
+	if es := f.Registry.changes.entries; len(es) > 0 {
+		ps = append(ps, position{"registry's change log", es[len(es)-1].seq})
+	}
+	if o != nil {
+		// Both in log order: the last of each is the highest.
+		if n := len(o.order); n > 0 {
+			ps = append(ps, position{"outbox", o.order[n-1]})
+		}
+		if n := len(o.refusals); n > 0 {
+			ps = append(ps, position{"outbox's refusals", o.refusals[n-1]})
+		}
+	}
+	return ps
 }

@@ -129,6 +129,7 @@ func (m *Main) recordStop(ctx context.Context) {
 	if m.log.Healthy() != nil {
 		return // a log in trouble: the folds may never get to its end
 	}
+	stopCtx := ctx
 	ctx, cancel := context.WithTimeout(ctx, lastStopWait)
 	defer cancel()
 	end := m.log.Durable()
@@ -136,7 +137,11 @@ func (m *Main) recordStop(ctx context.Context) {
 		m.lg.Info("the stop is not recorded: the folds had not applied the log's end", "seq", end, "applied", m.runner.Applied())
 		return
 	}
-	m.saveFoldState(ctx)
+	// Once the record is written, with the stop's own deadline: saving a
+	// large state takes seconds, which spent first left the record's read
+	// of its event no time, and a start no record to check the state by
+	// (helper-126).
+	defer m.saveFoldState(stopCtx)
 	rec := m.foldInputs()
 	rec.At = time.Now().UTC()
 	var frozen *ledger.Frozen
