@@ -110,31 +110,51 @@ func referenceTwice(t *testing.T) []byte {
 // never stopped end, field for field and in every snapshot: a start from
 // a saved state is a replay, only shorter.
 func TestSavedStateFoldsOnAsTheLiveFolds(t *testing.T) {
+	// Each case gives the log afresh for every fold that reads it (a fold
+	// must not depend on another's changes to an event), decoded from the
+	// same frames; the handshake traffic, whose keys are drawn anew at
+	// every call, is made once.
+	fromFrames := func(frames func(t *testing.T) []byte) func(t *testing.T) func() []*Event {
+		return func(t *testing.T) func() []*Event {
+			data := frames(t)
+			return func() []*Event { return fuzzEvents(data) }
+		}
+	}
 	cases := []struct {
-		name string
-		data func(t *testing.T) []byte
+		name   string
+		events func(t *testing.T) func() []*Event
+		cuts   int // how many cuts; 0: at every event
 	}{
-		{"signed messages (keys, mints, transfers, a rotation, a zone, a peer's sync)", func(t *testing.T) []byte { return signedSeed(t) }},
-		{"the reference frames", referenceTwice},
-		{"signed messages, then the reference frames", func(t *testing.T) []byte { return append(signedSeed(t), referenceTwice(t)...) }},
+		{"signed messages (keys, mints, transfers, a rotation, a zone, a peer's sync)", fromFrames(func(t *testing.T) []byte { return signedSeed(t) }), 0},
+		{"the reference frames", fromFrames(referenceTwice), 0},
+		{"signed messages, then the reference frames", fromFrames(func(t *testing.T) []byte { return append(signedSeed(t), referenceTwice(t)...) }), 0},
+		// Mentors' ratings that move scores, handshakes of every kind and
+		// end, copies of signed requests, requests overdue at once.
+		{"handshake traffic", func(t *testing.T) func() []*Event {
+			evs, _ := handshakeTraffic(t)
+			return func() []*Event { return evs }
+		}, 24},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			data := c.data(t)
+			events := c.events(t)
 			straight, straightOut := freshFolds(t)
-			applyAll(straight, fuzzEvents(data))
+			applyAll(straight, events())
 			whole, err := EncodeState(StateHeader{}, straight, straightOut)
 			if err != nil {
 				t.Fatal(err)
 			}
-			n := len(fuzzEvents(data))
+			n := len(events())
 			step := 1
+			if c.cuts > 0 {
+				step = max(1, n/c.cuts)
+			}
 			if raceEnabled {
-				step = 5 // about a minute at every cut under the race detector
+				step *= 5 // about a minute at every cut under the race detector
 			}
 			for cut := 0; cut <= n; cut += step {
 				deep := cut == 0 || cut == n/2 || cut+step > n
-				resumed, resumedOut := resumedFolds(t, fuzzEvents(data), cut, deep)
+				resumed, resumedOut := resumedFolds(t, events(), cut, deep)
 				if deep {
 					if d := statetest.Diff(straight, resumed, stateDiffSkip...); d != "" {
 						t.Fatalf("cut at %d of %d: the folds differ from those that never stopped (-straight +resumed):\n%s", cut, n, d)
