@@ -64,7 +64,9 @@ var binarySHA256 = sync.OnceValues(func() (string, error) {
 })
 
 // foldIdentity is what a saved state must have been saved under to be
-// loaded: this build and the folds' inputs besides the log (foldInputs).
+// loaded: this build and the folds' inputs besides the log (foldInputs),
+// and the zone token key's digest (a key made anew, after a lost one,
+// answers joins with other tokens on replay).
 func (m *Main) foldIdentity() (map[string]string, error) {
 	bin, err := binarySHA256()
 	if err != nil {
@@ -78,6 +80,7 @@ func (m *Main) foldIdentity() (map[string]string, error) {
 		"key_id":        in.KeyID,
 		"zones_sha256":  in.Zones,
 		"sync_from":     strings.Join(in.SyncFrom, " "),
+		"token_key":     m.tokenKeyDigest,
 	}, nil
 }
 

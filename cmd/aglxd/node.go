@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"crypto"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -55,6 +57,10 @@ type Main struct {
 	reputation *projections.Reputation
 
 	zonesDigest string // of the zones the folds run with (last-stop.json)
+	// tokenKeyDigest is the SHA-256 of the zone token key: the registry
+	// folds session tokens with it, so a saved state made under another
+	// key is not this start's (foldstate.go).
+	tokenKeyDigest string
 
 	federations []*bridge.Federation
 	relay       *bridge.Relay
@@ -245,6 +251,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("zone token key: %w", err)
 	}
 	m.lg.Info("zone token key", "path", tokenPath, "created", tokenMade)
+	tokenSum := sha256.Sum256(tokenKey)
+	m.tokenKeyDigest = hex.EncodeToString(tokenSum[:])
 	if tokenMade {
 		if last, err := m.log.LastSeq(ctx); err == nil && last > 0 {
 			// Made anew beside a log that has events: the old one is lost.
