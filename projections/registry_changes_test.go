@@ -199,7 +199,31 @@ func changedByWalk(r *Registry, sinceSeq uint64) []SyncEntry {
 	})
 	var out []SyncEntry
 	for _, uri := range uris {
-		out = append(out, r.syncEntry(uri))
+		if e, ok := r.syncEntry(uri); ok {
+			out = append(out, e)
+		}
 	}
 	return out
+}
+
+// TestAPushSkipsAnEntryNamedByNoURI: the registry keys an entry by its
+// event's envelope FROM, which the node writes from the parsed message; a
+// log read as found may hold another writer's envelope whose FROM is no
+// URI at all. Such an entry is no peer's to take, and a push that met it
+// panicked, in every push to every peer (helper-124).
+func TestAPushSkipsAnEntryNamedByNoURI(t *testing.T) {
+	h := newHarness(t)
+	at := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	h.register("agent://a.local", 3600, at)
+	f := frame("agent://b.local", testNode, protocol.TypeRegistryUpdate, `{"agent_name":"B","status":"READY","ttl":3600}`)
+	e := h.event(f, at)
+	e.From = "not a uri" // as another writer's envelope may say
+	h.applyEvent(e)
+	if _, ok := h.r.agents["not a uri"]; !ok {
+		t.Fatal("the registry did not keep the entry: the test no longer reaches the case")
+	}
+	page, _ := h.r.ChangedPage(0, 0)
+	if len(page) != 1 || page[0].AgentURI.String() != "agent://a.local" {
+		t.Fatalf("ChangedPage = %+v; want agent://a.local alone", page)
+	}
 }

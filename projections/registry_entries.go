@@ -480,21 +480,28 @@ func (r *Registry) ChangedPage(sinceSeq uint64, max int) (out []SyncEntry, throu
 		slices.Sort(run)
 		run = slices.Compact(run) // a sync may name one agent twice
 		for _, uri := range run {
-			out = append(out, r.syncEntry(uri))
+			if e, ok := r.syncEntry(uri); ok {
+				out = append(out, e)
+			}
 		}
 	}
 	return out, 0
 }
 
-// syncEntry is the agent at uri as a pusher sends it.
-func (r *Registry) syncEntry(uri string) SyncEntry {
+// syncEntry is the agent at uri as a pusher sends it; ok is false for an
+// entry whose URI does not parse, which no peer could take. The node keys
+// an entry by the envelope's FROM, which it writes from the parsed
+// message, but a log read as found can hold another writer's envelope,
+// and one whose FROM was no URI panicked here, in every push to a peer
+// (helper-124).
+func (r *Registry) syncEntry(uri string) (SyncEntry, bool) {
 	a := r.agents[uri]
 	u, err := protocol.ParseURI(uri)
 	if err != nil {
-		panic(fmt.Sprintf("registry: stored URI %q does not parse: %v", uri, err)) // stored URIs were parsed on the way in
+		return SyncEntry{}, false
 	}
 	ttl := a.TTL
-	return SyncEntry{AgentID: a.AgentID, AgentURI: u, Status: a.Status, LastSeen: protocol.Timestamp{Time: a.LastSeen}, TTL: &ttl}
+	return SyncEntry{AgentID: a.AgentID, AgentURI: u, Status: a.Status, LastSeen: protocol.Timestamp{Time: a.LastSeen}, TTL: &ttl}, true
 }
 
 // Hint is what an agent said of another in a registry.exchange. Hints are
