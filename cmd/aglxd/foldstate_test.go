@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/aglx/ledger/projections"
 	"github.com/aglx/ledger/protocol"
 )
 
@@ -177,4 +182,129 @@ func TestAStartTakesUpTheSavedFolds(t *testing.T) {
 		}
 		stop(t, m)
 	})
+}
+
+// sendTasks sends n task.result frames with IDs prefix-0 and on, pipelined
+// on one connection, and waits for every ack.
+func sendTasks(t *testing.T, addr, prefix string, n int) {
+	t.Helper()
+	c := dial(t, addr)
+	defer c.Close()
+	for i := range n {
+		f := lfFrame("agent://load.local", "agent://sink.local", protocol.TypeTaskResult, fmt.Sprintf(`{"task_id":"%s-%d","status":"SUCCESS"}`, prefix, i))
+		f.Headers = append(f.Headers, protocol.Header{Name: "ID", Value: fmt.Sprintf("%s-%d", prefix, i)})
+		if err := c.WriteFrame(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if f, err := c.ReadReply(); err != nil || f.Type() != "ack" {
+			t.Fatalf("reply %d: %v %v", i, f, err)
+		}
+	}
+}
+
+// TestAStartAfterACrashTakesUpTheLastCleanStop: the state a clean stop
+// saved stays good for its log, which only grows, so a start after a
+// crash (SIGKILL) takes it up and folds everything since, to the state a
+// full replay gives. The real binary, stopped by signals.
+func TestAStartAfterACrashTakesUpTheLastCleanStop(t *testing.T) {
+	dir := t.TempDir()
+	p := startProcess(t, dir)
+	sendTasks(t, p.tcp, "before", 300)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-p.exited; err != nil {
+		t.Fatalf("aglxd exited with %v after SIGTERM\n%v", err, p.log())
+	}
+	p.exited <- nil
+	var saved uint64
+	if h, err := projections.ReadStateHeader(mustRead(t, filepath.Join(dir, "keys", foldStateFile))); err != nil || h.Seq != 300 {
+		t.Fatalf("the clean stop's saved state: %+v %v; want it at seq 300", h, err)
+	} else {
+		saved = h.Seq
+	}
+
+	p = startProcess(t, dir)
+	sendTasks(t, p.tcp, "after", 200)
+	p.cmd.Process.Kill()
+	if err := <-p.exited; err == nil {
+		t.Fatal("aglxd exited cleanly after SIGKILL?")
+	}
+	p.exited <- errors.New("killed")
+
+	resumed := startProcess(t, dir)
+	waitReady(t, resumed)
+	if !resumed.logged(`"msg":"folds loaded from the saved state`) || !resumed.logged(fmt.Sprintf(`"from_seq":%d,"to_seq":500`, saved+1)) {
+		t.Fatalf("the start after the crash did not take up the saved state and fold the rest:\n%v", resumed.log())
+	}
+	// The stats fold counts every event, by type, sender and transport,
+	// with the first and last: an event skipped or folded twice shows.
+	foldedStats := func(p *nodeProcess) string {
+		var v struct {
+			Log json.RawMessage `json:"log"`
+		}
+		if err := json.Unmarshal(httpGet(t, p.http, "/v1/stats"), &v); err != nil || len(v.Log) == 0 {
+			t.Fatalf("/v1/stats: %v", err)
+		}
+		return string(v.Log)
+	}
+	got := foldedStats(resumed)
+	var counted struct {
+		Events uint64 `json:"events"`
+	}
+	if json.Unmarshal([]byte(got), &counted); counted.Events != 500 {
+		t.Fatalf("the folds after the crash count %s; want 500 events", got)
+	}
+	resumed.cmd.Process.Signal(syscall.SIGTERM)
+	<-resumed.exited
+	resumed.exited <- nil
+
+	full := startProcess(t, dir, "--full-replay")
+	waitReady(t, full)
+	if want := foldedStats(full); got != want {
+		t.Errorf("the folds after the crash, from the saved state:\n%s\nfrom a full replay:\n%s", got, want)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// waitReady polls the node's /readyz until its folds hold the log.
+func waitReady(t *testing.T, p *nodeProcess) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get("http://" + p.http + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never ready: %v\n%v", err, p.log())
+		}
+	}
+}
+
+func httpGet(t *testing.T, addr, path string) []byte {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s %v", path, resp.StatusCode, b, err)
+	}
+	return b
 }

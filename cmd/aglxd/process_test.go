@@ -55,6 +55,7 @@ func aglxdBinary(t *testing.T) string {
 type nodeProcess struct {
 	cmd      *exec.Cmd
 	tcp      string
+	http     string
 	natsURL  string
 	exited   chan error
 	stderrMu sync.Mutex
@@ -63,10 +64,10 @@ type nodeProcess struct {
 
 // startProcess starts aglxd on random loopback ports and waits until it
 // logs where it serves. The process is killed, by its PID, when the test ends.
-func startProcess(t *testing.T, dataDir string) *nodeProcess {
+func startProcess(t *testing.T, dataDir string, flags ...string) *nodeProcess {
 	t.Helper()
-	cmd := exec.Command(aglxdBinary(t), "--data", dataDir, "--listen", "127.0.0.1:0", "--tls-listen", "127.0.0.1:0", "--udp", "127.0.0.1:0",
-		"--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-format", "json", "--relay=false")
+	cmd := exec.Command(aglxdBinary(t), append([]string{"--data", dataDir, "--listen", "127.0.0.1:0", "--tls-listen", "127.0.0.1:0", "--udp", "127.0.0.1:0",
+		"--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-format", "json", "--relay=false"}, flags...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +96,7 @@ func startProcess(t *testing.T, dataDir string) *nodeProcess {
 			}
 			if rec["msg"] == "aglxd serving" {
 				p.tcp, _ = rec["tcp"].(string)
+				p.http, _ = rec["http"].(string)
 				close(serving)
 			}
 		}
