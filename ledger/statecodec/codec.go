@@ -260,5 +260,17 @@ func (r *Reader) Time() time.Time {
 		r.Fail(fmt.Errorf("statecodec: a time: %w", err))
 		return time.Time{}
 	}
+	// No time a fold keeps comes from outside what RFC 3339 writes (the
+	// years 0000-9999, zone offsets within a day), and one that does
+	// cannot be written as JSON: a crafted state with one loaded, and the
+	// stats' snapshot failed (FuzzLoadStateStats).
+	if y := t.Year(); y < 0 || y > 9999 {
+		r.Failf("a time in the year %d, outside 0000-9999", y)
+		return time.Time{}
+	}
+	if _, off := t.Zone(); off <= -24*60*60 || off >= 24*60*60 {
+		r.Failf("a time with a zone offset of %d s, a day or more", off)
+		return time.Time{}
+	}
 	return t
 }

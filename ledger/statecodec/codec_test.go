@@ -70,6 +70,9 @@ func TestReaderRefusesWhatTheInputCannotHold(t *testing.T) {
 		{"short fixed64", []byte{1, 2, 3}, func(r *Reader) { r.Fixed64() }},
 		{"bad time", NewWriter(nil).appendBlob([]byte{99}), func(r *Reader) { r.Time() }},
 		{"uint32 overflow", NewWriter(nil).appendLen(1 << 33), func(r *Reader) { r.Uint32() }},
+		{"a time past the year 9999", NewWriter(nil).appendTime(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)), func(r *Reader) { r.Time() }},
+		{"a time before the year 0", NewWriter(nil).appendTime(time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)), func(r *Reader) { r.Time() }},
+		{"a zone offset of a day", NewWriter(nil).appendTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 24*60*60))), func(r *Reader) { r.Time() }},
 		{"bytes left", []byte{0, 0}, func(r *Reader) { r.Uint() }},
 	}
 	for _, c := range cases {
@@ -94,6 +97,8 @@ func TestReaderRefusesWhatTheInputCannotHold(t *testing.T) {
 func (w *Writer) appendLen(n int) []byte { w.Len(n); return w.Bytes() }
 
 func (w *Writer) appendBlob(p []byte) []byte { w.Blob(p); return w.Bytes() }
+
+func (w *Writer) appendTime(t time.Time) []byte { w.Time(t); return w.Bytes() }
 
 // FuzzReader reads arbitrary input as a mix of every kind of value: it
 // must never panic, and a count must never exceed what the input holds.
