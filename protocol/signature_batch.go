@@ -12,7 +12,7 @@ import (
 
 // ed25519BatchMax bounds the Ed25519 signatures checked in one batch. A
 // batch's cost per signature falls quickly up to a few dozen and slowly
-// after (docs/DESIGN.md, "The Ed25519 check": 17 µs at 8, 14.6 at 32 and
+// after (docs/SIGNATURES.md: 17 µs at 8, 14.6 at 32 and
 // 12.9 at 128, against 28 alone), while every signature in it waits for
 // the whole batch, about 1.7 ms at 128; in the node 128 cost 5-12% less
 // CPU a signed transfer than 32, and 256 no less than 128.
