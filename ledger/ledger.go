@@ -55,23 +55,23 @@ type Ledger struct {
 	warmSink uint32
 }
 
+// emptyTables gives l empty tables: New's, and LoadState's before it
+// reads a saved state into them.
+func (l *Ledger) emptyTables() {
+	l.accounts = newAccountTable()
+	l.replyPending = make(map[uint32]fixed)
+	l.txs = newHashIndex()
+	l.rewards, l.adjusts, l.signed = newKeyIndex(), newKeyIndex(), newKeyIndex()
+	l.holds = newHoldTable()
+	l.requests = newRequestLog()
+}
+
 // New returns an empty ledger for the node with URI nodeURI, whose account
 // is the issuance account. nodeURI must be canonical (protocol.URI.String);
 // anything else is a programmer error and panics.
 func New(nodeURI string) *Ledger {
-	l := &Ledger{
-		node:         strings.Clone(nodeURI),
-		ctx:          protocol.MoneyContext(),
-		wide:         wideContext(),
-		accounts:     newAccountTable(),
-		replyPending: make(map[uint32]fixed),
-		txs:          newHashIndex(),
-		rewards:      newKeyIndex(),
-		adjusts:      newKeyIndex(),
-		signed:       newKeyIndex(),
-		holds:        newHoldTable(),
-		requests:     newRequestLog(),
-	}
+	l := &Ledger{node: strings.Clone(nodeURI), ctx: protocol.MoneyContext(), wide: wideContext()}
+	l.emptyTables()
 	if why := l.checkNewURI("node URI", nodeURI); why != "" {
 		panic("ledger: New: " + why)
 	}

@@ -13,17 +13,8 @@ import (
 func (l *Ledger) LoadState(r *statecodec.Reader) error {
 	// The tables New filled (the issuance account, and its URI in the
 	// arena if long) are read back from the state like every other row.
-	*l = Ledger{
-		node: l.node, ctx: l.ctx, wide: l.wide,
-		accounts:     newAccountTable(),
-		replyPending: make(map[uint32]fixed),
-		txs:          newHashIndex(),
-		rewards:      newKeyIndex(),
-		adjusts:      newKeyIndex(),
-		signed:       newKeyIndex(),
-		holds:        newHoldTable(),
-		requests:     newRequestLog(),
-	}
+	*l = Ledger{node: l.node, ctx: l.ctx, wide: l.wide}
+	l.emptyTables()
 	ld := loader{r: r, l: l}
 	l.seq = r.Uint()
 	ld.arena()

@@ -224,20 +224,20 @@ func TestDamagedStateIsRefused(t *testing.T) {
 // checksum and all: a crafted state, whole and well formed.
 func withSection(t *testing.T, b []byte, name string, edit func([]byte) []byte) []byte {
 	t.Helper()
-	sf, err := decodeStateFile(b)
+	sf, err := ReadState(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := statecodec.NewWriter([]byte(stateMagic))
 	w.Uint(stateFormat)
-	w.Len(len(sf.header.Identity))
-	for _, k := range slices.Sorted(maps.Keys(sf.header.Identity)) {
+	w.Len(len(sf.Header.Identity))
+	for _, k := range slices.Sorted(maps.Keys(sf.Header.Identity)) {
 		w.String(k)
-		w.String(sf.header.Identity[k])
+		w.String(sf.Header.Identity[k])
 	}
-	w.Uint(sf.header.Seq)
-	w.String(sf.header.EventID)
-	w.Time(sf.header.SavedAt)
+	w.Uint(sf.Header.Seq)
+	w.String(sf.Header.EventID)
+	w.Time(sf.Header.SavedAt)
 	w.Len(len(sf.names))
 	found := false
 	for i, n := range sf.names {
@@ -273,7 +273,7 @@ func TestLoadRefusesALedgerPastTheState(t *testing.T) {
 		return b
 	}
 	sectionOf := func(b []byte, name string) []byte {
-		sf, err := decodeStateFile(b)
+		sf, err := ReadState(b)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -122,15 +122,19 @@ func EncodeState(h StateHeader, f *Folds, o *Outbox) ([]byte, error) {
 	return append(b, sum[:]...), nil
 }
 
-// stateFile is a saved state's file, checked whole and split up.
-type stateFile struct {
-	header   StateHeader
+// SavedState is a saved state's file, checked whole (ReadState) and split
+// into its header and sections, which alias the file's bytes.
+type SavedState struct {
+	Header   StateHeader
 	names    []string
 	sections [][]byte
 }
 
-// decodeStateFile checks b's checksum and reads its header and sections.
-func decodeStateFile(b []byte) (*stateFile, error) {
+// ReadState checks a saved state's file whole (its checksum) and reads its
+// header, without loading anything: the caller compares the identity and
+// the event before it lets Load touch the folds. b must not change while
+// the SavedState is used.
+func ReadState(b []byte) (*SavedState, error) {
 	if len(b) < len(stateMagic)+sha256.Size || !bytes.HasPrefix(b, []byte(stateMagic)) {
 		return nil, fmt.Errorf("%w: not a saved fold state", ErrStateDamaged)
 	}
@@ -142,20 +146,20 @@ func decodeStateFile(b []byte) (*stateFile, error) {
 	if v := r.Uint(); r.Err() == nil && v != stateFormat {
 		return nil, fmt.Errorf("%w: format %d, where this build reads %d", ErrStateDamaged, v, stateFormat)
 	}
-	sf := &stateFile{}
+	sf := &SavedState{}
 	n := r.Len(2)
-	sf.header.Identity = make(map[string]string, n)
+	sf.Header.Identity = make(map[string]string, n)
 	for range n {
 		k := r.String()
-		sf.header.Identity[k] = r.String()
+		sf.Header.Identity[k] = r.String()
 	}
-	sf.header.Seq = r.Uint()
-	sf.header.EventID = r.String()
-	sf.header.SavedAt = r.Time()
+	sf.Header.Seq = r.Uint()
+	sf.Header.EventID = r.String()
+	sf.Header.SavedAt = r.Time()
 	n = r.Len(2)
 	for range n {
 		sf.names = append(sf.names, r.String())
-		sf.sections = append(sf.sections, r.Blob())
+		sf.sections = append(sf.sections, r.BlobView())
 	}
 	if err := r.Done(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStateDamaged, err)
@@ -163,48 +167,51 @@ func decodeStateFile(b []byte) (*stateFile, error) {
 	return sf, nil
 }
 
-// ReadStateHeader checks a saved state's file whole (its checksum) and
-// returns its header, without loading anything: the caller compares the
-// identity and the event before it lets LoadState touch the folds.
+// ReadStateHeader is ReadState's header alone.
 func ReadStateHeader(b []byte) (StateHeader, error) {
-	sf, err := decodeStateFile(b)
+	sf, err := ReadState(b)
 	if err != nil {
 		return StateHeader{}, err
 	}
-	return sf.header, nil
+	return sf.Header, nil
 }
 
-// LoadState loads the saved state in b into f and o, which must be fresh
-// from NewFolds and NewOutbox under the configuration the state was saved
-// with (the header's identity, which the caller has compared). It returns
-// the header. On an error f and o are half loaded and must be discarded.
+// LoadState is ReadState, then Load: it returns the header.
 func LoadState(b []byte, f *Folds, o *Outbox) (StateHeader, error) {
-	sf, err := decodeStateFile(b)
+	sf, err := ReadState(b)
 	if err != nil {
 		return StateHeader{}, err
 	}
+	return sf.Header, sf.Load(f, o)
+}
+
+// Load loads the saved state into f and o, which must be fresh from
+// NewFolds and NewOutbox under the configuration the state was saved with
+// (the header's identity, which the caller has compared). On an error f
+// and o are half loaded and must be discarded.
+func (sf *SavedState) Load(f *Folds, o *Outbox) error {
 	names, savers, err := stateSavers(f, o)
 	if err != nil {
-		return StateHeader{}, err
+		return err
 	}
 	if !slices.Equal(names, sf.names) {
-		return StateHeader{}, fmt.Errorf("%w: it holds %q, where this build keeps %q", ErrStateDamaged, sf.names, names)
+		return fmt.Errorf("%w: it holds %q, where this build keeps %q", ErrStateDamaged, sf.names, names)
 	}
 	for i, s := range savers {
 		r := statecodec.NewReader(sf.sections[i])
 		if err := s.LoadState(r); err != nil {
-			return StateHeader{}, fmt.Errorf("projections: loading the %s state: %w", names[i], err)
+			return fmt.Errorf("projections: loading the %s state: %w", names[i], err)
 		}
 		if err := r.Done(); err != nil {
-			return StateHeader{}, fmt.Errorf("projections: loading the %s state: %w", names[i], err)
+			return fmt.Errorf("projections: loading the %s state: %w", names[i], err)
 		}
 	}
 	for _, p := range loadedPositions(f, o) {
-		if p.seq > sf.header.Seq {
-			return StateHeader{}, fmt.Errorf("%w: its %s stands at event %d, past the state's own position, %d", ErrStateDamaged, p.name, p.seq, sf.header.Seq)
+		if p.seq > sf.Header.Seq {
+			return fmt.Errorf("%w: its %s stands at event %d, past the state's own position, %d", ErrStateDamaged, p.name, p.seq, sf.Header.Seq)
 		}
 	}
-	return sf.header, nil
+	return nil
 }
 
 // position is the last event a loaded fold (or the outbox) says it saw.

@@ -139,10 +139,11 @@ func (m *Main) loadFoldState(ctx context.Context, path string) (seq uint64, why 
 	if err != nil {
 		return 0, "", err
 	}
-	h, err := projections.ReadStateHeader(b)
+	saved, err := projections.ReadState(b)
 	if err != nil {
 		return 0, "", err
 	}
+	h := saved.Header
 	want, err := m.foldIdentity()
 	if err != nil {
 		return 0, "", err
@@ -160,7 +161,7 @@ func (m *Main) loadFoldState(ctx context.Context, path string) (seq uint64, why 
 	if e.ID != h.EventID {
 		return 0, fmt.Sprintf("this log's event %d is %s, not the state's %s: another log", h.Seq, e.ID, h.EventID), nil
 	}
-	if _, err := projections.LoadState(b, m.folds, m.outbox); err != nil {
+	if err := saved.Load(m.folds, m.outbox); err != nil {
 		return 0, "", err
 	}
 	if err := m.checkLoadedAgainstLastStop(h); err != nil {

@@ -248,6 +248,18 @@ func (r *Reader) Blob() []byte {
 	return append([]byte(nil), r.take(n)...)
 }
 
+// BlobView is Blob without the copy: the slice aliases the input, for a
+// caller that keeps the input unchanged while it uses the slice (a saved
+// state's sections, each as large as a fold, read out of the file held
+// in memory anyway).
+func (r *Reader) BlobView() []byte {
+	n := r.Len(1)
+	if n == 0 {
+		return nil
+	}
+	return r.take(n)
+}
+
 // Time reads a time written by Writer.Time.
 func (r *Reader) Time() time.Time {
 	n := r.Len(1)

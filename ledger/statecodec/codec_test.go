@@ -20,6 +20,7 @@ func TestRoundTrip(t *testing.T) {
 	w.String("agent://a.local")
 	w.Blob(nil)
 	w.Blob([]byte{1, 2})
+	w.Blob([]byte{3})
 	w.Time(at)
 	w.Time(time.Time{})
 
@@ -38,6 +39,7 @@ func TestRoundTrip(t *testing.T) {
 		{"string", r.String(), "agent://a.local"},
 		{"nil blob", r.Blob() == nil, true},
 		{"blob", string(r.Blob()), "\x01\x02"},
+		{"blob view", string(r.BlobView()), "\x03"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
