@@ -119,6 +119,10 @@ type API struct {
 	// Federations are the node's pushes to peer registries (--sync-to),
 	// for aglx_federation_* on /metrics.
 	Federations []*Federation
+	// SavedState, if set, is where the folds' saved state stands (the
+	// sequence it was saved at, as far as this run knows) and how many
+	// background saves failed, for aglx_fold_state_*.
+	SavedState func() (seq, failures uint64)
 
 	waiters chan struct{} // reads waiting for a position (waitersMax); made by HTTPHandler
 	probe   *probeCache   // /healthz's last question to the stream; made by HTTPHandler

@@ -91,6 +91,11 @@ func (api API) metrics(w http.ResponseWriter, r *http.Request) {
 		put("aglx_projections_ready", "gauge", "1 once the projections have caught up with the log after a start (/readyz), else 0.", ready)
 		put("aglx_applied_seq", "gauge", "The last event the projections applied.", api.Runner.Applied())
 	}
+	if api.SavedState != nil {
+		seq, failures := api.SavedState()
+		put("aglx_fold_state_saved_seq", "gauge", "The event the folds' saved state stands at (loaded at start, or saved since): a start after a crash folds the events after it.", seq)
+		put("aglx_fold_state_save_failures_total", "counter", "Background saves of the folds' state that failed (the log says why).", failures)
+	}
 	if api.Handshakes != nil {
 		put("aglx_handshakes_pending", "gauge", "Requests between agents waiting for their answer (GET /v1/handshakes?state=pending).", api.Handshakes.Pending())
 	}

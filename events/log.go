@@ -316,7 +316,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, lg *slog.Logger) (*Log
 			// write-ahead stream's reservation against the free space
 			// when it loads the streams, and the refusal named only this
 			// stream (helper-61).
-			return nil, fmt.Errorf("events: open stream %s: %w (a start needs about %d MiB free besides what the streams hold; OPERATIONS.md, \"The disk\"): %w",
+			return nil, fmt.Errorf("events: open stream %s: %w (a start needs about %d MiB free besides what the streams hold; docs/HOST.md, \"The disk\"): %w",
 				cfg.Stream, ErrTooLittleDisk, freeForReservation(cfg.WALBytesMax)>>20, err)
 		}
 		return nil, fmt.Errorf("events: create stream %s: %w", cfg.Stream, err)

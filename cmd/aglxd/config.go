@@ -56,6 +56,10 @@ type Config struct {
 	// FullReplay has the start fold the whole log and not read the state
 	// a clean stop saved (foldstate.go).
 	FullReplay bool
+	// SaveStateEvery is how often the folds' state is saved while the
+	// node runs (checkpoint.go), so that a start after a crash folds
+	// only what came after; 0: only at a clean stop.
+	SaveStateEvery time.Duration
 	// Relay delivers agent-to-agent messages to the addressees' registered
 	// addresses, if those lie in RelayNetworks (CIDRs).
 	Relay         bool
@@ -104,8 +108,19 @@ func DefaultConfig() Config {
 		LogLevel:       "info",
 		LogFormat:      "text",
 		Replicas:       1,
+		SaveStateEvery: saveStateEveryDefault,
 	}
 }
+
+// saveStateEveryDefault is how often a running node saves its folds'
+// state: a crash costs a start the folding of at most about this long of
+// traffic (and the round in progress), and each round costs a fold of
+// the traffic since the last, at most a quarter of one core
+// (checkpointDuty), and a write of the whole state.
+const saveStateEveryDefault = 10 * time.Minute
+
+// saveStateEveryMin is the shortest --save-state-every but 0.
+const saveStateEveryMin = 100 * time.Millisecond
 
 // syncIntervalMin is the shortest --sync-interval.
 const syncIntervalMin = 100 * time.Millisecond
@@ -115,7 +130,7 @@ const syncIntervalMin = 100 * time.Millisecond
 const (
 	connectionsMaxLimit = 1 << 20        // connections, --max-connections
 	pipelineMaxLimit    = 1 << 16        // frames, --max-pipeline
-	durationFlagMax     = 24 * time.Hour // --idle-timeout, --sync-interval
+	durationFlagMax     = 24 * time.Hour // --idle-timeout, --sync-interval, --save-state-every
 )
 
 // replicasMax is the most copies JetStream keeps of a stream.
@@ -155,6 +170,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.BoolVar(&c.TakeOverStore, "take-over-store", false, "start on a store another --name or node key wrote (a lost key, a renamed node): that node's own mints and registry entries are void on replay")
 	fs.BoolVar(&c.RotateNodeKey, "rotate-node-key", false, "rotate the node's key and exit: record a key.rotate signed with the current key, then replace --node-key with a new Ed25519 key (or with the key put in NODE-KEY.next beforehand); run it with the node stopped and the flags it runs with")
 	fs.BoolVar(&c.FullReplay, "full-replay", false, "fold the whole log at start, not only what came after the state the last clean stop saved (DATA/keys/folds.state); the state is saved again at the next stop")
+	fs.DurationVar(&c.SaveStateEvery, "save-state-every", c.SaveStateEvery, "save the folds' state (DATA/keys/folds.state) this often while running, in the background, so that a start after a crash folds only what came after (0: only at a clean stop)")
 	fs.StringVar(&c.RelayNetworks, "relay-networks", c.RelayNetworks, "comma-separated CIDRs the relay may connect to (agents choose the addresses: widen with care)")
 	fs.StringVar(&c.Zones, "zones", c.Zones, "zone file (JSON): each zone's id, HMAC secret, minimum reputation and role")
 	fs.StringVar(&c.NodeKey, "node-key", c.NodeKey, "the node's signing key (PKCS #8 PEM); made on first start (default DATA/keys/node.key)")
@@ -228,6 +244,9 @@ func (c Config) Validate() error {
 		// Below the bound, a peer that cannot be reached would be dialled
 		// (and a failure logged) in a tight loop.
 		return fmt.Errorf("--sync-interval %v: must be between %v and %gh (0: the default, %v)", c.SyncInterval, syncIntervalMin, durationFlagMax.Hours(), bridge.SyncIntervalDefault)
+	}
+	if c.SaveStateEvery != 0 && (c.SaveStateEvery < saveStateEveryMin || c.SaveStateEvery > durationFlagMax) {
+		return fmt.Errorf("--save-state-every %v: must be 0 (only at a clean stop) or between %v and %gh", c.SaveStateEvery, saveStateEveryMin, durationFlagMax.Hours())
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together")

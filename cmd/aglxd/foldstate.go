@@ -97,6 +97,7 @@ func (m *Main) useFolds(folds *projections.Folds, outbox *projections.Outbox) {
 // replay from the first event. Anything wrong with the state is said and
 // costs a full replay, never a start: the state is only ever a shortcut.
 func (m *Main) startFolds(ctx context.Context, cfg projections.RegistryConfig) uint64 {
+	m.foldConfig = cfg
 	fresh := func() {
 		cfg.Outbox = projections.NewOutbox()
 		m.useFolds(projections.NewFolds(cfg), cfg.Outbox)
@@ -128,48 +129,61 @@ func (m *Main) startFolds(ctx context.Context, cfg projections.RegistryConfig) u
 // log), err for one that could not be read or loaded.
 func (m *Main) loadFoldState(ctx context.Context, path string) (seq uint64, why string, err error) {
 	started := time.Now()
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, "", err
-	}
-	if fi.Size() > foldStateFileMax {
-		return 0, "", fmt.Errorf("%d bytes, more than the %d a start reads", fi.Size(), int64(foldStateFileMax))
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, "", err
-	}
-	saved, err := projections.ReadState(b)
-	if err != nil {
-		return 0, "", err
-	}
-	h := saved.Header
-	want, err := m.foldIdentity()
-	if err != nil {
-		return 0, "", err
-	}
-	if differs := identityDiffers(h.Identity, want); len(differs) > 0 {
-		return 0, "saved under another " + strings.Join(differs, ", "), nil
-	}
-	if end := m.log.Durable(); h.Seq > end || h.Seq == 0 {
-		return 0, fmt.Sprintf("it stands at sequence %d, past this log's end (%d): another log", h.Seq, end), nil
-	}
-	e, err := m.log.Get(ctx, h.Seq)
-	if err != nil {
-		return 0, "", fmt.Errorf("reading its event %d: %w", h.Seq, err)
-	}
-	if e.ID != h.EventID {
-		return 0, fmt.Sprintf("this log's event %d is %s, not the state's %s: another log", h.Seq, e.ID, h.EventID), nil
-	}
-	if err := saved.Load(m.folds, m.outbox); err != nil {
-		return 0, "", err
+	h, size, why, err := m.readFoldState(ctx, path, m.folds, m.outbox)
+	if err != nil || why != "" {
+		return 0, why, err
 	}
 	if err := m.checkLoadedAgainstLastStop(h); err != nil {
 		return 0, "", err
 	}
 	m.lg.Info("folds loaded from the saved state; the log is replayed from the event after it", "path", path, "seq", h.Seq,
-		"saved_at", h.SavedAt, "bytes", len(b), "took", time.Since(started).Round(time.Millisecond))
+		"saved_at", h.SavedAt, "bytes", size, "took", time.Since(started).Round(time.Millisecond))
 	return h.Seq, "", nil
+}
+
+// readFoldState loads the saved state at path into folds and outbox (fresh
+// ones) if it is this node's: this build's, under these inputs, of this
+// log. It returns the state's header and size, or why it was not loaded:
+// why for a state that is fine but not this node's, err for one that
+// could not be read or loaded (which may leave the folds half loaded).
+func (m *Main) readFoldState(ctx context.Context, path string, folds *projections.Folds, outbox *projections.Outbox) (h projections.StateHeader, size int, why string, err error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return h, 0, "", err
+	}
+	if fi.Size() > foldStateFileMax {
+		return h, 0, "", fmt.Errorf("%d bytes, more than the %d a start reads", fi.Size(), int64(foldStateFileMax))
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return h, 0, "", err
+	}
+	saved, err := projections.ReadState(b)
+	if err != nil {
+		return h, 0, "", err
+	}
+	h = saved.Header
+	want, err := m.foldIdentity()
+	if err != nil {
+		return h, 0, "", err
+	}
+	if differs := identityDiffers(h.Identity, want); len(differs) > 0 {
+		return h, 0, "saved under another " + strings.Join(differs, ", "), nil
+	}
+	if end := m.log.Durable(); h.Seq > end || h.Seq == 0 {
+		return h, 0, fmt.Sprintf("it stands at sequence %d, past this log's end (%d): another log", h.Seq, end), nil
+	}
+	e, err := m.log.Get(ctx, h.Seq)
+	if err != nil {
+		return h, 0, "", fmt.Errorf("reading its event %d: %w", h.Seq, err)
+	}
+	if e.ID != h.EventID {
+		return h, 0, fmt.Sprintf("this log's event %d is %s, not the state's %s: another log", h.Seq, e.ID, h.EventID), nil
+	}
+	if err := saved.Load(folds, outbox); err != nil {
+		return h, 0, "", err
+	}
+	return h, len(b), "", nil
 }
 
 // identityDiffers names the parts of a saved state's identity that are not

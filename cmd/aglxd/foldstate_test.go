@@ -240,18 +240,7 @@ func TestAStartAfterACrashTakesUpTheLastCleanStop(t *testing.T) {
 	if !resumed.logged(`"msg":"folds loaded from the saved state`) || !resumed.logged(fmt.Sprintf(`"from_seq":%d,"to_seq":500`, saved+1)) {
 		t.Fatalf("the start after the crash did not take up the saved state and fold the rest:\n%v", resumed.log())
 	}
-	// The stats fold counts every event, by type, sender and transport,
-	// with the first and last: an event skipped or folded twice shows.
-	foldedStats := func(p *nodeProcess) string {
-		var v struct {
-			Log json.RawMessage `json:"log"`
-		}
-		if err := json.Unmarshal(httpGet(t, p.http, "/v1/stats"), &v); err != nil || len(v.Log) == 0 {
-			t.Fatalf("/v1/stats: %v", err)
-		}
-		return string(v.Log)
-	}
-	got := foldedStats(resumed)
+	got := foldedStats(t, resumed)
 	var counted struct {
 		Events uint64 `json:"events"`
 	}
@@ -264,9 +253,23 @@ func TestAStartAfterACrashTakesUpTheLastCleanStop(t *testing.T) {
 
 	full := startProcess(t, dir, "--full-replay")
 	waitReady(t, full)
-	if want := foldedStats(full); got != want {
+	if want := foldedStats(t, full); got != want {
 		t.Errorf("the folds after the crash, from the saved state:\n%s\nfrom a full replay:\n%s", got, want)
 	}
+}
+
+// foldedStats is what p's stats fold counted of the log. It counts every
+// event, by type, sender and transport, with the first and last: an
+// event skipped or folded twice shows.
+func foldedStats(t *testing.T, p *nodeProcess) string {
+	t.Helper()
+	var v struct {
+		Log json.RawMessage `json:"log"`
+	}
+	if err := json.Unmarshal(httpGet(t, p.http, "/v1/stats"), &v); err != nil || len(v.Log) == 0 {
+		t.Fatalf("/v1/stats: %v", err)
+	}
+	return string(v.Log)
 }
 
 func mustRead(t *testing.T, path string) []byte {

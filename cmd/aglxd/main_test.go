@@ -723,7 +723,7 @@ func TestMetrics(t *testing.T) {
 	for _, want := range []string{"aglx_frames_appended_total 1\n", "aglx_frames_duplicate_total 1\n", "aglx_wal_commits_total 1\n", "aglx_wal_committed_events_total 1\n", "# TYPE aglx_connections_open gauge\n",
 		"# TYPE aglx_wal_commit_duration_seconds histogram\n", "aglx_wal_commit_duration_seconds_bucket{le=\"+Inf\"} 1\n", "aglx_wal_commit_duration_seconds_count 1\n", "aglx_ack_duration_seconds_count 2\n",
 		"# TYPE aglx_ed25519_failed_batches_total counter\n", "aglx_healthy 1\n", "aglx_projections_ready 1\n",
-		"# TYPE aglx_applied_seq gauge\n", "# TYPE aglx_nats_disconnects_total counter\n", "# TYPE aglx_nats_slow_consumers_total counter\n", "# TYPE aglx_published_seq gauge\n", "# TYPE aglx_store_free_bytes gauge\naglx_store_free_bytes "} {
+		"# TYPE aglx_applied_seq gauge\n", "# TYPE aglx_fold_state_saved_seq gauge\n", "aglx_fold_state_save_failures_total 0\n", "# TYPE aglx_nats_disconnects_total counter\n", "# TYPE aglx_nats_slow_consumers_total counter\n", "# TYPE aglx_published_seq gauge\n", "# TYPE aglx_store_free_bytes gauge\naglx_store_free_bytes "} {
 		if !strings.Contains(string(b), want) {
 			t.Fatalf("/metrics lacks %q:\n%s", want, b)
 		}

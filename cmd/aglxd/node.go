@@ -61,6 +61,12 @@ type Main struct {
 	// folds session tokens with it, so a saved state made under another
 	// key is not this start's (foldstate.go).
 	tokenKeyDigest string
+	// checkpoints saves the folds' state while the node runs
+	// (checkpoint.go); nil when --save-state-every is 0.
+	checkpoints *checkpointer
+	// foldConfig is what the node's folds were made with (startFolds),
+	// Outbox aside: a background copy of them is made with it.
+	foldConfig projections.RegistryConfig
 
 	federations []*bridge.Federation
 	relay       *bridge.Relay
@@ -267,6 +273,7 @@ func (m *Main) Run(ctx context.Context) error {
 	})
 	m.runner = projections.NewRunner(m.log, m.lg, m.folds.All()...)
 	m.runner.Resume(resumeAt)
+	m.startCheckpoints(resumeAt)
 	// The edge's workers and the replay check with verifiers of their own,
 	// so that a failed batch on one path does not make the other check one
 	// by one (protocol.SigBatcher); both record into the same cache.
@@ -360,6 +367,9 @@ func (m *Main) Run(ctx context.Context) error {
 			api.StoreUsage = m.ns.StoreUsage
 		}
 		api.Federations = m.federations
+		if c := m.checkpoints; c != nil {
+			api.SavedState = func() (uint64, uint64) { return c.saved.Load(), c.failures.Load() }
+		}
 		h := bridge.HTTPHandler(api)
 		m.httpAPI.Store(&h)
 	}
@@ -450,6 +460,9 @@ func (m *Main) Close(ctx context.Context) error {
 	if m.http != nil {
 		errs = append(errs, m.http.Shutdown(ctx))
 	}
+	// Before the stop saves the state itself: a round that ended after it
+	// would put an older state in its place.
+	m.checkpoints.stop()
 	m.recordStop(ctx) // no frame can come in now; before the log closes
 	if m.log != nil {
 		errs = append(errs, m.log.Close(ctx))

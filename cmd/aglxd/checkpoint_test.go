@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/projections"
+)
+
+// savedInBackground is the sequence of the last state p logged as saved in
+// the background, or 0.
+func savedInBackground(p *nodeProcess) uint64 {
+	var seq uint64
+	for _, l := range p.log() {
+		var rec struct {
+			Msg string `json:"msg"`
+			Seq uint64 `json:"seq"`
+		}
+		if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "fold state saved in the background" {
+			seq = rec.Seq
+		}
+	}
+	return seq
+}
+
+// TestAStartAfterACrashTakesUpTheBackgroundSave: a node that is never
+// stopped cleanly still leaves a saved state, by the background rounds of
+// --save-state-every, and a start after SIGKILL takes up the last of
+// them and folds only the events after it, to the state a full replay
+// gives. The real binary; no clean stop before the crash, so the state
+// can only be a round's.
+func TestAStartAfterACrashTakesUpTheBackgroundSave(t *testing.T) {
+	dir := t.TempDir()
+	p := startProcess(t, dir, "--save-state-every", "100ms")
+	sendTasks(t, p.tcp, "first", 300)
+	for deadline := time.Now().Add(60 * time.Second); savedInBackground(p) < 300; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no background save reached seq 300:\n%v", p.log())
+		}
+	}
+	// An operator sees it too: the gauge stands at a background save.
+	var gauge uint64
+	for _, l := range strings.Split(string(httpGet(t, p.http, "/metrics")), "\n") {
+		if v, ok := strings.CutPrefix(l, "aglx_fold_state_saved_seq "); ok {
+			fmt.Sscan(v, &gauge)
+		}
+	}
+	if gauge < 300 {
+		t.Fatalf("aglx_fold_state_saved_seq is %d after a background save at 300 or later", gauge)
+	}
+	sendTasks(t, p.tcp, "second", 200)
+	p.cmd.Process.Kill()
+	if err := <-p.exited; err == nil {
+		t.Fatal("aglxd exited cleanly after SIGKILL?")
+	}
+	p.exited <- errors.New("killed")
+	saved := savedInBackground(p)
+	t.Logf("the last background save before the crash: seq %d of 500", saved)
+	if h, err := projections.ReadStateHeader(mustRead(t, filepath.Join(dir, "keys", foldStateFile))); err != nil || h.Seq != saved {
+		t.Fatalf("the state on disk: %+v %v; want the last background save's, at seq %d", h, err, saved)
+	}
+
+	resumed := startProcess(t, dir)
+	waitReady(t, resumed)
+	if !resumed.logged(fmt.Sprintf(`"msg":"folds loaded from the saved state; the log is replayed from the event after it","path":%q,"seq":%d`, filepath.Join(dir, "keys", foldStateFile), saved)) {
+		t.Fatalf("the start after the crash did not take up the background save at %d:\n%v", saved, resumed.log())
+	}
+	if saved < 500 && !resumed.logged(fmt.Sprintf(`"from_seq":%d,"to_seq":500`, saved+1)) {
+		t.Fatalf("the start after the crash did not fold the events after the save at %d:\n%v", saved, resumed.log())
+	}
+	got := foldedStats(t, resumed)
+	var counted struct {
+		Events uint64 `json:"events"`
+	}
+	if json.Unmarshal([]byte(got), &counted); counted.Events != 500 {
+		t.Fatalf("the folds after the crash count %s; want 500 events", got)
+	}
+	resumed.cmd.Process.Signal(syscall.SIGTERM)
+	<-resumed.exited
+	resumed.exited <- nil
+
+	full := startProcess(t, dir, "--full-replay")
+	waitReady(t, full)
+	if want := foldedStats(t, full); got != want {
+		t.Errorf("the folds after the crash, from the background save:\n%s\nfrom a full replay:\n%s", got, want)
+	}
+}
+
+// TestBackgroundRoundsBuildOnEachOther: each round of the background save
+// starts from the state on disk and folds only what came after it, up to
+// the event the live folds last applied; a round with nothing new writes
+// nothing; a state on disk that cannot be built on (damaged, or distrusted
+// under --full-replay) is folded around, from the log's first event. The
+// rounds are run by hand here, with the timer far off.
+func TestBackgroundRoundsBuildOnEachOther(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := func(t *testing.T, dir string, logs *lockedBuffer, fullReplay bool) *Main {
+		t.Helper()
+		cfg := DefaultConfig()
+		cfg.Relay = false
+		cfg.DataDir = dir
+		cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "", "", "", ""
+		cfg.SaveStateEvery, cfg.FullReplay = durationFlagMax, fullReplay
+		m := NewMain(cfg, slog.New(slog.NewTextHandler(logs, nil)))
+		if err := m.Run(ctx); err != nil {
+			m.Close(ctx)
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close(context.Background()) })
+		return m
+	}
+	send := func(t *testing.T, m *Main, prefix string, n int) uint64 {
+		t.Helper()
+		sendTasks(t, m.TCPAddr(), prefix, n)
+		end := m.log.Durable()
+		if err := m.runner.WaitFor(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+		return end
+	}
+	// round runs one round and returns the sequence of the state on disk
+	// after it, checking the log line a saving round writes.
+	round := func(t *testing.T, m *Main, logs *lockedBuffer, wantFrom, wantSeq uint64) {
+		t.Helper()
+		before := m.checkpoints.rounds.Load()
+		if err := m.checkpoints.round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h, err := projections.ReadStateHeader(mustRead(t, m.foldStatePath()))
+		if err != nil || h.Seq != wantSeq {
+			t.Fatalf("after the round the state on disk is %+v %v; want it at %d", h, err, wantSeq)
+		}
+		if wantFrom == wantSeq {
+			if m.checkpoints.rounds.Load() != before {
+				t.Fatalf("a round with nothing new saved a state")
+			}
+			return
+		}
+		want := fmt.Sprintf(`msg="fold state saved in the background" path=%s seq=%d from_seq=%d events=%d`, m.foldStatePath(), wantSeq, wantFrom, wantSeq-wantFrom)
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("no log line %q:\n%s", want, logs.String())
+		}
+	}
+
+	t.Run("rounds", func(t *testing.T) {
+		var logs lockedBuffer
+		m := start(t, t.TempDir(), &logs, false)
+		a := send(t, m, "a", 50)
+		round(t, m, &logs, 0, a)
+		round(t, m, &logs, a, a) // nothing new
+		b := send(t, m, "b", 30)
+		round(t, m, &logs, a, b)
+		// A damaged state is not built on.
+		raw := mustRead(t, m.foldStatePath())
+		raw[len(raw)/2] ^= 0xff
+		if err := os.WriteFile(m.foldStatePath(), raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := send(t, m, "c", 10)
+		round(t, m, &logs, 0, c)
+		if !strings.Contains(logs.String(), `msg="the saved fold state cannot be built on; the background save folds the whole log"`) {
+			t.Fatalf("the round did not say why it folded the whole log:\n%s", logs.String())
+		}
+	})
+
+	t.Run("full replay", func(t *testing.T) {
+		dir := t.TempDir()
+		var logs lockedBuffer
+		m := start(t, dir, &logs, false)
+		a := send(t, m, "a", 40)
+		if err := m.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if h, err := projections.ReadStateHeader(mustRead(t, m.foldStatePath())); err != nil || h.Seq != a {
+			t.Fatalf("the stop's state: %+v %v; want it at %d", h, err, a)
+		}
+		// The operator distrusts the saved state: the first round does too,
+		// and folds the whole log; the next builds on the first.
+		m = start(t, dir, &logs, true)
+		b := send(t, m, "b", 20)
+		round(t, m, &logs, 0, b)
+		c := send(t, m, "c", 5)
+		round(t, m, &logs, b, c)
+	})
+}
