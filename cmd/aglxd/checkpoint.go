@@ -50,6 +50,10 @@ type checkpointer struct {
 	// trusted is whether the state on disk may be built on: not under
 	// --full-replay until a round has saved one of its own.
 	trusted atomic.Bool
+	// source is the state a round starts from: the one the start loaded
+	// (the node's, or one prepared for this build), then the rounds' own.
+	// Only the rounds' goroutine uses it once they run.
+	source string
 	// rounds counts the rounds that saved a state, failures those that
 	// failed (aglx_fold_state_save_failures_total).
 	rounds, failures atomic.Uint64
@@ -66,6 +70,10 @@ func (m *Main) startCheckpoints(loaded uint64) {
 	c := &checkpointer{m: m, every: m.cfg.SaveStateEvery, cancel: cancel, done: make(chan struct{})}
 	c.saved.Store(loaded)
 	c.trusted.Store(!m.cfg.FullReplay)
+	c.source = m.foldStatePath()
+	if m.stateLoadedFrom != "" {
+		c.source = m.stateLoadedFrom
+	}
 	m.checkpoints = c
 	go c.run(ctx)
 }
@@ -120,7 +128,7 @@ func (c *checkpointer) round(ctx context.Context) error {
 	folds, outbox := fresh()
 	var from uint64
 	if c.trusted.Load() {
-		h, _, why, err := m.readFoldState(ctx, m.foldStatePath(), folds, outbox)
+		h, _, why, err := m.readFoldState(ctx, c.source, folds, outbox, m.log.Durable())
 		switch {
 		case err == nil && why == "":
 			from = h.Seq
@@ -129,7 +137,7 @@ func (c *checkpointer) round(ctx context.Context) error {
 			if err != nil {
 				why = err.Error()
 			}
-			m.lg.Info("the saved fold state cannot be built on; the background save folds the whole log", "path", m.foldStatePath(), "why", why)
+			m.lg.Info("the saved fold state cannot be built on; the background save folds the whole log", "path", c.source, "why", why)
 			folds, outbox = fresh() // a failed load leaves the folds half loaded
 		}
 	}
@@ -163,6 +171,8 @@ func (c *checkpointer) round(ctx context.Context) error {
 	}
 	c.saved.Store(target)
 	c.trusted.Store(true)
+	c.source = m.foldStatePath()
+	m.dropPreparedState()
 	c.rounds.Add(1)
 	m.lg.Info("fold state saved in the background", "path", m.foldStatePath(), "seq", target, "from_seq", from, "events", target-from,
 		"bytes", len(b), "took", time.Since(started).Round(time.Millisecond))

@@ -56,6 +56,10 @@ type Config struct {
 	// FullReplay has the start fold the whole log and not read the state
 	// a clean stop saved (foldstate.go).
 	FullReplay bool
+	// PrepareStateFrom makes aglxd fold the log of the node whose NATS
+	// is at this URL into the prepared state file and exit, for this
+	// build's start after an upgrade (prepare.go).
+	PrepareStateFrom string
 	// SaveStateEvery is how often the folds' state is saved while the
 	// node runs (checkpoint.go), so that a start after a crash folds
 	// only what came after; 0: only at a clean stop.
@@ -82,6 +86,10 @@ type Config struct {
 	tcpLn net.Listener
 	// ackTimeout, set only by tests, replaces events.AckTimeout.
 	ackTimeout time.Duration
+	// build, set only by tests, stands in for the running binary's
+	// SHA-256 and its version in a saved state's identity and the last
+	// stop's record: one test binary plays an old build and a new one.
+	build string
 	// relayTimeout, set only by tests, replaces the relay's bound on one
 	// delivery (bridge.Relay.Timeout), so that a test of slow addressees
 	// need not wait out ten seconds at each attempt.
@@ -170,6 +178,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.BoolVar(&c.TakeOverStore, "take-over-store", false, "start on a store another --name or node key wrote (a lost key, a renamed node): that node's own mints and registry entries are void on replay")
 	fs.BoolVar(&c.RotateNodeKey, "rotate-node-key", false, "rotate the node's key and exit: record a key.rotate signed with the current key, then replace --node-key with a new Ed25519 key (or with the key put in NODE-KEY.next beforehand); run it with the node stopped and the flags it runs with")
 	fs.BoolVar(&c.FullReplay, "full-replay", false, "fold the whole log at start, not only what came after the state the last clean stop saved (DATA/keys/folds.state); the state is saved again at the next stop")
+	fs.StringVar(&c.PrepareStateFrom, "prepare-state-from", "", "before an upgrade, with the new build: fold the log of the node running at this NATS URL (its --nats-listen, or the --nats-url it uses) into DATA/keys/folds.next.state and exit, so that this build's first start folds only what came after; give the flags the node runs with")
 	fs.DurationVar(&c.SaveStateEvery, "save-state-every", c.SaveStateEvery, "save the folds' state (DATA/keys/folds.state) this often while running, in the background, so that a start after a crash folds only what came after (0: only at a clean stop)")
 	fs.StringVar(&c.RelayNetworks, "relay-networks", c.RelayNetworks, "comma-separated CIDRs the relay may connect to (agents choose the addresses: widen with care)")
 	fs.StringVar(&c.Zones, "zones", c.Zones, "zone file (JSON): each zone's id, HMAC secret, minimum reputation and role")
@@ -244,6 +253,9 @@ func (c Config) Validate() error {
 		// Below the bound, a peer that cannot be reached would be dialled
 		// (and a failure logged) in a tight loop.
 		return fmt.Errorf("--sync-interval %v: must be between %v and %gh (0: the default, %v)", c.SyncInterval, syncIntervalMin, durationFlagMax.Hours(), bridge.SyncIntervalDefault)
+	}
+	if c.PrepareStateFrom != "" && c.RotateNodeKey {
+		return errors.New("--prepare-state-from and --rotate-node-key are two runs: rotate first, with the node stopped")
 	}
 	if c.SaveStateEvery != 0 && (c.SaveStateEvery < saveStateEveryMin || c.SaveStateEvery > durationFlagMax) {
 		return fmt.Errorf("--save-state-every %v: must be 0 (only at a clean stop) or between %v and %gh", c.SaveStateEvery, saveStateEveryMin, durationFlagMax.Hours())

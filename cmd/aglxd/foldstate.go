@@ -72,6 +72,9 @@ func (m *Main) foldIdentity() (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the running binary: %w", err)
 	}
+	if m.cfg.build != "" {
+		bin = m.cfg.build
+	}
 	in := m.foldInputs()
 	return map[string]string{
 		"version":       in.Version,
@@ -109,9 +112,15 @@ func (m *Main) startFolds(ctx context.Context, cfg projections.RegistryConfig) u
 		return 0
 	}
 	seq, why, err := m.loadFoldState(ctx, path)
-	switch {
-	case seq > 0:
+	if seq > 0 {
+		m.stateLoadedFrom = path
 		return seq
+	}
+	fresh() // a failed load leaves the folds half loaded
+	if seq := m.loadPreparedState(ctx, path, why, err); seq > 0 {
+		return seq
+	}
+	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		m.lg.Debug("no saved fold state: the folds replay the whole log", "path", path)
 	case err != nil:
@@ -119,7 +128,33 @@ func (m *Main) startFolds(ctx context.Context, cfg projections.RegistryConfig) u
 	default:
 		m.lg.Info("the saved fold state is not this node's as it starts; the folds replay the whole log", "path", path, "why", why)
 	}
-	fresh() // a failed load leaves the folds half loaded
+	fresh()
+	return 0
+}
+
+// loadPreparedState loads the state this build prepared ahead of its start
+// (prepare.go), when the node's saved state at path was not used (why or
+// err say why not), and returns its sequence, or 0 if there is none or it
+// cannot be used either, which it says.
+func (m *Main) loadPreparedState(ctx context.Context, path, why string, err error) uint64 {
+	prepared := m.preparedStatePath()
+	fi, serr := os.Stat(prepared)
+	if serr != nil {
+		return 0
+	}
+	seq, pwhy, perr := m.loadFoldState(ctx, prepared)
+	if seq > 0 {
+		if err != nil {
+			why = err.Error()
+		}
+		m.lg.Info("the saved fold state is not this node's as it starts; the state prepared for this build is", "path", path, "why", why, "prepared", prepared)
+		m.stateLoadedFrom, m.preparedLoaded = prepared, fi
+		return seq
+	}
+	if perr != nil {
+		pwhy = perr.Error()
+	}
+	m.lg.Warn("the fold state prepared ahead of this start cannot be used", "path", prepared, "why", pwhy)
 	return 0
 }
 
@@ -129,7 +164,7 @@ func (m *Main) startFolds(ctx context.Context, cfg projections.RegistryConfig) u
 // log), err for one that could not be read or loaded.
 func (m *Main) loadFoldState(ctx context.Context, path string) (seq uint64, why string, err error) {
 	started := time.Now()
-	h, size, why, err := m.readFoldState(ctx, path, m.folds, m.outbox)
+	h, size, why, err := m.readFoldState(ctx, path, m.folds, m.outbox, m.log.Durable())
 	if err != nil || why != "" {
 		return 0, why, err
 	}
@@ -145,8 +180,9 @@ func (m *Main) loadFoldState(ctx context.Context, path string) (seq uint64, why 
 // ones) if it is this node's: this build's, under these inputs, of this
 // log. It returns the state's header and size, or why it was not loaded:
 // why for a state that is fine but not this node's, err for one that
-// could not be read or loaded (which may leave the folds half loaded).
-func (m *Main) readFoldState(ctx context.Context, path string, folds *projections.Folds, outbox *projections.Outbox) (h projections.StateHeader, size int, why string, err error) {
+// could not be read or loaded (which may leave the folds half loaded). end
+// is where the log ends: a state past it is another log's.
+func (m *Main) readFoldState(ctx context.Context, path string, folds *projections.Folds, outbox *projections.Outbox, end uint64) (h projections.StateHeader, size int, why string, err error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return h, 0, "", err
@@ -170,7 +206,7 @@ func (m *Main) readFoldState(ctx context.Context, path string, folds *projection
 	if differs := identityDiffers(h.Identity, want); len(differs) > 0 {
 		return h, 0, "saved under another " + strings.Join(differs, ", "), nil
 	}
-	if end := m.log.Durable(); h.Seq > end || h.Seq == 0 {
+	if h.Seq > end || h.Seq == 0 {
 		return h, 0, fmt.Sprintf("it stands at sequence %d, past this log's end (%d): another log", h.Seq, end), nil
 	}
 	e, err := m.log.Get(ctx, h.Seq)
@@ -214,6 +250,18 @@ func identityDiffers(saved, now map[string]string) []string {
 func (m *Main) checkLoadedAgainstLastStop(h projections.StateHeader) error {
 	rec, ok := m.readLastStop()
 	if !ok || rec.AppliedSeq != h.Seq || rec.EventID != h.EventID {
+		return nil
+	}
+	if now := m.foldInputs(); rec.Version != now.Version && rec.Ledger != "" {
+		// A state this build prepared before its start (prepare.go), at
+		// the event where an older build stopped: the record cannot vouch
+		// for it, but the two builds are compared here as a replay would
+		// compare them passing the event (watchLastStop), and said.
+		var snaps map[string][]byte
+		if len(rec.Folds) > 0 {
+			snaps = m.foldSnapshots()
+		}
+		m.compareLastStop(rec, rec.changedFrom(now), m.credits.L.Freeze(), snaps)
 		return nil
 	}
 	if rec.Ledger != "" {
@@ -271,5 +319,6 @@ func (m *Main) saveFoldState(ctx context.Context) {
 		m.lg.Warn("the fold state is not saved: the next start replays from an earlier saved state, or the whole log", "path", m.foldStatePath(), "err", err)
 		return
 	}
+	m.dropPreparedState()
 	m.lg.Info("fold state saved for the next start", "path", m.foldStatePath(), "seq", seq, "bytes", len(b), "took", time.Since(started).Round(time.Millisecond))
 }

@@ -110,7 +110,11 @@ func (m *Main) lastStopPath() string {
 
 // foldInputs is rec with this node's build and inputs.
 func (m *Main) foldInputs() lastStop {
-	return lastStop{Version: bridge.Version(), Name: m.cfg.Name, KeyID: protocol.KeyID(m.key.Public()),
+	version := bridge.Version()
+	if m.cfg.build != "" {
+		version = m.cfg.build
+	}
+	return lastStop{Version: version, Name: m.cfg.Name, KeyID: protocol.KeyID(m.key.Public()),
 		Zones: m.zonesDigest, SyncFrom: slices.Sorted(slices.Values(m.cfg.SyncFrom))}
 }
 

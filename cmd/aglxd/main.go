@@ -35,6 +35,16 @@ func main() {
 	defer stop()
 
 	m := NewMain(cfg, lg)
+	if cfg.PrepareStateFrom != "" {
+		// Not Run, nor Close: the data dir, its lock and its records are
+		// the running node's.
+		lg.Info("aglxd preparing the fold state", "version", bridge.Version())
+		if err := m.prepareState(ctx); err != nil {
+			lg.Error("preparing the fold state failed", "err", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if cfg.RotateNodeKey {
 		err := m.Run(ctx)
 		if cerr := m.Close(context.Background()); cerr != nil {

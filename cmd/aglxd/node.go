@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net"
@@ -67,6 +68,12 @@ type Main struct {
 	// foldConfig is what the node's folds were made with (startFolds),
 	// Outbox aside: a background copy of them is made with it.
 	foldConfig projections.RegistryConfig
+	// stateLoadedFrom is the file the start loaded the folds from
+	// (foldStateFile, or preparedStateFile), or "".
+	stateLoadedFrom string
+	// preparedLoaded is the prepared state file as the start found it,
+	// until it is removed (dropPreparedState).
+	preparedLoaded fs.FileInfo
 
 	federations []*bridge.Federation
 	relay       *bridge.Relay
@@ -117,15 +124,9 @@ func (m *Main) Run(ctx context.Context) error {
 	// The zone file is read before anything is made in the data dir: a
 	// bad one used to be found after the store was created and stamped
 	// with the node's name (helper-81).
-	var zones []projections.Zone
-	if m.cfg.Zones != "" {
-		b, err := os.ReadFile(m.cfg.Zones)
-		if err != nil {
-			return fmt.Errorf("--zones: %w", err)
-		}
-		if zones, err = projections.ParseZones(b); err != nil {
-			return fmt.Errorf("--zones %s: %w", m.cfg.Zones, err)
-		}
+	zones, err := m.readZones()
+	if err != nil {
+		return err
 	}
 	if !m.cfg.RotateNodeKey {
 		// Before the key is read: with the rotation's last step undone,
@@ -517,6 +518,22 @@ func (m *Main) NATSURL() string {
 		return ""
 	}
 	return m.ns.ClientURL()
+}
+
+// readZones reads and checks the zone file (--zones), if there is one.
+func (m *Main) readZones() ([]projections.Zone, error) {
+	if m.cfg.Zones == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(m.cfg.Zones)
+	if err != nil {
+		return nil, fmt.Errorf("--zones: %w", err)
+	}
+	zones, err := projections.ParseZones(b)
+	if err != nil {
+		return nil, fmt.Errorf("--zones %s: %w", m.cfg.Zones, err)
+	}
+	return zones, nil
 }
 
 func addrOf(ln net.Listener) string {

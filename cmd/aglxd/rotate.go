@@ -62,7 +62,7 @@ var errRotationLeft = errors.New("an interrupted node key rotation")
 func (m *Main) checkNoRotationLeft() error {
 	next := m.cfg.NodeKeyPath() + nextKeySuffix
 	if _, err := os.Stat(next); err == nil {
-		return fmt.Errorf("%w left %s: run aglxd --rotate-node-key with the same flags to finish it, then start the node (OPERATIONS.md, \"Rotating the node key\")", errRotationLeft, next)
+		return fmt.Errorf("%w left %s: run aglxd --rotate-node-key with the same flags to finish it, then start the node (docs/ROTATION.md)", errRotationLeft, next)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("--node-key: %w", err)
 	}
@@ -114,7 +114,7 @@ func (m *Main) checkRotationTarget(ctx context.Context) error {
 			// were there: it is a key put there, not one the log names.
 			aside = fmt.Sprintf("; %s, a key put there for the next rotation, may be moved aside meanwhile to start the node", m.cfg.NodeKeyPath()+nextKeySuffix)
 		}
-		return fmt.Errorf("--rotate-node-key: an earlier rotation left frames for peers that have yet to take it (%s): send each with aglx send --key and the old key it names, then remove the frames, and rotate again: a second rotation would leave those peers two behind%s; nothing was rotated (OPERATIONS.md, \"Rotating the node key\")", strings.Join(frames, ", "), aside)
+		return fmt.Errorf("--rotate-node-key: an earlier rotation left frames for peers that have yet to take it (%s): send each with aglx send --key and the old key it names, then remove the frames, and rotate again: a second rotation would leave those peers two behind%s; nothing was rotated (docs/ROTATION.md)", strings.Join(frames, ", "), aside)
 	}
 	return nil
 }
@@ -148,7 +148,7 @@ func (m *Main) checkKeyAgainstLog(ctx context.Context, first crypto.PublicKey) e
 	}
 	want := protocol.KeyID(m.key.Public())
 	if _, cur := f.Current(); cur != want {
-		return fmt.Errorf("%w: --node-key %s holds key %s, but the log's node key is %s (%s): a rotation was stopped after the log took it and its new key, %s, is gone, or the key file was replaced. Put back the key the log names; if it is lost, --take-over-store with a key the node never had starts the node, voiding every earlier mint (OPERATIONS.md, \"Rotating the node key\")",
+		return fmt.Errorf("%w: --node-key %s holds key %s, but the log's node key is %s (%s): a rotation was stopped after the log took it and its new key, %s, is gone, or the key file was replaced. Put back the key the log names; if it is lost, --take-over-store with a key the node never had starts the node, voiding every earlier mint (docs/ROTATION.md)",
 			errKeyNotTheLogs, m.cfg.NodeKeyPath(), want, cur, rotatedAt(last), m.cfg.NodeKeyPath()+nextKeySuffix)
 	}
 	return nil
@@ -268,7 +268,7 @@ const exitPeersLeft = 3
 // For those it writes, beside the node key, the rotation as an unsigned
 // frame per peer, for the operator to sign with the old key (kept as
 // retiredKeyPath) and send once the peer is back: aglx send stamps and
-// signs it (OPERATIONS.md, "Rotating the node key").
+// signs it (ROTATION.md).
 func (m *Main) announceRotation(ctx context.Context, old, next crypto.Signer) (left []string, err error) {
 	body, err := bridge.KeyRotationBody(old.Public(), next.Public(), time.Now())
 	if err != nil {

@@ -160,7 +160,7 @@ func (m *Main) noteRetiredKeys() {
 	path := m.cfg.NodeKeyPath()
 	retired := retiredKeys(path)
 	if frames := framesBefore(path, ""); len(frames) > 0 {
-		m.lg.Warn("a node key rotation left frames for peers that did not take it: send each with aglx send --key and the old key, then remove the frames (OPERATIONS.md, \"Rotating the node key\")",
+		m.lg.Warn("a node key rotation left frames for peers that did not take it: send each with aglx send --key and the old key, then remove the frames (docs/ROTATION.md)",
 			"frames", strings.Join(frames, ", "), "retired_keys", strings.Join(retired, ", "))
 		return
 	}
@@ -182,7 +182,7 @@ func retiredKeyHint(path, name string, err error) string {
 	for _, f := range retiredKeys(path) {
 		hex := strings.TrimPrefix(filepath.Base(f), filepath.Base(path)+retiredKeyInfix)
 		if other.Was == name+" sha256:"+hex {
-			return fmt.Sprintf(". This store's owner is the old key kept in %s: either this --data is not the store the key was rotated on, or a rotation was run against another store (a mistaken --data). Then rotate this store to the key %s holds now: move %s to %s, copy %s to %s, and run --rotate-node-key with this store's flags (OPERATIONS.md, \"Rotating the node key\")",
+			return fmt.Sprintf(". This store's owner is the old key kept in %s: either this --data is not the store the key was rotated on, or a rotation was run against another store (a mistaken --data). Then rotate this store to the key %s holds now: move %s to %s, copy %s to %s, and run --rotate-node-key with this store's flags (docs/ROTATION.md)",
 				f, path, path, path+nextKeySuffix, f, path)
 		}
 	}
