@@ -337,18 +337,24 @@ func WriteFileDurable(name string, data []byte, mode os.FileMode) error {
 	if err != nil {
 		return err
 	}
+	// A write that fails (a full disk) must not leave what it wrote
+	// behind: a saved fold state's is as large as the folds.
 	if _, err := f.Write(data); err != nil {
 		f.Close()
+		os.Remove(tmp)
 		return err
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
+		os.Remove(tmp)
 		return err
 	}
 	if err := f.Close(); err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	if err := os.Rename(tmp, name); err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	d, err := os.Open(filepath.Dir(name))

@@ -47,8 +47,11 @@ type checkpointer struct {
 	// knows (the one the start loaded, or the last round's): a round
 	// starts only once the live folds have passed it.
 	saved atomic.Uint64
-	// trusted is whether the state on disk may be built on: not under
-	// --full-replay until a round has saved one of its own.
+	// trusted is whether the state on disk may be built on: only the one
+	// the start loaded (and so checked, against its stop's record among
+	// others) or a round's own. Not one the start refused or did not read
+	// (--full-replay): readFoldState alone does not check the record, and
+	// a round's result, at another sequence, is never checked against it.
 	trusted atomic.Bool
 	// source is the state a round starts from: the one the start loaded
 	// (the node's, or one prepared for this build), then the rounds' own.
@@ -69,7 +72,7 @@ func (m *Main) startCheckpoints(loaded uint64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &checkpointer{m: m, every: m.cfg.SaveStateEvery, cancel: cancel, done: make(chan struct{})}
 	c.saved.Store(loaded)
-	c.trusted.Store(!m.cfg.FullReplay)
+	c.trusted.Store(loaded > 0)
 	c.source = m.foldStatePath()
 	if m.stateLoadedFrom != "" {
 		c.source = m.stateLoadedFrom
@@ -145,9 +148,15 @@ func (c *checkpointer) round(ctx context.Context) error {
 		c.saved.Store(from)
 		return nil
 	}
+	// The load and the encoding below are paced as the fold is: each is
+	// a pass over the whole state on one core (a second and more at
+	// millions of events), whatever the few events since the last round.
+	p := dutyPacer{ctx: ctx, duty: checkpointDuty, since: started}
+	if err := p.pace(); err != nil {
+		return err
+	}
 	r := projections.NewRunner(m.log, m.lg.With("part", "background fold"), folds.All()...)
 	r.Resume(from)
-	p := dutyPacer{ctx: ctx, duty: checkpointDuty, since: time.Now()}
 	if err := r.FoldTo(ctx, target, p.pace); err != nil {
 		return err
 	}
@@ -163,7 +172,7 @@ func (c *checkpointer) round(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := p.pace(); err != nil {
 		return err // the stop saves its own, newer state
 	}
 	if err := bridge.WriteFileDurable(m.foldStatePath(), b, 0o600); err != nil {

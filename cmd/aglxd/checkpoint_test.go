@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,8 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aglx/ledger/ledger/statecodec"
 	"github.com/aglx/ledger/projections"
 )
+
+// statecodecMagic is the saved state's first bytes (projections.stateMagic).
+func statecodecMagic() string { return "AGLX-FOLD-STATE\n" }
 
 // savedInBackground is the sequence of the last state p logged as saved in
 // the background, or 0.
@@ -150,6 +155,21 @@ func TestBackgroundRoundsBuildOnEachOther(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Fatalf("no log line %q:\n%s", want, logs.String())
 		}
+		// The state saved is the live folds' there, byte for byte (no
+		// reply here is signed as it is taken), under the same header.
+		var live []byte
+		m.runner.View(func(applied uint64) {
+			if applied != wantSeq {
+				t.Fatalf("the live folds moved to %d", applied)
+			}
+			live, err = projections.EncodeState(h, m.folds, m.outbox)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := mustRead(t, m.foldStatePath()); string(got) != string(live) {
+			t.Fatalf("the round's state at %d (%d bytes) is not the live folds' there (%d bytes)", wantSeq, len(got), len(live))
+		}
 	}
 
 	t.Run("rounds", func(t *testing.T) {
@@ -191,5 +211,101 @@ func TestBackgroundRoundsBuildOnEachOther(t *testing.T) {
 		round(t, m, &logs, 0, b)
 		c := send(t, m, "c", 5)
 		round(t, m, &logs, b, c)
+	})
+
+	// A state whose checksum holds but whose load fails part way (the
+	// folds are loaded, the outbox, last, is not) is folded around from
+	// fresh folds: the half-loaded ones, folded again from the first
+	// event, would count every event before it twice.
+	t.Run("a state that fails to load part way", func(t *testing.T) {
+		var logs lockedBuffer
+		m := start(t, t.TempDir(), &logs, false)
+		a := send(t, m, "a", 50)
+		round(t, m, &logs, 0, a)
+		raw := mustRead(t, m.foldStatePath())
+		body := raw[len(statecodecMagic()) : len(raw)-sha256.Size]
+		r := statecodec.NewReader(body)
+		w := statecodec.NewWriter([]byte(statecodecMagic()))
+		w.Uint(r.Uint())
+		n := r.Len(2)
+		w.Len(n)
+		for range 2 * n {
+			w.String(r.String())
+		}
+		w.Uint(r.Uint())
+		w.String(r.String())
+		w.Time(r.Time())
+		n = r.Len(2)
+		w.Len(n)
+		for range n {
+			name, blob := r.String(), r.Blob()
+			if name == "outbox" {
+				blob = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}
+			}
+			w.String(name)
+			w.Blob(blob)
+		}
+		if err := r.Done(); err != nil {
+			t.Fatal(err)
+		}
+		crafted := w.Bytes()
+		sum := sha256.Sum256(crafted)
+		crafted = append(crafted, sum[:]...)
+		if err := os.WriteFile(m.foldStatePath(), crafted, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := send(t, m, "c", 10)
+		round(t, m, &logs, 0, c)
+		var live []byte
+		var err error
+		m.runner.View(func(uint64) { live, err = m.stats.Snapshot() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := m.foldConfig
+		cfg.Verdicts, cfg.Outbox = nil, projections.NewOutbox()
+		f := projections.NewFolds(cfg)
+		if _, err := projections.LoadState(mustRead(t, m.foldStatePath()), f, cfg.Outbox); err != nil {
+			t.Fatal(err)
+		}
+		saved, err := f.Stats.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(saved) != string(live) {
+			t.Fatalf("the round's state counts\n%s\nwhere the live folds count\n%s", saved, live)
+		}
+	})
+
+	// A state the start refused (it loads, but its own stop's record
+	// disowns it) is not built on by a round either: the round's result
+	// is at another sequence than the record's, so the next start, after
+	// a crash, would load it unchecked and carry whatever was wrong in it.
+	t.Run("a state the start refused", func(t *testing.T) {
+		dir := t.TempDir()
+		var logs lockedBuffer
+		m := start(t, dir, &logs, false)
+		a := send(t, m, "a", 40)
+		if err := m.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rp := filepath.Join(dir, "keys", lastStopFile)
+		var rec lastStop
+		if err := json.Unmarshal(mustRead(t, rp), &rec); err != nil || rec.Ledger == "" || rec.AppliedSeq != a {
+			t.Fatalf("the last stop's record: %+v %v", rec, err)
+		}
+		rec.Ledger = strings.Repeat("0", 64)
+		b, _ := json.Marshal(rec)
+		if err := os.WriteFile(rp, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var logs2 lockedBuffer
+		m = start(t, dir, &logs2, false)
+		<-m.runner.Ready()
+		if !strings.Contains(logs2.String(), "the loaded ledger's digest is") {
+			t.Fatalf("the start did not refuse the state:\n%s", logs2.String())
+		}
+		c := send(t, m, "c", 5)
+		round(t, m, &logs2, 0, c)
 	})
 }
