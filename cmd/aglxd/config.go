@@ -86,6 +86,8 @@ type Config struct {
 	tcpLn net.Listener
 	// ackTimeout, set only by tests, replaces events.AckTimeout.
 	ackTimeout time.Duration
+	// leaseTTL, set only by tests, replaces events.LeaseTTLDefault.
+	leaseTTL time.Duration
 	// build, set only by tests, stands in for the running binary's
 	// SHA-256 and its version in a saved state's identity and the last
 	// stop's record: one test binary plays an old build and a new one.

@@ -44,6 +44,9 @@ type Main struct {
 	ns       *events.Server // nil with --nats-url
 	nc       *nats.Conn
 	commitNC *nats.Conn // carries only the write-ahead commits (events.Config.CommitConn)
+	// lease is the writer's lease on an operator's NATS (--nats-url);
+	// nil on the embedded server, where the data dir's lock does.
+	lease    *events.Lease
 	log      *events.Log
 	runner   *projections.Runner
 	stats    *projections.Stats
@@ -179,6 +182,11 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("connect to %s: %w", redactURLs(m.cfg.NATSURL), err)
 		}
 		m.lg.Info("using external NATS", "url", redactURLs(m.cfg.NATSURL))
+		// Before anything is written there: another node may be writing
+		// these streams (events.AcquireLease).
+		if err := m.takeLease(ctx); err != nil {
+			return err
+		}
 	}
 	// On the embedded server nobody else can publish into the node's
 	// account; on an operator's NATS others may, and the publisher has
@@ -193,6 +201,9 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	if m.ns != nil {
 		logCfg.StoreDown = m.ns.JetStreamDown
+	}
+	if m.lease != nil {
+		logCfg.StoreDown = m.lease.Lost
 	}
 	if err := m.keepKey(ctx, logCfg, made); err != nil {
 		return err
@@ -467,6 +478,9 @@ func (m *Main) Close(ctx context.Context) error {
 	m.recordStop(ctx) // no frame can come in now; before the log closes
 	if m.log != nil {
 		errs = append(errs, m.log.Close(ctx))
+	}
+	if m.lease != nil {
+		m.lease.Release(ctx) // the log is closed: nothing more is written
 	}
 	if m.cancel != nil {
 		m.cancel()

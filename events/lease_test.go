@@ -1,0 +1,150 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// leaseTestTTL is short, so that expiry is seen within a test.
+const leaseTestTTL = 1200 * time.Millisecond
+
+func leaseJetStream(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	s, err := StartServer(ServerConfig{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := s.Connect("lease-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return testJetStream(t, nc)
+}
+
+func holder(node, run string) LeaseHolder {
+	return LeaseHolder{Node: node, Host: "test", PID: 1, Run: run, Since: time.Now()}
+}
+
+// TestTheLeaseKeepsASecondWriterOut: while a node holds the writer's
+// lease, renewing it, another cannot take it, however long it waits, and
+// is told who holds it; once released, it takes it at once.
+func TestTheLeaseKeepsASecondWriterOut(t *testing.T) {
+	ctx := context.Background()
+	js := leaseJetStream(t)
+	a, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://a.local", "run-a"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 { // well past the TTL: the renewals keep it
+		_, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://b.local", "run-b"), nil)
+		var held *LeaseHeldError
+		if !errors.As(err, &held) || !errors.Is(err, ErrLeaseHeld) || held.Holder.Node != "registry://a.local" || !strings.Contains(err.Error(), "registry://a.local") {
+			t.Fatalf("a second writer while the first holds the lease: %v; want it refused, naming the holder", err)
+		}
+		time.Sleep(leaseTestTTL / 2)
+	}
+	if err := a.Lost(); err != nil {
+		t.Fatalf("the holder lost its lease while renewing it: %v", err)
+	}
+	a.Release(ctx)
+	b, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://b.local", "run-b"), nil)
+	if err != nil {
+		t.Fatalf("after the release: %v", err)
+	}
+	b.Release(ctx)
+}
+
+// TestADeadHoldersLeaseExpires: a holder that stops renewing without
+// releasing (a crash) keeps a successor out only until its lease expires.
+func TestADeadHoldersLeaseExpires(t *testing.T) {
+	ctx := context.Background()
+	js := leaseJetStream(t)
+	a, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://a.local", "run-a"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(a.stop) // dies: no more renewals, no release
+	<-a.done
+	if _, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://b.local", "run-b"), nil); !errors.Is(err, ErrLeaseHeld) {
+		t.Fatalf("right after the holder died: %v; want the lease still held", err)
+	}
+	for deadline := time.Now().Add(20 * leaseTestTTL); ; time.Sleep(50 * time.Millisecond) {
+		b, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://b.local", "run-b"), nil)
+		if err == nil {
+			b.Release(ctx)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead holder's lease never expired: %v", err)
+		}
+	}
+}
+
+// TestATakenLeaseFencesItsHolder: a holder whose lease another node now
+// holds learns it at its next renewal, says so in Lost (which refuses its
+// appends: Config.StoreDown), and does not take the lease back; a lease
+// that merely expired, with nobody taking it, is taken again.
+func TestATakenLeaseFencesItsHolder(t *testing.T) {
+	ctx := context.Background()
+	js := leaseJetStream(t)
+	a, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://a.local", "run-a"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Gone (as after an expiry), nobody else: taken again.
+	if err := kv.Purge(ctx, leaseKey); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * leaseTestTTL); ; time.Sleep(20 * time.Millisecond) {
+		if e, err := kv.Get(ctx, leaseKey); err == nil {
+			var h LeaseHolder
+			if json.Unmarshal(e.Value(), &h); h.Run != "run-a" {
+				t.Fatalf("the lease after a purge: %+v", h)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the holder did not take its expired lease again")
+		}
+	}
+	if err := a.Lost(); err != nil {
+		t.Fatalf("an expired lease nobody took counts as lost: %v", err)
+	}
+	// Taken by another node.
+	other, _ := json.Marshal(holder("registry://b.local", "run-b"))
+	if _, err := kv.Put(ctx, leaseKey, other); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * leaseTestTTL); a.Lost() == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the holder never noticed its lease was taken")
+		}
+	}
+	if err := a.Lost(); !strings.Contains(err.Error(), "registry://b.local") {
+		t.Fatalf("Lost: %v; want it to name the node that took the lease", err)
+	}
+	time.Sleep(leaseTestTTL / 2) // a renewal's time, within the other's TTL
+	e, err := kv.Get(ctx, leaseKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(e.Value()) != string(other) {
+		t.Fatalf("the fenced holder wrote the lease again: %s", e.Value())
+	}
+	a.Release(ctx) // fenced: deletes nothing
+	if e, err := kv.Get(ctx, leaseKey); err != nil || string(e.Value()) != string(other) {
+		t.Fatalf("a fenced holder's release touched the other's lease: %v", err)
+	}
+}
