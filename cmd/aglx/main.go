@@ -41,6 +41,7 @@ var commands = []command{
 	{"audit", "", "fold the ledger again from the log and check every figure", ""},
 	{"agents", "", "list the registry's agents", ""},
 	{"agent", "URI", "show one agent: its entry, keys, zones and status history", ""},
+	{"state", "[FILE...]", "print where a node's saved fold states stand and which build and inputs a start needs to take them up", "with no FILE, the states in DATA/keys; reads the files only, so the node may be stopped"},
 	{"handshakes", "", "list requests between agents and what became of them (--agent URI --state pending)", ""},
 	{"version", "", "print the build aglx was made from: its module version or commit, the commit's time, and the Go version", ""},
 }
@@ -126,6 +127,8 @@ func main() {
 		err = runAgent(os.Args[2:], os.Stdout)
 	case "handshakes":
 		err = runHandshakes(os.Args[2:], os.Stdout)
+	case "state":
+		err = runState(os.Args[2:], os.Stdout)
 	case "mint":
 		err = runMint(os.Args[2:], os.Stdout)
 	case "keygen":
