@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -82,22 +81,7 @@ func TestAStartAfterACrashTakesUpTheBackgroundSave(t *testing.T) {
 	if saved < 500 && !resumed.logged(fmt.Sprintf(`"from_seq":%d,"to_seq":500`, saved+1)) {
 		t.Fatalf("the start after the crash did not fold the events after the save at %d:\n%v", saved, resumed.log())
 	}
-	got := foldedStats(t, resumed)
-	var counted struct {
-		Events uint64 `json:"events"`
-	}
-	if json.Unmarshal([]byte(got), &counted); counted.Events != 500 {
-		t.Fatalf("the folds after the crash count %s; want 500 events", got)
-	}
-	resumed.cmd.Process.Signal(syscall.SIGTERM)
-	<-resumed.exited
-	resumed.exited <- nil
-
-	full := startProcess(t, dir, "--full-replay")
-	waitReady(t, full)
-	if want := foldedStats(t, full); got != want {
-		t.Errorf("the folds after the crash, from the background save:\n%s\nfrom a full replay:\n%s", got, want)
-	}
+	foldsAsAFullReplay(t, dir, resumed, 500)
 }
 
 // TestBackgroundRoundsBuildOnEachOther: each round of the background save

@@ -240,12 +240,20 @@ func TestAStartAfterACrashTakesUpTheLastCleanStop(t *testing.T) {
 	if !resumed.logged(`"msg":"folds loaded from the saved state`) || !resumed.logged(fmt.Sprintf(`"from_seq":%d,"to_seq":500`, saved+1)) {
 		t.Fatalf("the start after the crash did not take up the saved state and fold the rest:\n%v", resumed.log())
 	}
+	foldsAsAFullReplay(t, dir, resumed, 500)
+}
+
+// foldsAsAFullReplay checks that resumed, a node that took up a saved state
+// after a crash, counts events in all and folded what a full replay of
+// its log folds; it stops resumed and starts the replay in dir.
+func foldsAsAFullReplay(t *testing.T, dir string, resumed *nodeProcess, events uint64) {
+	t.Helper()
 	got := foldedStats(t, resumed)
 	var counted struct {
 		Events uint64 `json:"events"`
 	}
-	if json.Unmarshal([]byte(got), &counted); counted.Events != 500 {
-		t.Fatalf("the folds after the crash count %s; want 500 events", got)
+	if json.Unmarshal([]byte(got), &counted); counted.Events != events {
+		t.Fatalf("the folds after the crash count %s; want %d events", got, events)
 	}
 	resumed.cmd.Process.Signal(syscall.SIGTERM)
 	<-resumed.exited

@@ -15,6 +15,17 @@ import (
 	"github.com/aglx/ledger/projections"
 )
 
+// buildConfig is a node on dir, on loopback ports, serving HTTP and NATS
+// (which a preparation reads), as the given build (Config.build).
+func buildConfig(dir, build string) Config {
+	cfg := DefaultConfig()
+	cfg.Relay = false
+	cfg.DataDir = dir
+	cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.build = build
+	return cfg
+}
+
 // TestAnUpgradeStartsFromThePreparedState: a new build folds the log of the
 // running old one ahead of its start (--prepare-state-from, over the old
 // node's NATS as a reader), and again later from where it stopped; the
@@ -27,14 +38,7 @@ func TestAnUpgradeStartsFromThePreparedState(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	config := func(build string) Config {
-		cfg := DefaultConfig()
-		cfg.Relay = false
-		cfg.DataDir = dir
-		cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-		cfg.build = build
-		return cfg
-	}
+	config := func(build string) Config { return buildConfig(dir, build) }
 	start := func(t *testing.T, cfg Config, logs *lockedBuffer) *Main {
 		t.Helper()
 		m := NewMain(cfg, slog.New(slog.NewTextHandler(logs, nil)))
@@ -193,14 +197,7 @@ func TestAPreparedStateAtTheOldStopIsComparedNotRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	config := func(build string) Config {
-		cfg := DefaultConfig()
-		cfg.Relay = false
-		cfg.DataDir = dir
-		cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "", "", "127.0.0.1:0", ""
-		cfg.build = build
-		return cfg
-	}
+	config := func(build string) Config { return buildConfig(dir, build) }
 	var oldLogs lockedBuffer
 	old := NewMain(config("old"), slog.New(slog.NewTextHandler(&oldLogs, nil)))
 	if err := old.Run(ctx); err != nil {
