@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aglx/ledger/ledger/statecodec"
 	"github.com/aglx/ledger/ledger/statecodec/statetest"
 )
 
@@ -228,16 +226,7 @@ func withSection(t *testing.T, b []byte, name string, edit func([]byte) []byte) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := statecodec.NewWriter([]byte(stateMagic))
-	w.Uint(stateFormat)
-	w.Len(len(sf.Header.Identity))
-	for _, k := range slices.Sorted(maps.Keys(sf.Header.Identity)) {
-		w.String(k)
-		w.String(sf.Header.Identity[k])
-	}
-	w.Uint(sf.Header.Seq)
-	w.String(sf.Header.EventID)
-	w.Time(sf.Header.SavedAt)
+	w := newStateWriter(sf.Header)
 	w.Len(len(sf.names))
 	found := false
 	for i, n := range sf.names {
@@ -286,4 +275,37 @@ func TestLoadRefusesALedgerPastTheState(t *testing.T) {
 	if _, err := LoadState(crafted, f, o); !errors.Is(err, ErrStateDamaged) || !strings.Contains(err.Error(), "its ledger stands at event") {
 		t.Fatalf("LoadState of a ledger past the state's position: %v; want it refused", err)
 	}
+}
+
+// FuzzReadState: any file whose checksum holds (the fuzzer's bytes after
+// the magic, with their SHA-256 appended) is read without a panic, and a
+// header that reads loads into fresh folds without one, or is refused.
+func FuzzReadState(f *testing.F) {
+	fresh := func() (*Folds, *Outbox) {
+		cfg := stateCfg()
+		cfg.Outbox = NewOutbox()
+		return NewFolds(cfg), cfg.Outbox
+	}
+	folds, out := fresh()
+	applyAll(folds, fuzzEvents(signedSeed(f)))
+	seed, err := EncodeState(StateHeader{Identity: map[string]string{"version": "v"}, Seq: 9, EventID: "x",
+		SavedAt: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), Digests: map[string]string{"ledger": "00"}}, folds, out)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed[len(stateMagic) : len(seed)-sha256.Size])
+	f.Add([]byte{2, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		b := append([]byte(stateMagic), body...)
+		sum := sha256.Sum256(b)
+		sf, err := ReadState(append(b, sum[:]...))
+		if err != nil {
+			if !errors.Is(err, ErrStateDamaged) {
+				t.Fatalf("ReadState: %v; want ErrStateDamaged", err)
+			}
+			return
+		}
+		folds, out := fresh()
+		sf.Load(folds, out) // refused or loaded, never a panic
+	})
 }

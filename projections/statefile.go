@@ -19,7 +19,8 @@ import (
 // The file is
 //
 //	stateMagic
-//	header: format, identity (sorted name/value pairs), seq, event id, saved at
+//	header: format, identity (sorted name/value pairs), seq, event id, saved
+//	        at, digests (sorted name/value pairs)
 //	sections: count, then each fold's name and its SaveState bytes, in the
 //	          order the runner applies the folds, and the outbox last
 //	SHA-256 of everything before it
@@ -35,7 +36,7 @@ const stateMagic = "AGLX-FOLD-STATE\n"
 // stateFormat is the layout of the file around the sections. The sections'
 // own layout needs no version: the identity names the binary that wrote
 // them, and only that binary reads them.
-const stateFormat = 1
+const stateFormat = 2 // 2: the header holds the folds' digests
 
 // outboxSection names the outbox's section, after the folds'.
 const outboxSection = "outbox"
@@ -55,6 +56,12 @@ type StateHeader struct {
 	Seq     uint64
 	EventID string
 	SavedAt time.Time
+	// Digests are SHA-256 digests of the saved folds, by fold name, as
+	// the saver computed them (the caller decides which, within its
+	// bounds): the loader computes them again from what it loaded and
+	// refuses a state that differs, so a field a fold saves or loads
+	// wrongly shows at the first start that loads it, whoever saved it.
+	Digests map[string]string
 }
 
 // ErrStateDamaged says a saved state's file is not whole: cut short,
@@ -97,16 +104,7 @@ func EncodeState(h StateHeader, f *Folds, o *Outbox) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := statecodec.NewWriter([]byte(stateMagic))
-	w.Uint(stateFormat)
-	w.Len(len(h.Identity))
-	for _, k := range slices.Sorted(maps.Keys(h.Identity)) {
-		w.String(k)
-		w.String(h.Identity[k])
-	}
-	w.Uint(h.Seq)
-	w.String(h.EventID)
-	w.Time(h.SavedAt)
+	w := newStateWriter(h)
 	w.Len(len(savers))
 	var sw statecodec.Writer
 	for i, s := range savers {
@@ -120,6 +118,27 @@ func EncodeState(h StateHeader, f *Folds, o *Outbox) ([]byte, error) {
 	b := w.Bytes()
 	sum := sha256.Sum256(b)
 	return append(b, sum[:]...), nil
+}
+
+// newStateWriter starts a state's file: the magic and the header.
+func newStateWriter(h StateHeader) *statecodec.Writer {
+	w := statecodec.NewWriter([]byte(stateMagic))
+	w.Uint(stateFormat)
+	writePairs(w, h.Identity)
+	w.Uint(h.Seq)
+	w.String(h.EventID)
+	w.Time(h.SavedAt)
+	writePairs(w, h.Digests)
+	return w
+}
+
+// writePairs writes m's names and values in the names' order.
+func writePairs(w *statecodec.Writer, m map[string]string) {
+	w.Len(len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		w.String(k)
+		w.String(m[k])
+	}
 }
 
 // SavedState is a saved state's file, checked whole (ReadState) and split
@@ -147,16 +166,14 @@ func ReadState(b []byte) (*SavedState, error) {
 		return nil, fmt.Errorf("%w: format %d, where this build reads %d", ErrStateDamaged, v, stateFormat)
 	}
 	sf := &SavedState{}
-	n := r.Len(2)
-	sf.Header.Identity = make(map[string]string, n)
-	for range n {
-		k := r.String()
-		sf.Header.Identity[k] = r.String()
-	}
+	sf.Header.Identity = readPairs(r)
 	sf.Header.Seq = r.Uint()
 	sf.Header.EventID = r.String()
 	sf.Header.SavedAt = r.Time()
-	n = r.Len(2)
+	if d := readPairs(r); len(d) > 0 {
+		sf.Header.Digests = d
+	}
+	n := r.Len(2)
 	for range n {
 		sf.names = append(sf.names, r.String())
 		sf.sections = append(sf.sections, r.BlobView())
@@ -165,6 +182,17 @@ func ReadState(b []byte) (*SavedState, error) {
 		return nil, fmt.Errorf("%w: %w", ErrStateDamaged, err)
 	}
 	return sf, nil
+}
+
+// readPairs reads what writePairs wrote.
+func readPairs(r *statecodec.Reader) map[string]string {
+	n := r.Len(2)
+	m := make(map[string]string, n)
+	for range n {
+		k := r.String()
+		m[k] = r.String()
+	}
+	return m
 }
 
 // ReadStateHeader is ReadState's header alone.

@@ -168,7 +168,11 @@ func (c *checkpointer) round(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := projections.EncodeState(projections.StateHeader{Identity: id, Seq: target, EventID: e.ID, SavedAt: time.Now().UTC()}, folds, outbox)
+	digests, err := foldDigests(folds)
+	if err != nil {
+		return err
+	}
+	b, err := projections.EncodeState(projections.StateHeader{Identity: id, Seq: target, EventID: e.ID, SavedAt: time.Now().UTC(), Digests: digests}, folds, outbox)
 	if err != nil {
 		return err
 	}

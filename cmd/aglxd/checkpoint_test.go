@@ -175,6 +175,28 @@ func TestBackgroundRoundsBuildOnEachOther(t *testing.T) {
 		if !strings.Contains(logs.String(), `msg="the saved fold state cannot be built on; the background save folds the whole log"`) {
 			t.Fatalf("the round did not say why it folded the whole log:\n%s", logs.String())
 		}
+		// Nor is one whose folds, loaded, are not what its saver says they
+		// were (a field saved or loaded wrongly): the header's digests.
+		cfg := m.foldConfig
+		cfg.Verdicts, cfg.Outbox = nil, projections.NewOutbox()
+		f := projections.NewFolds(cfg)
+		h, err := projections.LoadState(mustRead(t, m.foldStatePath()), f, cfg.Outbox)
+		if err != nil || h.Digests["ledger"] == "" || h.Digests["registry"] == "" {
+			t.Fatalf("the round's state: %+v %v; want the ledger's and the registry's digests in its header", h, err)
+		}
+		h.Digests["registry"] = strings.Repeat("0", 64)
+		disowned, err := projections.EncodeState(h, f, cfg.Outbox)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(m.foldStatePath(), disowned, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d := send(t, m, "d", 10)
+		round(t, m, &logs, 0, d)
+		if !strings.Contains(logs.String(), "the loaded registry fold's digest is") {
+			t.Fatalf("the round built on a state whose digests its folds do not match:\n%s", logs.String())
+		}
 	})
 
 	t.Run("full replay", func(t *testing.T) {
@@ -219,6 +241,11 @@ func TestBackgroundRoundsBuildOnEachOther(t *testing.T) {
 		w.Uint(r.Uint())
 		w.String(r.String())
 		w.Time(r.Time())
+		n = r.Len(2) // the digests
+		w.Len(n)
+		for range 2 * n {
+			w.String(r.String())
+		}
 		n = r.Len(2)
 		w.Len(n)
 		for range n {
@@ -286,7 +313,7 @@ func TestBackgroundRoundsBuildOnEachOther(t *testing.T) {
 		var logs2 lockedBuffer
 		m = start(t, dir, &logs2, false)
 		<-m.runner.Ready()
-		if !strings.Contains(logs2.String(), "the loaded ledger's digest is") {
+		if !strings.Contains(logs2.String(), "the saved state's ledger digest is") {
 			t.Fatalf("the start did not refuse the state:\n%s", logs2.String())
 		}
 		c := send(t, m, "c", 5)

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -219,6 +221,9 @@ func (m *Main) readFoldState(ctx context.Context, path string, folds *projection
 	if err := saved.Load(folds, outbox); err != nil {
 		return h, 0, "", err
 	}
+	if err := checkDigests(h.Digests, folds); err != nil {
+		return h, 0, "", err
+	}
 	return h, len(b), "", nil
 }
 
@@ -264,6 +269,21 @@ func (m *Main) checkLoadedAgainstLastStop(h projections.StateHeader) error {
 		m.compareLastStop(rec, rec.changedFrom(now), m.credits.L.Freeze(), snaps)
 		return nil
 	}
+	if len(h.Digests) > 0 {
+		// The loaded folds match the state's own digests already
+		// (readFoldState); its stop computed them from the same folds as
+		// the record's, so the two must agree, which needs no hashing.
+		want := maps.Clone(rec.Folds)
+		if rec.Ledger != "" {
+			want["ledger"] = rec.Ledger
+		}
+		for _, name := range slices.Sorted(maps.Keys(want)) {
+			if got, ok := h.Digests[name]; ok && got != want[name] {
+				return fmt.Errorf("the saved state's %s digest is %s, where the stop that saved it recorded %s", name, got, want[name])
+			}
+		}
+		return nil
+	}
 	if rec.Ledger != "" {
 		if f := m.credits.L.Freeze(); f.Postings() <= lastStopPostingsMax {
 			d, err := projections.FrozenSHA256(f)
@@ -289,7 +309,10 @@ func (m *Main) checkLoadedAgainstLastStop(h projections.StateHeader) error {
 // appended (recordStop). What cannot be saved is logged, not failed: the
 // next start then uses the state an earlier stop saved, which is still
 // good for this log (it only grows), or replays the whole log.
-func (m *Main) saveFoldState(ctx context.Context) {
+//
+// digests are the folds' digests as the stop's record computed them at
+// the same event, or nil, and then they are computed here (foldDigests).
+func (m *Main) saveFoldState(ctx context.Context, digests map[string]string) {
 	id, err := m.foldIdentity()
 	if err != nil {
 		m.lg.Warn("the fold state is not saved: the next start replays from an earlier saved state, or the whole log", "err", err)
@@ -309,7 +332,12 @@ func (m *Main) saveFoldState(ctx context.Context) {
 				err = fmt.Errorf("the folds moved from %d to %d while the state was saved", seq, applied)
 				return
 			}
-			b, err = projections.EncodeState(projections.StateHeader{Identity: id, Seq: seq, EventID: e.ID, SavedAt: time.Now().UTC()}, m.folds, m.outbox)
+			if digests == nil {
+				if digests, err = foldDigests(m.folds); err != nil {
+					return
+				}
+			}
+			b, err = projections.EncodeState(projections.StateHeader{Identity: id, Seq: seq, EventID: e.ID, SavedAt: time.Now().UTC(), Digests: digests}, m.folds, m.outbox)
 		})
 	}
 	if err == nil {

@@ -141,7 +141,7 @@ func TestAStartTakesUpTheSavedFolds(t *testing.T) {
 			if err := os.WriteFile(rp, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-		}, nil, "the loaded ledger's digest is"},
+		}, nil, "the saved state's ledger digest is"},
 		{"other inputs", nil, func(c *Config) { c.SyncFrom = []string{"registry://peer.local"} }, "why=\"saved under another sync_from\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -78,12 +80,16 @@ var foldNames = []string{"registry", "handshakes", "reputation"}
 // foldSnapshots takes the snapshot of each of foldNames; call it with the
 // folds locked (Runner.View, Runner.AtSeq). A fold past
 // lastStopFoldEntriesMax, or whose snapshot cannot be made, is left out.
-func (m *Main) foldSnapshots() map[string][]byte {
+func (m *Main) foldSnapshots() map[string][]byte { return foldSnapshotsOf(m.folds) }
+
+// foldSnapshotsOf is foldSnapshots of any folds: call it with them locked,
+// or where nothing else uses them.
+func foldSnapshotsOf(folds *projections.Folds) map[string][]byte {
 	out := make(map[string][]byte, len(foldNames))
 	for i, f := range []interface {
 		Snapshot() ([]byte, error)
 		SnapshotEntries() int
-	}{m.registry, m.handshakes, m.reputation} {
+	}{folds.Registry, folds.Handshakes, folds.Reputation} {
 		if f.SnapshotEntries() > lastStopFoldEntriesMax {
 			continue
 		}
@@ -92,6 +98,40 @@ func (m *Main) foldSnapshots() map[string][]byte {
 		}
 	}
 	return out
+}
+
+// foldDigests are the digests a saved state's header carries
+// (projections.StateHeader.Digests): the ledger's and the other folds'
+// as the last stop's record has them, within the same bounds. Call it
+// with folds locked, or where nothing else uses them.
+func foldDigests(folds *projections.Folds) (map[string]string, error) {
+	out := sha256Hex(foldSnapshotsOf(folds))
+	if f := folds.Credits.L.Freeze(); f.Postings() <= lastStopPostingsMax {
+		d, err := projections.FrozenSHA256(f)
+		if err != nil {
+			return nil, err
+		}
+		out["ledger"] = d
+	}
+	return out, nil
+}
+
+// checkDigests compares the digests a saved state carries with those of
+// the folds it was loaded into: a field saved or loaded wrongly shows here.
+func checkDigests(saved map[string]string, folds *projections.Folds) error {
+	if len(saved) == 0 {
+		return nil
+	}
+	now, err := foldDigests(folds)
+	if err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(saved)) {
+		if is := now[name]; is != saved[name] {
+			return fmt.Errorf("the loaded %s fold's digest is %q, where the state's saver recorded %s", name, is, saved[name])
+		}
+	}
+	return nil
 }
 
 // sha256Hex is the digest of each snapshot, by name.
@@ -145,7 +185,8 @@ func (m *Main) recordStop(ctx context.Context) {
 	// large state takes seconds, which spent first left the record's read
 	// of its event no time, and a start no record to check the state by
 	// (helper-126).
-	defer m.saveFoldState(stopCtx)
+	var digests map[string]string // the record's, for the saved state's header
+	defer func() { m.saveFoldState(stopCtx, digests) }()
 	rec := m.foldInputs()
 	rec.At = time.Now().UTC()
 	var frozen *ledger.Frozen
@@ -171,6 +212,8 @@ func (m *Main) recordStop(ctx context.Context) {
 		return
 	}
 	rec.Folds = sha256Hex(snaps)
+	digests = maps.Clone(rec.Folds)
+	digests["ledger"] = rec.Ledger
 	b, _ := json.Marshal(rec)
 	if err := bridge.WriteFileDurable(m.lastStopPath(), b, 0o600); err != nil {
 		m.lg.Warn("the stop is not recorded: the next start cannot tell whether it folds the log as this one did", "path", m.lastStopPath(), "err", err)
