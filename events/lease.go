@@ -74,6 +74,7 @@ type Lease struct {
 
 	rev     uint64 // of the lease's last write; only the renewal goroutine touches it after Acquire
 	lost    atomic.Pointer[error]
+	lostC   chan struct{} // closed once lost is set
 	stop    chan struct{}
 	done    chan struct{}
 	release sync.Once
@@ -103,7 +104,7 @@ func AcquireLease(ctx context.Context, js jetstream.JetStream, replicas int, ttl
 	if err != nil {
 		return nil, err
 	}
-	l := &Lease{kv: kv, ttl: ttl, holder: holder, value: value, lg: lg, stop: make(chan struct{}), done: make(chan struct{})}
+	l := &Lease{kv: kv, ttl: ttl, holder: holder, value: value, lg: lg, stop: make(chan struct{}), done: make(chan struct{}), lostC: make(chan struct{})}
 	rev, err := kv.Create(ctx, leaseKey, value)
 	for wait := 10 * time.Millisecond; (errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)) && ctx.Err() == nil && wait < 2*time.Second; wait *= 2 {
 		// A bucket just made on a cluster may not answer at once.
@@ -142,6 +143,11 @@ func (l *Lease) Lost() error {
 	}
 	return nil
 }
+
+// LostC is closed once the lease is lost (Lost says why): what else the
+// node writes or sends besides the log (the relay, pushes to peers) stops
+// then, or the new holder's would be doubled.
+func (l *Lease) LostC() <-chan struct{} { return l.lostC }
 
 // renew writes the lease every third of its TTL, each write conditional
 // on the last one, so that it never takes a lease another node holds.
@@ -200,6 +206,7 @@ func (l *Lease) renewOnce() (lost bool) {
 	lostErr := fmt.Errorf("events: the writer's lease was taken by %s on host %s (pid %d) at %s: this node writes nothing more and must be stopped (another node may write these streams now)",
 		h.Node, h.Host, h.PID, e.Created().UTC().Format(time.RFC3339))
 	l.lost.Store(&lostErr)
+	close(l.lostC)
 	l.lg.Error("THE WRITER'S LEASE IS LOST: appends are refused from now on; stop this node", "bucket", LeaseBucket, "err", lostErr)
 	return true
 }

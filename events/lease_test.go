@@ -122,6 +122,11 @@ func TestATakenLeaseFencesItsHolder(t *testing.T) {
 	if err := a.Lost(); err != nil {
 		t.Fatalf("an expired lease nobody took counts as lost: %v", err)
 	}
+	select {
+	case <-a.LostC():
+		t.Fatal("LostC is closed for a lease taken again")
+	default:
+	}
 	// Taken by another node.
 	other, _ := json.Marshal(holder("registry://b.local", "run-b"))
 	if _, err := kv.Put(ctx, leaseKey, other); err != nil {
@@ -134,6 +139,11 @@ func TestATakenLeaseFencesItsHolder(t *testing.T) {
 	}
 	if err := a.Lost(); !strings.Contains(err.Error(), "registry://b.local") {
 		t.Fatalf("Lost: %v; want it to name the node that took the lease", err)
+	}
+	select {
+	case <-a.LostC(): // what the node sends besides its log stops on it
+	default:
+		t.Fatal("LostC is open after the lease was lost")
 	}
 	time.Sleep(leaseTestTTL / 2) // a renewal's time, within the other's TTL
 	e, err := kv.Get(ctx, leaseKey)

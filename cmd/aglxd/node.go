@@ -256,6 +256,24 @@ func (m *Main) Run(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
+	// What the node sends besides its log's answers (the relay's
+	// deliveries, pushes to peers) stops with its writer's lease: the
+	// node that took it sends them now.
+	sendCtx := runCtx
+	if m.lease != nil {
+		var stopSending context.CancelFunc
+		sendCtx, stopSending = context.WithCancel(runCtx)
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			defer stopSending()
+			select {
+			case <-m.lease.LostC():
+				m.lg.Error("the writer's lease is lost: the relay and pushes to peers stop")
+			case <-runCtx.Done():
+			}
+		}()
+	}
 	if err := m.noteZoneChange(zones); err != nil {
 		return err
 	}
@@ -359,7 +377,7 @@ func (m *Main) Run(ctx context.Context) error {
 		fed := &bridge.Federation{Peer: peer, NodeURI: m.cfg.Name, Key: m.key, Runner: m.runner, Registry: m.registry, Interval: m.cfg.SyncInterval, Log: m.lg}
 		m.federations = append(m.federations, fed)
 		m.wg.Add(1)
-		go func() { defer m.wg.Done(); fed.Run(runCtx) }()
+		go func() { defer m.wg.Done(); fed.Run(sendCtx) }()
 		if peer.Plain {
 			m.lg.Warn("pushing registry changes over plain TCP: anyone on the path can answer a push with a forged registry.ack, and this node would not send those entries again until they change; use the peer's TLS port with ?ca= or ?pin= (OPERATIONS.md, Federation)",
 				"peer", peer.URI, "addr", peer.Addr, "every", m.cfg.SyncInterval)
@@ -389,7 +407,7 @@ func (m *Main) Run(ctx context.Context) error {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			if err := m.relay.Run(runCtx); err != nil {
+			if err := m.relay.Run(sendCtx); err != nil {
 				m.lg.Error("relay stopped", "err", err)
 			}
 		}()
