@@ -37,6 +37,15 @@ const leaseKey = "writer"
 // long pause) before its lease can expire.
 const LeaseTTLDefault = 15 * time.Second
 
+// leaseValidShare is the share of the TTL, counted from when the last
+// successful write of the lease was sent, during which its holder counts
+// it as held. The server counts the TTL from when it stored the write,
+// which is later, so a holder whose renewals fail stops writing before a
+// successor can take the lease, whatever part of the cluster it still
+// reaches; the rest of the TTL covers the two clocks' rates and writes in
+// flight. Until a renewal succeeds again, Lost says so.
+const leaseValidShare = 5.0 / 6
+
 // LeaseHolder says who holds the lease, for the node that finds it held.
 type LeaseHolder struct {
 	Node  string    `json:"node"` // the node's URI
@@ -72,12 +81,17 @@ type Lease struct {
 	value  []byte
 	lg     *slog.Logger
 
-	rev     uint64 // of the lease's last write; only the renewal goroutine touches it after Acquire
-	lost    atomic.Pointer[error]
-	lostC   chan struct{} // closed once lost is set
-	stop    chan struct{}
-	done    chan struct{}
-	release sync.Once
+	rev   uint64 // of the lease's last write; only the renewal goroutine touches it after Acquire
+	lost  atomic.Pointer[error]
+	lostC chan struct{} // closed once lost is set
+	// base and validUntil (since base, on the monotonic clock) say until
+	// when the lease counts as held without another successful write.
+	base       time.Time
+	validUntil atomic.Int64
+	renewedAt  atomic.Int64 // since base: when the last successful write was sent
+	stop       chan struct{}
+	done       chan struct{}
+	release    sync.Once
 }
 
 // AcquireLease creates the bucket if needed (with replicas copies) and
@@ -104,11 +118,13 @@ func AcquireLease(ctx context.Context, js jetstream.JetStream, replicas int, ttl
 	if err != nil {
 		return nil, err
 	}
-	l := &Lease{kv: kv, ttl: ttl, holder: holder, value: value, lg: lg, stop: make(chan struct{}), done: make(chan struct{}), lostC: make(chan struct{})}
+	l := &Lease{kv: kv, ttl: ttl, holder: holder, value: value, lg: lg, stop: make(chan struct{}), done: make(chan struct{}), lostC: make(chan struct{}), base: time.Now()}
+	sent := time.Now()
 	rev, err := kv.Create(ctx, leaseKey, value)
 	for wait := 10 * time.Millisecond; (errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)) && ctx.Err() == nil && wait < 2*time.Second; wait *= 2 {
 		// A bucket just made on a cluster may not answer at once.
 		time.Sleep(wait)
+		sent = time.Now()
 		rev, err = kv.Create(ctx, leaseKey, value)
 	}
 	if errors.Is(err, jetstream.ErrKeyExists) {
@@ -118,8 +134,16 @@ func AcquireLease(ctx context.Context, js jetstream.JetStream, replicas int, ttl
 		return nil, fmt.Errorf("events: taking the writer's lease in %s: %w", LeaseBucket, err)
 	}
 	l.rev = rev
+	l.written(sent)
 	go l.renew()
 	return l, nil
+}
+
+// written notes a successful write of the lease sent at sent.
+func (l *Lease) written(sent time.Time) {
+	at := sent.Sub(l.base)
+	l.renewedAt.Store(int64(at))
+	l.validUntil.Store(int64(at + time.Duration(float64(l.ttl)*leaseValidShare)))
 }
 
 // heldError reads who holds the lease.
@@ -137,14 +161,32 @@ func (l *Lease) heldError(ctx context.Context) error {
 
 // Lost is nil while the lease is held, and says why not once another node
 // has taken it: from then on this node must not write (Config.StoreDown).
+//
+// It also says so, for as long as it lasts, once the renewals have failed
+// for so long that the lease may expire on the server (leaseValidShare):
+// another node may take it then, and this one must not write meanwhile,
+// even if it still reaches the streams.
 func (l *Lease) Lost() error {
+	if p := l.lost.Load(); p != nil {
+		return *p
+	}
+	if now := time.Since(l.base); int64(now) > l.validUntil.Load() {
+		return fmt.Errorf("events: the writer's lease in %s was last renewed %s ago and may expire (its TTL is %s): this node writes nothing until a renewal succeeds",
+			LeaseBucket, (now - time.Duration(l.renewedAt.Load())).Round(time.Millisecond), l.ttl)
+	}
+	return nil
+}
+
+// taken is Lost's answer once another node has taken the lease, nil before.
+func (l *Lease) taken() error {
 	if p := l.lost.Load(); p != nil {
 		return *p
 	}
 	return nil
 }
 
-// LostC is closed once the lease is lost (Lost says why): what else the
+// LostC is closed once the lease is lost for good, to another node (Lost
+// says why; a lease merely unconfirmed for a while does not close it): what else the
 // node writes or sends besides the log (the relay, pushes to peers) stops
 // then, or the new holder's would be doubled.
 func (l *Lease) LostC() <-chan struct{} { return l.lostC }
@@ -171,9 +213,12 @@ func (l *Lease) renew() {
 func (l *Lease) renewOnce() (lost bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
 	defer cancel()
+	sent := time.Now()
 	rev, err := l.kv.Update(ctx, leaseKey, l.value, l.rev)
 	if err == nil {
+		// Conditional on this node's last write: nobody wrote in between.
 		l.rev = rev
+		l.written(sent)
 		return false
 	}
 	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyNotFound) && !wrongLastSeq(err) {
@@ -187,10 +232,30 @@ func (l *Lease) renewOnce() (lost bool) {
 	e, gerr := l.kv.Get(ctx, leaseKey)
 	switch {
 	case errors.Is(gerr, jetstream.ErrKeyNotFound):
-		// Expired and nobody took it: nobody wrote in between, since a
-		// writer holds the lease. Take it again.
+		// Gone: expired, or deleted. Only if the bucket holds no write
+		// after this node's last did nobody take it in between (one that
+		// took it, wrote the streams and stopped, deleting it, or crashed,
+		// leaving it to expire, leaves a later write behind). A write of
+		// this node's whose acknowledgement was lost counts as another's:
+		// it cannot be told apart.
+		st, serr := l.kv.Status(ctx)
+		if serr != nil {
+			return false
+		}
+		bs, ok := st.(*jetstream.KeyValueBucketStatus)
+		if !ok || bs.StreamInfo() == nil {
+			return false
+		}
+		if last := bs.StreamInfo().State.LastSeq; last != l.rev {
+			lostErr := fmt.Errorf("events: the writer's lease in %s is gone, and was written after this node's last renewal (revision %d, now %d): another node may have held it and written these streams meanwhile; this node writes nothing more and must be stopped",
+				LeaseBucket, l.rev, last)
+			l.markLost(lostErr)
+			return true
+		}
+		sent := time.Now()
 		if rev, cerr := l.kv.Create(ctx, leaseKey, l.value); cerr == nil {
 			l.rev = rev
+			l.written(sent)
 			l.lg.Warn("the writer's lease had expired (renewals failed for longer than its TTL) and nobody had taken it: taken again", "bucket", LeaseBucket, "ttl", l.ttl)
 			return false
 		}
@@ -200,15 +265,27 @@ func (l *Lease) renewOnce() (lost bool) {
 	}
 	var h LeaseHolder
 	if json.Unmarshal(e.Value(), &h) == nil && h.Run == l.holder.Run {
-		l.rev = e.Revision() // our own write whose acknowledgement was lost
+		// Our own write whose acknowledgement was lost: renewed on it
+		// at once (when it was sent is not known here).
+		l.rev = e.Revision()
+		sent := time.Now()
+		if rev, err := l.kv.Update(ctx, leaseKey, l.value, l.rev); err == nil {
+			l.rev = rev
+			l.written(sent)
+		}
 		return false
 	}
 	lostErr := fmt.Errorf("events: the writer's lease was taken by %s on host %s (pid %d) at %s: this node writes nothing more and must be stopped (another node may write these streams now)",
 		h.Node, h.Host, h.PID, e.Created().UTC().Format(time.RFC3339))
-	l.lost.Store(&lostErr)
-	close(l.lostC)
-	l.lg.Error("THE WRITER'S LEASE IS LOST: appends are refused from now on; stop this node", "bucket", LeaseBucket, "err", lostErr)
+	l.markLost(lostErr)
 	return true
+}
+
+// markLost records that the lease is lost for good, and why.
+func (l *Lease) markLost(err error) {
+	l.lost.Store(&err)
+	close(l.lostC)
+	l.lg.Error("THE WRITER'S LEASE IS LOST: appends are refused from now on; stop this node", "bucket", LeaseBucket, "err", err)
 }
 
 // Release stops renewing and, if the lease is still this node's, deletes
@@ -218,7 +295,7 @@ func (l *Lease) Release(ctx context.Context) {
 	l.release.Do(func() {
 		close(l.stop)
 		<-l.done
-		if l.Lost() != nil {
+		if l.taken() != nil {
 			return
 		}
 		if err := l.kv.Delete(ctx, leaseKey, jetstream.LastRevision(l.rev)); err != nil {

@@ -497,13 +497,16 @@ func (m *Main) Close(ctx context.Context) error {
 	if m.log != nil {
 		errs = append(errs, m.log.Close(ctx))
 	}
-	if m.lease != nil {
-		m.lease.Release(ctx) // the log is closed: nothing more is written
-	}
 	if m.cancel != nil {
 		m.cancel()
 	}
 	m.wg.Wait()
+	if m.lease != nil {
+		// The log is closed and the relay and the pushes have stopped (the
+		// relay writes its cursor, in the streams' account, as it stops):
+		// nothing more is written.
+		m.lease.Release(ctx)
+	}
 	if m.commitNC != nil {
 		m.commitNC.Close()
 	}
