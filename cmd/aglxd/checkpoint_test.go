@@ -197,6 +197,26 @@ func TestBackgroundRoundsBuildOnEachOther(t *testing.T) {
 		if !strings.Contains(logs.String(), "the loaded registry fold's digest is") {
 			t.Fatalf("the round built on a state whose digests its folds do not match:\n%s", logs.String())
 		}
+		// Nor one whose event at its position is not this log's: another
+		// log as long as this one, or longer.
+		cfg.Outbox = projections.NewOutbox()
+		f = projections.NewFolds(cfg)
+		if h, err = projections.LoadState(mustRead(t, m.foldStatePath()), f, cfg.Outbox); err != nil {
+			t.Fatal(err)
+		}
+		h.EventID = "01ANOTHERLOGSEVENT000000000"
+		other, err := projections.EncodeState(h, f, cfg.Outbox)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(m.foldStatePath(), other, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e := send(t, m, "e", 10)
+		round(t, m, &logs, 0, e)
+		if want := fmt.Sprintf("why=\"this log's event %d is ", h.Seq); !strings.Contains(logs.String(), want) {
+			t.Fatalf("the round built on another log's state (%q):\n%s", want, logs.String())
+		}
 	})
 
 	t.Run("full replay", func(t *testing.T) {

@@ -72,7 +72,10 @@ func (m *Main) prepareState(ctx context.Context) error {
 	sum := sha256.Sum256(tokenKey)
 	m.tokenKeyDigest = hex.EncodeToString(sum[:])
 
-	nc, err := nats.Connect(m.cfg.PrepareStateFrom, nats.Name("aglxd-prepare"), nats.MaxReconnects(-1))
+	// The client's default reconnecting (some two minutes): a preparation
+	// whose node went away fails instead of waiting for ever, and the next
+	// run takes up what it saved before.
+	nc, err := nats.Connect(m.cfg.PrepareStateFrom, nats.Name("aglxd-prepare"))
 	if err != nil {
 		return fmt.Errorf("--prepare-state-from %s: %w", redactURLs(m.cfg.PrepareStateFrom), err)
 	}
@@ -171,13 +174,15 @@ func (m *Main) prepareState(ctx context.Context) error {
 // dropPreparedState removes the prepared state the start loaded, once this
 // build has saved a state of its own (which is further along): it is
 // used once. A file prepared again since the start (for the next
-// upgrade: another size or time) is left alone.
+// upgrade) is left alone.
 func (m *Main) dropPreparedState() {
 	if m.stateLoadedFrom != m.preparedStatePath() || m.preparedLoaded == nil {
 		return
 	}
+	// A file prepared again is written beside and renamed over: another
+	// file, which SameFile tells apart.
 	fi, err := os.Stat(m.stateLoadedFrom)
-	if err == nil && fi.Size() == m.preparedLoaded.Size() && fi.ModTime().Equal(m.preparedLoaded.ModTime()) {
+	if err == nil && os.SameFile(fi, m.preparedLoaded) {
 		if err := os.Remove(m.stateLoadedFrom); err == nil {
 			m.lg.Info("the fold state prepared for this build is used up: removed", "path", m.stateLoadedFrom)
 		}

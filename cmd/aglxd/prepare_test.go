@@ -131,6 +131,33 @@ func TestAnUpgradeStartsFromThePreparedState(t *testing.T) {
 	if _, err := os.Stat(preparedPath); !os.IsNotExist(err) {
 		t.Fatalf("the prepared state is still there after the new build saved its own: %v", err)
 	}
+	// The next upgrade, prepared for while the node runs on a prepared
+	// state of its own, before it saved one: the file it loaded is gone
+	// (prepared again), and its stop leaves the next build's.
+	current := start(t, config("new"), &newLogs)
+	next := config("newer")
+	next.PrepareStateFrom = current.NATSURL()
+	if err := prepare(t, next, &prepLogs, current); err != nil {
+		t.Fatal(err)
+	}
+	if err := current.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	current = start(t, config("newer"), &newLogs)
+	if current.stateLoadedFrom != preparedPath {
+		t.Fatalf("the next build's start loaded %q, not the state prepared for it", current.stateLoadedFrom)
+	}
+	after := config("newest")
+	after.PrepareStateFrom = current.NATSURL()
+	if err := prepare(t, after, &prepLogs, current); err != nil {
+		t.Fatal(err)
+	}
+	if err := current.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := projections.ReadStateHeader(mustRead(t, preparedPath)); err != nil || h.Identity["binary_sha256"] != "newest" {
+		t.Fatalf("the state prepared for the build after, once the one that ran on a prepared state stopped: %+v %v", h, err)
+	}
 	full := config("new")
 	full.FullReplay = true
 	var fullLogs lockedBuffer
