@@ -104,13 +104,22 @@ func AcquireLease(ctx context.Context, js jetstream.JetStream, replicas int, ttl
 	if lg == nil {
 		lg = slog.Default()
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	cfg := jetstream.KeyValueConfig{
 		Bucket:      LeaseBucket,
 		Description: "AGLX: the lease of the one node that writes the AGLX streams",
 		History:     1,
 		TTL:         ttl,
 		Replicas:    max(replicas, 1),
-	})
+	}
+	// The bucket is made if missing, but its settings are changed only by
+	// the node that then holds the lease (below): a node that is refused
+	// must leave the holder's lease as it is (helper-128).
+	kv, err := js.KeyValue(ctx, LeaseBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if kv, err = js.CreateKeyValue(ctx, cfg); errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, LeaseBucket)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("events: the writer's lease bucket %s: %w", LeaseBucket, err)
 	}
@@ -128,15 +137,47 @@ func AcquireLease(ctx context.Context, js jetstream.JetStream, replicas int, ttl
 		rev, err = kv.Create(ctx, leaseKey, value)
 	}
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		return nil, l.heldError(ctx)
+		herr := l.heldError(ctx)
+		if !errors.Is(herr, jetstream.ErrKeyNotFound) {
+			return nil, herr
+		}
+		// Expired between the two questions: ask once more.
+		sent = time.Now()
+		if rev, err = kv.Create(ctx, leaseKey, value); errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, l.heldError(ctx)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("events: taking the writer's lease in %s: %w", LeaseBucket, err)
 	}
 	l.rev = rev
 	l.written(sent)
+	l.settle(ctx, js, cfg)
 	go l.renew()
 	return l, nil
+}
+
+// settle gives the bucket the holder's TTL and copies. The lease's
+// validity is reckoned with the holder's TTL, so a bucket that expires
+// keys sooner (made by a node with another setting) would let a successor
+// in while the holder still writes: where the bucket cannot be changed,
+// the shorter TTL is the one reckoned with.
+func (l *Lease) settle(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) {
+	st, err := l.kv.Status(ctx)
+	if err != nil {
+		return
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if ok && bs.TTL() == cfg.TTL && bs.StreamInfo() != nil && bs.StreamInfo().Config.Replicas == cfg.Replicas {
+		return
+	}
+	if _, err := js.UpdateKeyValue(ctx, cfg); err != nil {
+		l.lg.Warn("the writer's lease bucket keeps its own settings", "bucket", LeaseBucket, "ttl", st.TTL(), "want_ttl", cfg.TTL, "err", err)
+		if t := st.TTL(); t > 0 && t < l.ttl {
+			l.ttl = t
+			l.written(l.base.Add(time.Duration(l.renewedAt.Load()))) // the last write, reckoned with the shorter TTL
+		}
+	}
 }
 
 // written notes a successful write of the lease sent at sent.
@@ -149,6 +190,9 @@ func (l *Lease) written(sent time.Time) {
 // heldError reads who holds the lease.
 func (l *Lease) heldError(ctx context.Context) error {
 	e, err := l.kv.Get(ctx, leaseKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("%w (its holder could not be read: %v)", ErrLeaseHeld, err)
 	}

@@ -135,3 +135,31 @@ func TestATakenLeaseFencesItsHolder(t *testing.T) {
 		t.Fatalf("a fenced holder's release touched the other's lease: %v", err)
 	}
 }
+
+// TestARefusedNodeLeavesTheHoldersBucketAlone: a node refused the lease
+// does not change the bucket's settings (its TTL, its copies) under the
+// holder; the holder's own settings are the bucket's.
+func TestARefusedNodeLeavesTheHoldersBucketAlone(t *testing.T) {
+	ctx := context.Background()
+	js := leaseJetStream(t)
+	a, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://a.local", "run-a"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release(ctx)
+	if _, err := AcquireLease(ctx, js, 1, 50*time.Millisecond, holder("registry://b.local", "run-b"), nil); !errors.Is(err, ErrLeaseHeld) {
+		t.Fatalf("a second node: %v; want it refused", err)
+	}
+	kv, err := js.KeyValue(ctx, LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil || st.TTL() != leaseTestTTL {
+		t.Fatalf("the bucket's TTL after a refused node asked for 50ms: %v %v; want the holder's %v", st.TTL(), err, leaseTestTTL)
+	}
+	time.Sleep(3 * leaseTestTTL / 2)
+	if err := a.Lost(); err != nil {
+		t.Fatalf("the holder lost its lease after a refused node asked: %v", err)
+	}
+}
