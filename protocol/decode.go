@@ -177,7 +177,7 @@ func (d *Decoder) decode() (*Frame, error) {
 		case badCL != nil:
 			deferred = badCL
 		case hasCL:
-			deferred = Errorf(StatusBadRequest, "CONTENT-LENGTH says %d bytes, but the frame has no body", n)
+			deferred = Errorf(StatusBadRequest, "CONTENT-LENGTH says %s bytes, but the frame has no body", cutDigits(strings.TrimSpace(cl)))
 		default:
 			deferred = Errorf(StatusBadRequest, "the frame has no body; a frame without one says CONTENT-LENGTH: 0")
 		}
@@ -320,10 +320,17 @@ func (d *Decoder) parseStartLine(f *Frame, line []byte) *Error {
 }
 
 // contentLength reads a CONTENT-LENGTH value: decimal digits only, as in
-// HTTP. strconv.Atoi alone also took "+5" and "-0".
+// HTTP. strconv.Atoi alone also took "+5" and "-0". Any number of digits
+// is a number (PROTOCOL.md: only a value that is not digits alone is
+// refused): past contentLengthSaturated the value is kept at that, which
+// no body reaches, so it reads as a wrong length and zeros alone, however
+// many, as 0. Refused at 19 digits, a long but wrong length drew a 400
+// saying it was no non-negative integer, and "CONTENT-LENGTH: 000...0"
+// on a frame without a body was not taken as complete: its reply waited
+// for the sender's next bytes.
 func contentLength(v string) (int, bool) {
 	v = strings.TrimSpace(v)
-	if v == "" || len(v) > 18 {
+	if v == "" {
 		return 0, false
 	}
 	n := 0
@@ -331,9 +338,26 @@ func contentLength(v string) (int, bool) {
 		if v[i] < '0' || v[i] > '9' {
 			return 0, false
 		}
-		n = n*10 + int(v[i]-'0')
+		if n < contentLengthSaturated {
+			n = min(n*10+int(v[i]-'0'), contentLengthSaturated)
+		}
 	}
 	return n, true
+}
+
+// contentLengthSaturated is where contentLength stops counting: past any
+// body a decoder takes, and small enough that counting on to it never
+// overflows an int of 32 bits.
+const contentLengthSaturated = BodySizeMaxLimit + 1 // bytes
+
+// cutDigits is a CONTENT-LENGTH's digits for a reason, cut so that a
+// reply never echoes much.
+func cutDigits(v string) string {
+	const shown = 20 // digits
+	if len(v) > shown {
+		return v[:shown] + "..."
+	}
+	return v
 }
 
 // parseHeader splits "NAME: value". A line without a colon is fatal: it is
