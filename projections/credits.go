@@ -111,6 +111,10 @@ func (c *Credits) Apply(e *Event) {
 		// changes nothing for it: refused, and signed again, it was
 		// taken twice (helper-112).
 		if out, copied := c.refused.copyOf(e, &name); copied && !(out.Status == protocol.StatusTooManyRequests && c.L.Repeats(ev)) {
+			// The copy is a credit event all the same: the ledger sees
+			// its time, and releases the holds that expire by it
+			// (LEDGER.md, "Expiry"), as for any event it refuses.
+			c.L.Apply(ledger.Event{Seq: ev.Seq, EventID: ev.EventID, Time: ev.Time})
 			if c.Observe != nil {
 				c.Observe(e, out)
 			}
