@@ -494,10 +494,18 @@ func (l *Log) repair(fifo []inflightPub) []inflightPub {
 	var fails repeatedFailure
 	for attempt, wait := 1, 100*time.Millisecond; ; attempt, wait = attempt+1, min(2*wait, 5*time.Second) {
 		ctx, cancel := context.WithTimeout(l.drops.context(), l.cfg.AckTimeout)
-		last, err := l.replayWAL(ctx)
+		_, own, err := l.replayWAL(ctx)
 		cancel()
 		if err == nil {
-			l.setPublished(last)
+			// Up to the node's own last event, not past strangers after
+			// it: at run time the committer has promised, or is about to
+			// promise, their sequences to its next events (its batch may
+			// be on its way to the write-ahead stream while this repair
+			// reads it), and the publisher skips every event at or below
+			// Published as put back here. Those events' publishes fail
+			// their precondition instead, and the next repair finds the
+			// stranger where they were promised (helper-132).
+			l.setPublished(own)
 			l.setPublisherFailing(nil)
 			return nil
 		}

@@ -21,7 +21,7 @@ func (l *Log) recover(ctx context.Context) error {
 	if err := l.checkWhole(ctx); err != nil {
 		return err
 	}
-	last, err := l.replayWAL(ctx)
+	last, _, err := l.replayWAL(ctx)
 	if err != nil {
 		return err
 	}
@@ -129,21 +129,23 @@ func (l *Log) checkWhole(ctx context.Context) error {
 
 // replayWAL copies to the event stream every event of the write-ahead
 // stream that it lacks, in order, and returns the event stream's last
-// sequence afterwards. A missing stretch that the write-ahead stream no
-// longer holds is an error: the node must not go on as if it were not.
-func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
-	last, err := l.LastSeq(ctx)
+// sequence afterwards, and the last sequence that holds an event of the
+// node's (less than the first where messages the node did not write end
+// the stream). A missing stretch that the write-ahead stream no longer
+// holds is an error: the node must not go on as if it were not.
+func (l *Log) replayWAL(ctx context.Context) (last, own uint64, err error) {
+	last, err = l.LastSeq(ctx)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	from, nodeLast, lastID, err := l.lastOwnEvent(ctx, last)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	named := from // the batch the event stream's last own event came from
 	info, err := l.wal.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("events: recover: %w", err)
+		return 0, 0, fmt.Errorf("events: recover: %w", err)
 	}
 	first, end := info.State.FirstSeq, info.State.LastSeq
 	if from >= first && from <= end {
@@ -157,7 +159,7 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 			// only writer; elsewhere the check costs a read of the last
 			// 8,192 events and their batches at every start and repair.
 			if err := l.checkOwnEvents(ctx, nodeLast-min(nodeLast, unconfirmedMax), nodeLast, first, from); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
 	}
@@ -166,7 +168,7 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 		if last > 0 {
 			l.lg.Warn("the write-ahead stream is empty; the event stream is taken as complete", "last_seq", last)
 		}
-		return last, nil
+		return last, nodeLast, nil
 	case from > end:
 		// The event stream names write-ahead batches the stream never
 		// reached (or not the ones it holds): it was re-created, and its
@@ -176,10 +178,10 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 	case first > end && from < end:
 		// Emptied (purged) while batches after the event stream's last one
 		// were in it: those batches held events that are now nowhere.
-		return 0, fmt.Errorf("%w: the event stream ends at %d in write-ahead batch %d, and batches %d to %d, which followed it, are gone (the write-ahead stream was emptied)", errGap, last, from, from+1, end)
+		return 0, 0, fmt.Errorf("%w: the event stream ends at %d in write-ahead batch %d, and batches %d to %d, which followed it, are gone (the write-ahead stream was emptied)", errGap, last, from, from+1, end)
 	case first > end:
 		l.lg.Warn("the write-ahead stream is empty; whether the event stream holds all of its last batch cannot be checked", "last_seq", last, "wal_batch", from)
-		return last, nil
+		return last, nodeLast, nil
 	}
 	from = max(from, first)
 	copied, streamLast := 0, last
@@ -209,17 +211,17 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 				unreadable = append(unreadable, seq)
 				continue
 			case seq == named && nodeLast > 0:
-				return 0, fmt.Errorf("%w: write-ahead batch %d, its last, cannot be read (%v), and it holds the event stream's last event, seq %d: whether it held acknowledged events after that cannot be known. "+
+				return 0, 0, fmt.Errorf("%w: write-ahead batch %d, its last, cannot be read (%v), and it holds the event stream's last event, seq %d: whether it held acknowledged events after that cannot be known. "+
 					"If the node stopped cleanly (its last log line was msg=stopped), nothing is missing: move the write-ahead stream aside and start again, and the node makes a new one. If it did not, events after seq %d that the node acknowledged may be lost: restore the store from a backup, or move the write-ahead stream aside to go on without them (docs/RELIABILITY.md)",
 					ErrWALDamaged, seq, err, nodeLast, nodeLast)
 			default:
-				return 0, fmt.Errorf("%w: write-ahead batch %d, its last, cannot be read (%v), and the event stream ends at seq %d, before it: the acknowledged events of that batch are lost. "+
+				return 0, 0, fmt.Errorf("%w: write-ahead batch %d, its last, cannot be read (%v), and the event stream ends at seq %d, before it: the acknowledged events of that batch are lost. "+
 					"Restore the store from a backup, or move the write-ahead stream aside to go on without them (docs/RELIABILITY.md)",
 					ErrWALDamaged, seq, err, last)
 			}
 		}
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		var futs []jetstream.PubAckFuture
 		for _, e := range b.events {
@@ -229,24 +231,24 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 			// 2026-11-30 it did). Nothing here can put that right: the node
 			// refuses to go on, and says why.
 			if e.Seq > nodeLast && e.Seq <= last {
-				return 0, fmt.Errorf("%w at seq %d, which the node promised to event %s (it is in write-ahead batch %d); refusing to go on rather than lose it (docs/OPERATIONS.md, \"Who may write to NATS\")", errForeign, e.Seq, e.ID, seq)
+				return 0, 0, fmt.Errorf("%w at seq %d, which the node promised to event %s (it is in write-ahead batch %d); refusing to go on rather than lose it (docs/OPERATIONS.md, \"Who may write to NATS\")", errForeign, e.Seq, e.ID, seq)
 			}
 			if e.Seq == nodeLast && e.ID != lastID {
-				return 0, fmt.Errorf("%w at seq %d: it holds event %s where the write-ahead stream has %s; refusing to go on rather than lose an acknowledged event", errForeign, e.Seq, lastID, e.ID)
+				return 0, 0, fmt.Errorf("%w at seq %d: it holds event %s where the write-ahead stream has %s; refusing to go on rather than lose an acknowledged event", errForeign, e.Seq, lastID, e.ID)
 			}
 			if e.Seq <= last {
 				continue
 			}
 			if e.Seq != last+1 {
 				if len(unreadable) > 0 {
-					return 0, fmt.Errorf("%w: the event stream ends at %d, and the write-ahead stream resumes at %d (batch %d) after batches it cannot read (%v, damaged): the events in between are lost. "+
+					return 0, 0, fmt.Errorf("%w: the event stream ends at %d, and the write-ahead stream resumes at %d (batch %d) after batches it cannot read (%v, damaged): the events in between are lost. "+
 						"Restore the store from a backup, or move the write-ahead stream aside to go on without them (docs/RELIABILITY.md)", ErrWALDamaged, last, e.Seq, seq, unreadable)
 				}
-				return 0, fmt.Errorf("%w: the event stream ends at %d, the write-ahead stream resumes at %d (batch %d); events in between are in neither. If the event stream was moved aside (a new, empty one has taken its place), put it back; otherwise restore the store from a backup (docs/RELIABILITY.md)", errGap, last, e.Seq, seq)
+				return 0, 0, fmt.Errorf("%w: the event stream ends at %d, the write-ahead stream resumes at %d (batch %d); events in between are in neither. If the event stream was moved aside (a new, empty one has taken its place), put it back; otherwise restore the store from a backup (docs/RELIABILITY.md)", errGap, last, e.Seq, seq)
 			}
 			fut, err := l.js.PublishMsgAsync(toMsg(e, seq), jetstream.WithExpectLastSequence(last))
 			if err != nil {
-				return 0, fmt.Errorf("events: recover: publish seq %d: %w", e.Seq, err)
+				return 0, 0, fmt.Errorf("events: recover: publish seq %d: %w", e.Seq, err)
 			}
 			futs = append(futs, fut)
 			last = e.Seq
@@ -256,11 +258,11 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 			case <-fut.Ok():
 			case err := <-fut.Err():
 				if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
-					return 0, fmt.Errorf("events: recover: an acknowledged event in write-ahead batch %d is larger than the event stream now takes (was --body-max lowered?); start once with the limit it was taken under, then lower it: %w", seq, err)
+					return 0, 0, fmt.Errorf("events: recover: an acknowledged event in write-ahead batch %d is larger than the event stream now takes (was --body-max lowered?); start once with the limit it was taken under, then lower it: %w", seq, err)
 				}
-				return 0, fmt.Errorf("events: recover: publish: %w", err)
+				return 0, 0, fmt.Errorf("events: recover: publish: %w", err)
 			case <-ctx.Done():
-				return 0, ctx.Err()
+				return 0, 0, ctx.Err()
 			}
 		}
 		copied += len(futs)
@@ -271,7 +273,10 @@ func (l *Log) replayWAL(ctx context.Context) (uint64, error) {
 	if nodeLast < streamLast {
 		l.lg.Warn("the event stream ends with messages the node did not write; no acknowledged event was in their place, and the node's events go on after them (readers skip them: they lack the Aglx-Event-Id header)", "from_seq", nodeLast+1, "to_seq", streamLast)
 	}
-	return last, nil
+	if copied > 0 {
+		return last, last, nil // the node's, copied after any strangers
+	}
+	return last, nodeLast, nil
 }
 
 // unconfirmedMax is the most events whose place in the event stream the
