@@ -153,13 +153,42 @@ func (r *Registry) authenticate(e *Event) Verdict {
 	if err := r.verifyCached(pub, keyID, e); err != nil {
 		return Verdict{Auth: AuthInvalid, KeyID: keyID, Reason: sigReason(err)}
 	}
+	return r.freshVerdict(e, keyID)
+}
+
+// freshVerdict is the verdict on e, whose signature verified under keyID:
+// AuthValid (AuthNode for the node), unless its timestamp is outside the
+// window or before its sender's first key was bound.
+func (r *Registry) freshVerdict(e *Event, keyID string) Verdict {
 	if reason := r.staleness(e); reason != "" {
 		return Verdict{Auth: AuthInvalid, KeyID: keyID, Reason: reason, Stale: true}
 	}
 	if e.From == r.node {
 		return Verdict{Auth: AuthNode, KeyID: keyID}
 	}
+	if reason := r.signedBeforeBinding(e); reason != "" {
+		return Verdict{Auth: AuthInvalid, KeyID: keyID, Reason: reason}
+	}
 	return Verdict{Auth: AuthValid, KeyID: keyID}
+}
+
+// signedBeforeBinding says why e, signed with its sender's first key, is
+// stamped before the auth.request that bound that key, or "". Until the
+// binding a message in the sender's name is judged unsigned, its
+// signature unchecked: it is named by its ID header (the ledger) and sets
+// no clock (signedOutOfOrder). Once the key is bound the same bytes
+// verify, so a copy sent again within its window was taken as a new
+// signed message: a payee paid twice by a reward the payer signed before
+// binding its key, an update that put back an address the agent had
+// since left (review, helper-131).
+func (r *Registry) signedBeforeBinding(e *Event) string {
+	kr := r.keys[e.From]
+	ts, ok := signedTimestamp(e)
+	if !ok || !kr.boundBefore(ts) {
+		return ""
+	}
+	return fmt.Sprintf("this signed %s is stamped %s, before %s bound its key (%s): a copy of a message from before the binding; sign it again",
+		e.Type, rfc3339(ts), e.From, rfc3339(kr.lastSigned[firstBindingClock]))
 }
 
 // verifiedAtIngest is authenticate's common case, decided without reading
@@ -179,13 +208,7 @@ func (r *Registry) verifiedAtIngest(e *Event) (Verdict, bool) {
 	if err, found := c.Get(e.Envelope, keyID); !found || err != nil {
 		return Verdict{}, false
 	}
-	if reason := r.staleness(e); reason != "" {
-		return Verdict{Auth: AuthInvalid, KeyID: keyID, Reason: reason, Stale: true}, true
-	}
-	if e.From == r.node {
-		return Verdict{Auth: AuthNode, KeyID: keyID}, true
-	}
-	return Verdict{Auth: AuthValid, KeyID: keyID}, true
+	return r.freshVerdict(e, keyID), true
 }
 
 // signatureOf is protocol.SignatureOf for a message Parse has read: one

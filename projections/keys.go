@@ -76,6 +76,34 @@ type keyring struct {
 	sameStamp map[string][]string
 }
 
+// firstBindingClock is the clock (keyring.lastSigned) that holds the
+// signed timestamp of the auth.request that bound an agent's first key,
+// with that request's replayKey: a signed message stamped before it was
+// signed before the key spoke for its sender, and is refused
+// (Registry.signedBeforeBinding). It is kept with the clocks of signed
+// messages so that a saved state holds it; no TYPE's clock has this
+// name.
+const firstBindingClock = "auth.request first key"
+
+// boundBefore reports whether ts is before the signed timestamp of the
+// auth.request that bound the ring's first key.
+func (kr *keyring) boundBefore(ts time.Time) bool {
+	if kr == nil {
+		return false
+	}
+	bound, ok := kr.lastSigned[firstBindingClock]
+	return ok && ts.Before(bound)
+}
+
+// noteFirstBinding records the signed timestamp of the auth.request e
+// that bound the ring's first key (firstBindingClock).
+func (kr *keyring) noteFirstBinding(e *Event, stamp time.Time) {
+	if kr.lastSigned == nil {
+		kr.lastSigned, kr.sameStamp = map[string]time.Time{}, map[string][]string{}
+	}
+	kr.lastSigned[firstBindingClock], kr.sameStamp[firstBindingClock] = stamp.UTC(), []string{replayKey(e)}
+}
+
 // sameStampMax bounds the signed messages of one TYPE from one sender
 // remembered for one timestamp: agents stamp whole seconds and send a few
 // a second at most; past the bound the oldest is forgotten.
@@ -267,6 +295,7 @@ func (r *Registry) bindFirstKey(e *Event, p *protocol.AuthRequest, pub crypto.Pu
 		cur = &keyRecord{KeyID: keyID, PublicKey: p.PublicKey, BoundBy: e.Type, BoundSeq: e.Seq, BoundAt: r.now, pub: pub}
 		kr.add(cur)
 		r.keysMu.Unlock()
+		kr.noteFirstBinding(e, p.Timestamp.Time)
 	}
 	cur.VerifiedUntil = until
 	return r.signedAuthResponse(e, authResponseBody{
