@@ -132,7 +132,11 @@ func (m *Main) prepareState(ctx context.Context) error {
 		}
 		folds, outbox = fresh()
 	}
-	m.lg.Info("preparing the fold state for this build's start", "from_seq", from+1, "to_seq", end, "from", redactURLs(m.cfg.PrepareStateFrom))
+	if from < end {
+		m.lg.Info("preparing the fold state for this build's start", "from_seq", from+1, "to_seq", end, "from", redactURLs(m.cfg.PrepareStateFrom))
+	} else {
+		m.lg.Info("the state this build saved stands at the log's end: nothing to fold", "seq", from, "from", redactURLs(m.cfg.PrepareStateFrom))
+	}
 	r := projections.NewRunner(lg, m.lg, folds.All()...)
 	r.Resume(from)
 	r.Prefetcher = &projections.IngestVerifier{Registry: folds.Registry, Cache: cfg.Verdicts}
