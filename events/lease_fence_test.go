@@ -43,13 +43,18 @@ func (k *cutKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, e
 
 // cutOff puts the lease's renewals behind a cutKV.
 func cutOff(l *Lease) *cutKV {
+	k := &cutKV{KeyValue: l.kv}
+	rewire(l, k)
+	return k
+}
+
+// rewire has the lease renewed through kv from now on.
+func rewire(l *Lease, kv jetstream.KeyValue) {
 	close(l.stop)
 	<-l.done
-	k := &cutKV{KeyValue: l.kv}
-	l.kv = k
+	l.kv = kv
 	l.stop, l.done = make(chan struct{}), make(chan struct{})
 	go l.renew()
-	return k
 }
 
 // TestAHolderThatCannotRenewStopsWritingBeforeItsLeaseExpires: a holder
@@ -58,22 +63,11 @@ func cutOff(l *Lease) *cutKV {
 func TestAHolderThatCannotRenewStopsWritingBeforeItsLeaseExpires(t *testing.T) {
 	ctx := context.Background()
 	js := leaseJetStream(t)
-	a, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://a.local", "run-a"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := acquire(t, js, "registry://a.local", "run-a")
 	defer a.Release(ctx)
 	k := cutOff(a)
 	k.cut.Store(true)
-	var b *Lease
-	for deadline := time.Now().Add(20 * leaseTestTTL); ; time.Sleep(20 * time.Millisecond) {
-		if b, err = AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://b.local", "run-b"), nil); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the lease never expired: %v", err)
-		}
-	}
+	b := acquireOnceFree(t, js, "registry://b.local", "run-b")
 	defer b.Release(ctx)
 	if err := a.Lost(); err == nil {
 		t.Fatal("b holds the lease and a, which has not renewed it for longer than its TTL, still counts it as held: two writers")
@@ -92,22 +86,11 @@ func TestAHolderThatCannotRenewStopsWritingBeforeItsLeaseExpires(t *testing.T) {
 func TestALeaseTakenAndReleasedMeanwhileIsLost(t *testing.T) {
 	ctx := context.Background()
 	js := leaseJetStream(t)
-	a, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://a.local", "run-a"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := acquire(t, js, "registry://a.local", "run-a")
 	defer a.Release(ctx)
 	k := cutOff(a)
 	k.cut.Store(true)
-	var b *Lease
-	for deadline := time.Now().Add(20 * leaseTestTTL); ; time.Sleep(20 * time.Millisecond) {
-		if b, err = AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://b.local", "run-b"), nil); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the lease never expired: %v", err)
-		}
-	}
+	b := acquireOnceFree(t, js, "registry://b.local", "run-b")
 	b.Release(ctx) // b wrote meanwhile, then stopped cleanly
 	k.cut.Store(false)
 	time.Sleep(2 * leaseTestTTL) // renewals' time
@@ -133,10 +116,7 @@ func TestALeaseTakenAndReleasedMeanwhileIsLost(t *testing.T) {
 func TestAnExpiredLeaseNobodyTookIsTakenAgain(t *testing.T) {
 	ctx := context.Background()
 	js := leaseJetStream(t)
-	a, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://a.local", "run-a"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := acquire(t, js, "registry://a.local", "run-a")
 	defer a.Release(ctx)
 	kv, err := js.KeyValue(ctx, LeaseBucket)
 	if err != nil {
@@ -191,17 +171,10 @@ func (k *ackLostKV) Update(ctx context.Context, key string, value []byte, rev ui
 func TestALostAcknowledgementKeepsTheLease(t *testing.T) {
 	ctx := context.Background()
 	js := leaseJetStream(t)
-	a, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://a.local", "run-a"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := acquire(t, js, "registry://a.local", "run-a")
 	defer a.Release(ctx)
-	close(a.stop)
-	<-a.done
 	k := &ackLostKV{KeyValue: a.kv}
-	a.kv = k
-	a.stop, a.done = make(chan struct{}), make(chan struct{})
-	go a.renew()
+	rewire(a, k)
 	// Never taken for another's; a moment unconfirmed at most (the test's
 	// TTL leaves a renewal 200 ms to spare, which -race may use up).
 	for range 3 {

@@ -33,16 +33,39 @@ func holder(node, run string) LeaseHolder {
 	return LeaseHolder{Node: node, Host: "test", PID: 1, Run: run, Since: time.Now()}
 }
 
+// acquire takes the lease for node in run, with the tests' TTL, or fails
+// the test.
+func acquire(t *testing.T, js jetstream.JetStream, node, run string) *Lease {
+	t.Helper()
+	l, err := AcquireLease(context.Background(), js, 1, leaseTestTTL, holder(node, run), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// acquireOnceFree takes the lease for node in run as soon as it is free
+// (its holder gone, its lease expired), or fails the test after many TTLs.
+func acquireOnceFree(t *testing.T, js jetstream.JetStream, node, run string) *Lease {
+	t.Helper()
+	for deadline := time.Now().Add(20 * leaseTestTTL); ; time.Sleep(20 * time.Millisecond) {
+		l, err := AcquireLease(context.Background(), js, 1, leaseTestTTL, holder(node, run), nil)
+		if err == nil {
+			return l
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease never came free: %v", err)
+		}
+	}
+}
+
 // TestTheLeaseKeepsASecondWriterOut: while a node holds the writer's
 // lease, renewing it, another cannot take it, however long it waits, and
 // is told who holds it; once released, it takes it at once.
 func TestTheLeaseKeepsASecondWriterOut(t *testing.T) {
 	ctx := context.Background()
 	js := leaseJetStream(t)
-	a, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://a.local", "run-a"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := acquire(t, js, "registry://a.local", "run-a")
 	for range 4 { // well past the TTL: the renewals keep it
 		_, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://b.local", "run-b"), nil)
 		var held *LeaseHeldError
@@ -67,25 +90,13 @@ func TestTheLeaseKeepsASecondWriterOut(t *testing.T) {
 func TestADeadHoldersLeaseExpires(t *testing.T) {
 	ctx := context.Background()
 	js := leaseJetStream(t)
-	a, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://a.local", "run-a"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := acquire(t, js, "registry://a.local", "run-a")
 	close(a.stop) // dies: no more renewals, no release
 	<-a.done
 	if _, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://b.local", "run-b"), nil); !errors.Is(err, ErrLeaseHeld) {
 		t.Fatalf("right after the holder died: %v; want the lease still held", err)
 	}
-	for deadline := time.Now().Add(20 * leaseTestTTL); ; time.Sleep(50 * time.Millisecond) {
-		b, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://b.local", "run-b"), nil)
-		if err == nil {
-			b.Release(ctx)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the dead holder's lease never expired: %v", err)
-		}
-	}
+	acquireOnceFree(t, js, "registry://b.local", "run-b").Release(ctx)
 }
 
 // TestATakenLeaseFencesItsHolder: a holder whose lease another node now
@@ -94,10 +105,7 @@ func TestADeadHoldersLeaseExpires(t *testing.T) {
 func TestATakenLeaseFencesItsHolder(t *testing.T) {
 	ctx := context.Background()
 	js := leaseJetStream(t)
-	a, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://a.local", "run-a"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := acquire(t, js, "registry://a.local", "run-a")
 	kv, err := js.KeyValue(ctx, LeaseBucket)
 	if err != nil {
 		t.Fatal(err)
@@ -142,10 +150,7 @@ func TestATakenLeaseFencesItsHolder(t *testing.T) {
 func TestARefusedNodeLeavesTheHoldersBucketAlone(t *testing.T) {
 	ctx := context.Background()
 	js := leaseJetStream(t)
-	a, err := AcquireLease(ctx, js, 1, leaseTestTTL, holder("registry://a.local", "run-a"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := acquire(t, js, "registry://a.local", "run-a")
 	defer a.Release(ctx)
 	if _, err := AcquireLease(ctx, js, 1, 50*time.Millisecond, holder("registry://b.local", "run-b"), nil); !errors.Is(err, ErrLeaseHeld) {
 		t.Fatalf("a second node: %v; want it refused", err)

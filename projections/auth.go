@@ -160,20 +160,21 @@ func (r *Registry) authenticate(e *Event) Verdict {
 // AuthValid (AuthNode for the node), unless its timestamp is outside the
 // window or before its sender's first key was bound.
 func (r *Registry) freshVerdict(e *Event, keyID string) Verdict {
-	if reason := r.staleness(e); reason != "" {
+	ts, reason := r.staleness(e)
+	if reason != "" {
 		return Verdict{Auth: AuthInvalid, KeyID: keyID, Reason: reason, Stale: true}
 	}
 	if e.From == r.node {
 		return Verdict{Auth: AuthNode, KeyID: keyID}
 	}
-	if reason := r.signedBeforeBinding(e); reason != "" {
+	if reason := r.signedBeforeBinding(e, ts); reason != "" {
 		return Verdict{Auth: AuthInvalid, KeyID: keyID, Reason: reason}
 	}
 	return Verdict{Auth: AuthValid, KeyID: keyID}
 }
 
-// signedBeforeBinding says why e, signed with its sender's first key, is
-// stamped before the auth.request that bound that key, or "". Until the
+// signedBeforeBinding says why e, signed with its sender's first key and
+// stamped ts (staleness read it), is stamped before the auth.request that bound that key, or "". Until the
 // binding a message in the sender's name is judged unsigned, its
 // signature unchecked: it is named by its ID header (the ledger) and sets
 // no clock (signedOutOfOrder). Once the key is bound the same bytes
@@ -181,10 +182,9 @@ func (r *Registry) freshVerdict(e *Event, keyID string) Verdict {
 // signed message: a payee paid twice by a reward the payer signed before
 // binding its key, an update that put back an address the agent had
 // since left (review, helper-131).
-func (r *Registry) signedBeforeBinding(e *Event) string {
+func (r *Registry) signedBeforeBinding(e *Event, ts time.Time) string {
 	kr := r.keys[e.From]
-	ts, ok := signedTimestamp(e)
-	if !ok || !kr.boundBefore(ts) {
+	if !kr.boundBefore(ts) {
 		return ""
 	}
 	return fmt.Sprintf("this signed %s is stamped %s, before %s bound its key (%s): a copy of a message from before the binding; sign it again",
@@ -297,16 +297,16 @@ func envelopeCheck(pub crypto.PublicKey, e *events.Envelope) protocol.SigCheck {
 // Every signed message must carry a top-level "timestamp" (as an extra
 // member where its TYPE defines none, e.g. registry.update): without one a
 // captured message could be replayed forever.
-func (r *Registry) staleness(e *Event) string {
+func (r *Registry) staleness(e *Event) (time.Time, string) {
 	raw, ok := timestampRaw(e)
 	if !ok {
-		return "stale: a signed message must carry a \"timestamp\" within " + r.window.String() + " of its arrival, and this one carries none"
+		return time.Time{}, "stale: a signed message must carry a \"timestamp\" within " + r.window.String() + " of its arrival, and this one carries none"
 	}
 	var ts protocol.Timestamp
 	if err := ts.UnmarshalJSON(raw); err != nil || ts.IsZero() { // raw is one JSON value: no need for json.Unmarshal's check
-		return "stale: the \"timestamp\" of a signed message must be an RFC 3339 time"
+		return time.Time{}, "stale: the \"timestamp\" of a signed message must be an RFC 3339 time"
 	}
-	return r.outsideWindow(ts.Time, e.ReceivedAt)
+	return ts.Time, r.outsideWindow(ts.Time, e.ReceivedAt)
 }
 
 // timestampRaw is the body's top-level "timestamp" member, if it has one.

@@ -47,15 +47,13 @@ type checkpointer struct {
 	// knows (the one the start loaded, or the last round's): a round
 	// starts only once the live folds have passed it.
 	saved atomic.Uint64
-	// trusted is whether the state on disk may be built on: only the one
-	// the start loaded (and so checked, against its stop's record among
-	// others) or a round's own. Not one the start refused or did not read
-	// (--full-replay): readFoldState alone does not check the record, and
-	// a round's result, at another sequence, is never checked against it.
-	trusted atomic.Bool
 	// source is the state a round starts from: the one the start loaded
-	// (the node's, or one prepared for this build), then the rounds' own.
-	// Only the rounds' goroutine uses it once they run.
+	// (the node's, or one prepared for this build, and so checked,
+	// against its stop's record among others), then the rounds' own; ""
+	// while there is none to build on. Not one the start refused or did
+	// not read (--full-replay): readFoldState alone does not check the
+	// record, and a round's result, at another sequence, is never checked
+	// against it. Only the rounds' goroutine uses it once they run.
 	source string
 	// rounds counts the rounds that saved a state, failures those that
 	// failed (aglx_fold_state_save_failures_total).
@@ -72,9 +70,7 @@ func (m *Main) startCheckpoints(loaded uint64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &checkpointer{m: m, every: m.cfg.SaveStateEvery, cancel: cancel, done: make(chan struct{})}
 	c.saved.Store(loaded)
-	c.trusted.Store(loaded > 0)
-	c.source = m.foldStatePath()
-	if m.stateLoadedFrom != "" {
+	if loaded > 0 {
 		c.source = m.stateLoadedFrom
 	}
 	m.checkpoints = c
@@ -124,13 +120,9 @@ func (c *checkpointer) round(ctx context.Context) error {
 	started := time.Now()
 	cfg := m.foldConfig
 	cfg.Verdicts = nil // the live node's: its entries are for its own folds to take
-	fresh := func() (*projections.Folds, *projections.Outbox) {
-		cfg.Outbox = projections.NewOutbox()
-		return projections.NewFolds(cfg), cfg.Outbox
-	}
-	folds, outbox := fresh()
+	folds, outbox := newFolds(cfg)
 	var from uint64
-	if c.trusted.Load() {
+	if c.source != "" {
 		h, _, why, err := m.readFoldState(ctx, c.source, folds, outbox, m.log.Durable())
 		switch {
 		case err == nil && why == "":
@@ -141,7 +133,7 @@ func (c *checkpointer) round(ctx context.Context) error {
 				why = err.Error()
 			}
 			m.lg.Info("the saved fold state cannot be built on; the background save folds the whole log", "path", c.source, "why", why)
-			folds, outbox = fresh() // a failed load leaves the folds half loaded
+			folds, outbox = newFolds(cfg) // a failed load leaves the folds half loaded
 		}
 	}
 	if from >= target {
@@ -164,15 +156,7 @@ func (c *checkpointer) round(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	id, err := m.foldIdentity()
-	if err != nil {
-		return err
-	}
-	digests, err := foldDigests(folds)
-	if err != nil {
-		return err
-	}
-	b, err := projections.EncodeState(projections.StateHeader{Identity: id, Seq: target, EventID: e.ID, SavedAt: time.Now().UTC(), Digests: digests}, folds, outbox)
+	b, err := m.encodeFoldState(folds, outbox, target, e.ID, nil)
 	if err != nil {
 		return err
 	}
@@ -183,7 +167,6 @@ func (c *checkpointer) round(ctx context.Context) error {
 		return err
 	}
 	c.saved.Store(target)
-	c.trusted.Store(true)
 	c.source = m.foldStatePath()
 	m.dropPreparedState()
 	c.rounds.Add(1)

@@ -84,6 +84,28 @@ func TestAStartAfterACrashTakesUpTheBackgroundSave(t *testing.T) {
 	foldsAsAFullReplay(t, dir, resumed, 500)
 }
 
+// resaveState loads m's saved state into fresh folds and saves it again
+// over itself with its header edited: a state whose sections are whole
+// and whose header says something else of them.
+func resaveState(t *testing.T, m *Main, edit func(*projections.StateHeader)) {
+	t.Helper()
+	cfg := m.foldConfig
+	cfg.Verdicts = nil
+	f, out := newFolds(cfg)
+	h, err := projections.LoadState(mustRead(t, m.foldStatePath()), f, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(&h)
+	b, err := projections.EncodeState(h, f, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m.foldStatePath(), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestBackgroundRoundsBuildOnEachOther: each round of the background save
 // starts from the state on disk and folds only what came after it, up to
 // the event the live folds last applied; a round with nothing new writes
@@ -177,21 +199,13 @@ func TestBackgroundRoundsBuildOnEachOther(t *testing.T) {
 		}
 		// Nor is one whose folds, loaded, are not what its saver says they
 		// were (a field saved or loaded wrongly): the header's digests.
-		cfg := m.foldConfig
-		cfg.Verdicts, cfg.Outbox = nil, projections.NewOutbox()
-		f := projections.NewFolds(cfg)
-		h, err := projections.LoadState(mustRead(t, m.foldStatePath()), f, cfg.Outbox)
-		if err != nil || h.Digests["ledger"] == "" || h.Digests["registry"] == "" {
-			t.Fatalf("the round's state: %+v %v; want the ledger's and the registry's digests in its header", h, err)
-		}
-		h.Digests["registry"] = strings.Repeat("0", 64)
-		disowned, err := projections.EncodeState(h, f, cfg.Outbox)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(m.foldStatePath(), disowned, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		var seq uint64
+		resaveState(t, m, func(h *projections.StateHeader) {
+			if h.Digests["ledger"] == "" || h.Digests["registry"] == "" {
+				t.Fatalf("the round's state: %+v; want the ledger's and the registry's digests in its header", h)
+			}
+			h.Digests["registry"] = strings.Repeat("0", 64)
+		})
 		d := send(t, m, "d", 10)
 		round(t, m, &logs, 0, d)
 		if !strings.Contains(logs.String(), "the loaded registry fold's digest is") {
@@ -199,22 +213,10 @@ func TestBackgroundRoundsBuildOnEachOther(t *testing.T) {
 		}
 		// Nor one whose event at its position is not this log's: another
 		// log as long as this one, or longer.
-		cfg.Outbox = projections.NewOutbox()
-		f = projections.NewFolds(cfg)
-		if h, err = projections.LoadState(mustRead(t, m.foldStatePath()), f, cfg.Outbox); err != nil {
-			t.Fatal(err)
-		}
-		h.EventID = "01ANOTHERLOGSEVENT000000000"
-		other, err := projections.EncodeState(h, f, cfg.Outbox)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(m.foldStatePath(), other, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		resaveState(t, m, func(h *projections.StateHeader) { h.EventID, seq = "01ANOTHERLOGSEVENT000000000", h.Seq })
 		e := send(t, m, "e", 10)
 		round(t, m, &logs, 0, e)
-		if want := fmt.Sprintf("why=\"this log's event %d is ", h.Seq); !strings.Contains(logs.String(), want) {
+		if want := fmt.Sprintf("why=\"this log's event %d is ", seq); !strings.Contains(logs.String(), want) {
 			t.Fatalf("the round built on another log's state (%q):\n%s", want, logs.String())
 		}
 	})
@@ -294,9 +296,9 @@ func TestBackgroundRoundsBuildOnEachOther(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := m.foldConfig
-		cfg.Verdicts, cfg.Outbox = nil, projections.NewOutbox()
-		f := projections.NewFolds(cfg)
-		if _, err := projections.LoadState(mustRead(t, m.foldStatePath()), f, cfg.Outbox); err != nil {
+		cfg.Verdicts = nil
+		f, out := newFolds(cfg)
+		if _, err := projections.LoadState(mustRead(t, m.foldStatePath()), f, out); err != nil {
 			t.Fatal(err)
 		}
 		saved, err := f.Stats.Snapshot()

@@ -103,10 +103,7 @@ func (m *Main) useFolds(folds *projections.Folds, outbox *projections.Outbox) {
 // costs a full replay, never a start: the state is only ever a shortcut.
 func (m *Main) startFolds(ctx context.Context, cfg projections.RegistryConfig) uint64 {
 	m.foldConfig = cfg
-	fresh := func() {
-		cfg.Outbox = projections.NewOutbox()
-		m.useFolds(projections.NewFolds(cfg), cfg.Outbox)
-	}
+	fresh := func() { m.useFolds(newFolds(cfg)) }
 	fresh()
 	path := m.foldStatePath()
 	if m.cfg.FullReplay {
@@ -304,6 +301,29 @@ func (m *Main) checkLoadedAgainstLastStop(h projections.StateHeader) error {
 	return nil
 }
 
+// newFolds makes folds under cfg with an outbox of their own.
+func newFolds(cfg projections.RegistryConfig) (*projections.Folds, *projections.Outbox) {
+	cfg.Outbox = projections.NewOutbox()
+	return projections.NewFolds(cfg), cfg.Outbox
+}
+
+// encodeFoldState is the saved state of folds and outbox, standing at seq
+// (the event eventID), under this node's identity. digests are the folds'
+// (foldDigests), or nil to compute them here. Call it with the folds
+// locked, or where nothing else uses them.
+func (m *Main) encodeFoldState(folds *projections.Folds, outbox *projections.Outbox, seq uint64, eventID string, digests map[string]string) ([]byte, error) {
+	id, err := m.foldIdentity()
+	if err != nil {
+		return nil, err
+	}
+	if digests == nil {
+		if digests, err = foldDigests(folds); err != nil {
+			return nil, err
+		}
+	}
+	return projections.EncodeState(projections.StateHeader{Identity: id, Seq: seq, EventID: eventID, SavedAt: time.Now().UTC(), Digests: digests}, folds, outbox)
+}
+
 // saveFoldState saves the folds' state for the next start. Call it at a
 // clean stop once the folds hold the log's end and nothing more can be
 // appended (recordStop). What cannot be saved is logged, not failed: the
@@ -313,11 +333,6 @@ func (m *Main) checkLoadedAgainstLastStop(h projections.StateHeader) error {
 // digests are the folds' digests as the stop's record computed them at
 // the same event, or nil, and then they are computed here (foldDigests).
 func (m *Main) saveFoldState(ctx context.Context, digests map[string]string) {
-	id, err := m.foldIdentity()
-	if err != nil {
-		m.lg.Warn("the fold state is not saved: the next start replays from an earlier saved state, or the whole log", "err", err)
-		return
-	}
 	started := time.Now()
 	seq := m.runner.Applied()
 	if seq == 0 {
@@ -332,12 +347,7 @@ func (m *Main) saveFoldState(ctx context.Context, digests map[string]string) {
 				err = fmt.Errorf("the folds moved from %d to %d while the state was saved", seq, applied)
 				return
 			}
-			if digests == nil {
-				if digests, err = foldDigests(m.folds); err != nil {
-					return
-				}
-			}
-			b, err = projections.EncodeState(projections.StateHeader{Identity: id, Seq: seq, EventID: e.ID, SavedAt: time.Now().UTC(), Digests: digests}, m.folds, m.outbox)
+			b, err = m.encodeFoldState(m.folds, m.outbox, seq, e.ID, digests)
 		})
 	}
 	if err == nil {

@@ -106,11 +106,7 @@ func (m *Main) prepareState(ctx context.Context) error {
 		NodeURI: m.cfg.Name, NodeKey: key, NodeFirstKey: firstKey, Zones: zones, TokenKey: tokenKey, SyncFrom: m.cfg.SyncFrom,
 		Verdicts: projections.NewVerdictCache(),
 	}
-	fresh := func() (*projections.Folds, *projections.Outbox) {
-		cfg.Outbox = projections.NewOutbox()
-		return projections.NewFolds(cfg), cfg.Outbox
-	}
-	folds, outbox := fresh()
+	folds, outbox := newFolds(cfg)
 	// Where to start: this build's own earlier preparation, or the node's
 	// saved state if it is this build's (both only ever grow toward the
 	// log's end), else the first event.
@@ -130,7 +126,7 @@ func (m *Main) prepareState(ctx context.Context) error {
 		if why != "" {
 			m.lg.Info("a saved state this preparation cannot start from", "path", path, "why", why)
 		}
-		folds, outbox = fresh()
+		folds, outbox = newFolds(cfg)
 	}
 	if from < end {
 		m.lg.Info("preparing the fold state for this build's start", "from_seq", from+1, "to_seq", end, "from", redactURLs(m.cfg.PrepareStateFrom))
@@ -151,19 +147,11 @@ func (m *Main) prepareState(ctx context.Context) error {
 	if err := r.FoldTo(ctx, end, progress); err != nil {
 		return err
 	}
-	id, err := m.foldIdentity()
-	if err != nil {
-		return err
-	}
 	e, err := lg.Get(ctx, end)
 	if err != nil {
 		return err
 	}
-	digests, err := foldDigests(folds)
-	if err != nil {
-		return err
-	}
-	b, err := projections.EncodeState(projections.StateHeader{Identity: id, Seq: end, EventID: e.ID, SavedAt: time.Now().UTC(), Digests: digests}, folds, outbox)
+	b, err := m.encodeFoldState(folds, outbox, end, e.ID, nil)
 	if err != nil {
 		return err
 	}
