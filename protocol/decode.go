@@ -307,6 +307,9 @@ func (d *Decoder) parseStartLine(f *Frame, line []byte) *Error {
 		return fatalf(StatusBadRequest, "not an AGLX frame: expected a start line such as %q, got %s", Version+" TCP", quoteShort(line))
 	}
 	if fields[0] != Version {
+		if !versionToken(fields[0]) {
+			return fatalf(StatusBadRequest, "malformed start line: expected %q followed by a space and TCP or UDP, got %s", Version, quoteShort(line))
+		}
 		return fatalf(StatusVersionUnsupported, "version %s is not supported; this node speaks %s", quoteShort([]byte(fields[0])), Version)
 	}
 	if len(fields) != 2 {
@@ -317,6 +320,33 @@ func (d *Decoder) parseStartLine(f *Frame, line []byte) *Error {
 		return Errorf(StatusBadRequest, "unknown transport %s on the start line; expected TCP or UDP", quoteShort([]byte(fields[1])))
 	}
 	return nil
+}
+
+// versionToken reports whether tok names a version, "AGLX/" then digits,
+// a dot and digits. Only such a token earns 505 Version Not Supported: a
+// start line like "AGLX/1.0TCP" (the space left out) is a malformed 1.0
+// frame, and telling its sender that 1.0 is unsupported sent them looking
+// in the wrong place.
+func versionToken(tok string) bool {
+	v, ok := strings.CutPrefix(tok, "AGLX/")
+	if !ok {
+		return false
+	}
+	major, minor, ok := strings.Cut(v, ".")
+	return ok && allDigits(major) && allDigits(minor)
+}
+
+// allDigits reports whether s is one or more ASCII digits.
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // contentLength reads a CONTENT-LENGTH value: decimal digits only, as in
