@@ -196,15 +196,25 @@ func prefixOf(a net.Addr, v4, v6 int) string {
 func (s *Server) refuseConn(nc net.Conn, why *protocol.Error) {
 	defer func() { <-s.refusing; s.wg.Done() }()
 	nc.SetDeadline(time.Now().Add(refuseTimeout))
-	nc.Write(s.errorFrame("", ulid.Make().String(), why))
+	if _, err := nc.Write(s.errorFrame("", ulid.Make().String(), why)); err == nil {
+		// What the peer sent before it read is discarded, so that the
+		// close is not a reset: the sender's write would fail with it,
+		// and the 429 be lost (TestConnectionLimitRefusalSurvivesTheSendersFrame).
+		lingerClose(nc, refuseTimeout, refuseDrainMax)
+	}
 	nc.Close()
 }
 
 // RefusingMax bounds the connections over the limit that are being told
-// so at once, and refuseTimeout how long telling one may take.
+// so at once; refuseTimeout how long telling one may take, and again how
+// long its input is discarded after; refuseDrainMax how much of it. A
+// frame with the largest default body fits, so a peer that sends one
+// frame before it reads gets its 429; a peer that keeps sending is cut
+// off, and takes at most one of the RefusingMax slots for two seconds.
 const (
-	RefusingMax   = 64 // connections
-	refuseTimeout = time.Second
+	RefusingMax    = 64 // connections
+	refuseTimeout  = time.Second
+	refuseDrainMax = 2 << 20 // bytes
 )
 
 func (c *conn) serve() {
@@ -418,12 +428,16 @@ func (c *conn) writeReply(bw *bufio.Writer, it *item, werr error) error {
 // a bounded time, before the connection is closed. Closing a socket with
 // unread input makes the kernel send a reset, and a reset can destroy the
 // error reply before the peer reads it.
-func (c *conn) lingerClose() {
-	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+func (c *conn) lingerClose() { lingerClose(c.nc, lingerTimeout, lingerBytesMax) }
+
+// lingerClose half-closes nc and discards its input for at most timeout
+// and max bytes. The caller closes it.
+func lingerClose(nc net.Conn, timeout time.Duration, max int64) {
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
 	}
-	c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
-	io.CopyN(io.Discard, c.nc, lingerBytesMax)
+	nc.SetReadDeadline(time.Now().Add(timeout))
+	io.CopyN(io.Discard, nc, max)
 }
 
 // Bounds on lingerClose.

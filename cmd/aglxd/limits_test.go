@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/bridge"
+	"github.com/aglx/ledger/protocol"
 )
 
 // TestConnectionLimit: a connection over --max-connections gets 429 and is
@@ -234,5 +235,38 @@ func TestHTTPHeadersAreBounded(t *testing.T) {
 				t.Fatalf("GET /healthz with a header of %d bytes: %d, want %d", tc.header, resp.StatusCode, tc.want)
 			}
 		})
+	}
+}
+
+// TestConnectionLimitRefusalSurvivesTheSendersFrame: a peer over the
+// connection limit that sends a large frame before it reads still gets to
+// send it whole and then reads its 429. The node used to write the refusal
+// and close at once, with the frame unread: the kernel then answers the
+// rest of the frame with a reset, so the sender's write failed with
+// "connection reset" and the reason was lost with it (helper-130).
+func TestConnectionLimitRefusalSurvivesTheSendersFrame(t *testing.T) {
+	m := startNodeWith(t, t.TempDir(), func(c *Config) { c.ConnectionsMax = 1 })
+	first := dial(t, m.TCPAddr())
+	first.Write([]byte("AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.cancel\n\n{\"task_id\": \"t1\", \"reason\": \"r\"}\n"))
+	first.Flush()
+	readReply(t, first) // served: the one slot is taken
+
+	body := `{"task_id": "t2", "reason": "` + strings.Repeat("x", protocol.BodySizeMaxDefault-64) + `"}`
+	frame := "AGLX/1.0 TCP\nFROM: agent://a.local\nTO: agent://b.local\nTYPE: task.cancel\n\n" + body + "\n"
+	for i := range 3 {
+		over, err := net.Dial("tcp", m.TCPAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		over.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.WriteString(over, frame); err != nil {
+			over.Close()
+			t.Fatalf("attempt %d: sending a %d-byte frame to a node at its connection limit failed: %v", i, len(frame), err)
+		}
+		c := bridge.NewClient(over)
+		if e := readError(t, c); e.Status != 429 {
+			t.Fatalf("attempt %d: got %+v, want 429", i, e)
+		}
+		over.Close()
 	}
 }
