@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -58,7 +60,18 @@ type checkpointer struct {
 	// rounds counts the rounds that saved a state, failures those that
 	// failed (aglx_fold_state_save_failures_total).
 	rounds, failures atomic.Uint64
+	// afterLoad, if set, runs in a round once the saved state is loaded:
+	// tests make a round panic there. Nil in the node.
+	afterLoad func()
 }
+
+// errRoundPanicked wraps a round's panic. A round is a shortcut for the
+// next start, never needed for a reply: a panic in it (a bug in loading
+// or folding the copy) is a failed round and stops the rounds for this
+// run, and does not take down the node that serves. The live folds apply
+// the same events with the same code, so a panic that is really in a
+// fold would reach them too; one in the load of a saved state would not.
+var errRoundPanicked = errors.New("the background save panicked; no more background saves in this run")
 
 // startCheckpoints starts the rounds, every --save-state-every once the
 // live folds hold the log as it stood at start. loaded is the sequence of
@@ -68,7 +81,7 @@ func (m *Main) startCheckpoints(loaded uint64) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &checkpointer{m: m, every: m.cfg.SaveStateEvery, cancel: cancel, done: make(chan struct{})}
+	c := &checkpointer{m: m, every: m.cfg.SaveStateEvery, cancel: cancel, done: make(chan struct{}), afterLoad: m.cfg.afterRoundLoad}
 	c.saved.Store(loaded)
 	if loaded > 0 {
 		c.source = m.stateLoadedFrom
@@ -101,12 +114,30 @@ func (c *checkpointer) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := c.round(ctx); err != nil && ctx.Err() == nil {
+		err := c.safeRound(ctx)
+		if errors.Is(err, errRoundPanicked) {
+			c.failures.Add(1)
+			c.m.lg.Error("the fold state was not saved in the background, and will not be until the next start; a start after a crash folds from the state saved before",
+				"path", c.m.foldStatePath(), "err", err)
+			return
+		}
+		if err != nil && ctx.Err() == nil {
 			c.failures.Add(1)
 			c.m.lg.Warn("the fold state was not saved in the background; a start after a crash folds from the state saved before",
 				"path", c.m.foldStatePath(), "err", err)
 		}
 	}
+}
+
+// safeRound runs a round and turns a panic in it into errRoundPanicked,
+// with the panic's value and stack.
+func (c *checkpointer) safeRound(ctx context.Context) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: %v\n%s", errRoundPanicked, v, debug.Stack())
+		}
+	}()
+	return c.round(ctx)
 }
 
 // round brings a copy of the folds from the saved state up to the event
@@ -135,6 +166,9 @@ func (c *checkpointer) round(ctx context.Context) error {
 			m.lg.Info("the saved fold state cannot be built on; the background save folds the whole log", "path", c.source, "why", why)
 			folds, outbox = newFolds(cfg) // a failed load leaves the folds half loaded
 		}
+	}
+	if c.afterLoad != nil {
+		c.afterLoad()
 	}
 	if from >= target {
 		c.saved.Store(from)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,4 +342,53 @@ func TestBackgroundRoundsBuildOnEachOther(t *testing.T) {
 		c := send(t, m, "c", 5)
 		round(t, m, &logs2, 0, c)
 	})
+}
+
+// TestAPanickingRoundLeavesTheNodeServing: a panic in a background save
+// (a bug in loading or folding its copy) is a failed round, counted and
+// logged with its stack; the rounds stop for this run, and the node goes
+// on answering and saves its state at the stop as ever. Unrecovered, the
+// panic stopped the node every --save-state-every.
+func TestAPanickingRoundLeavesTheNodeServing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var logs lockedBuffer
+	var calls atomic.Int32
+	cfg := DefaultConfig()
+	cfg.Relay = false
+	cfg.DataDir = t.TempDir()
+	cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "", "", "", ""
+	cfg.SaveStateEvery = 20 * time.Millisecond
+	cfg.afterRoundLoad = func() {
+		calls.Add(1)
+		panic("a bug in the copy")
+	}
+	m := NewMain(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err := m.Run(ctx); err != nil {
+		m.Close(ctx)
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+
+	sendTasks(t, m.TCPAddr(), "a", 20)
+	select {
+	case <-m.checkpoints.done:
+	case <-ctx.Done():
+		t.Fatalf("the rounds did not stop after a panic (%d rounds reached the load):\n%s", calls.Load(), logs.String())
+	}
+	if n, f := calls.Load(), m.checkpoints.failures.Load(); n != 1 || f != 1 {
+		t.Fatalf("%d rounds reached the load and %d failed; want the one that panicked, and no more", n, f)
+	}
+	for _, want := range []string{`level=ERROR msg="the fold state was not saved in the background, and will not be until the next start`, "a bug in the copy", "goroutine "} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("the log does not say %q:\n%s", want, logs.String())
+		}
+	}
+	sendTasks(t, m.TCPAddr(), "b", 20) // still answering
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), `msg="fold state saved for the next start"`) {
+		t.Fatalf("the stop did not save the state:\n%s", logs.String())
+	}
 }

@@ -96,6 +96,9 @@ type Config struct {
 	// delivery (bridge.Relay.Timeout), so that a test of slow addressees
 	// need not wait out ten seconds at each attempt.
 	relayTimeout time.Duration
+	// afterRoundLoad, set only by tests, runs in each background save
+	// once it has loaded the saved state (checkpointer.afterLoad).
+	afterRoundLoad func()
 }
 
 // DefaultConfig is what `go run ./cmd/aglxd` runs with.
