@@ -1,9 +1,11 @@
 package ledger
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aglx/ledger/protocol"
 )
@@ -137,4 +139,53 @@ func TestZeroPrintsAsZero(t *testing.T) {
 	if o := h.apply(transfer(alice, bob, "1", "t-2", AuthValid)); o.Status != 402 || !strings.Contains(o.Reason, "has 0 credits") {
 		t.Fatalf("Apply(alice pays 1 from 0) = %d %q, want 402 naming 0 credits", o.Status, o.Reason)
 	}
+}
+
+// TestExponentFormsAreOneAmount: an amount written with an exponent
+// ("1E+3", "5e2", "1.5E+1") is the same amount as its plain spelling for
+// every idempotency key and hold, prints in plain notation wherever the
+// ledger writes it, and survives a saved state bit for bit (helper-134's
+// audit; the property generators draw no positive exponent).
+func TestExponentFormsAreOneAmount(t *testing.T) {
+	h := newHarness(t)
+	steps := []struct {
+		name     string
+		ev       Event
+		status   protocol.Status
+		replayed bool
+		balance  string // the reply's balance, "" for none
+	}{
+		{"mint 1E+3", mint(alice, "1E+3", "m-1"), 200, false, "-1000"},
+		{"mint again as 1000.0", mint(alice, "1000.0", "m-1"), 200, true, "-1000"},
+		{"pay 5e2", transfer(alice, bob, "5e2", "t-1", AuthValid), 200, false, "500"},
+		{"pay again as 500", transfer(alice, bob, "500", "t-1", AuthValid), 200, true, "500"},
+		{"pay again as 5E+2 to another", transfer(alice, carol, "5E+2", "t-1", AuthValid), 409, false, ""},
+		{"approve 1E+2", approve(alice, bob, "1E+2", "a-1", time.Time{}), 200, false, "500"},
+		{"approve again as 100.00", approve(alice, bob, "100.00", "a-1", time.Time{}), 200, true, "500"},
+		{"offer 1.5E+1", assign(alice, bob, "1.5E+1", "task-1"), 200, false, "500"},
+		{"offer again as 15", assign(alice, bob, "15", "task-1"), 200, true, "500"},
+		{"settle with less", transfer(alice, bob, "0.5", "a-1", AuthValid), 200, false, "499.5"},
+		{"take back 1E+2", adjustEv(alice, "-1E+2", "t-1", "adj-1"), 200, false, "-900"},
+		{"take back again as -100", adjustEv(alice, "-100", "t-1", "adj-1"), 200, true, "-900"},
+	}
+	for _, s := range steps {
+		o := h.apply(s.ev)
+		if o.Status != s.status || o.Replayed != s.replayed || s.balance != "" && o.Balance.String() != s.balance {
+			t.Fatalf("%s: Apply = %d %q replayed=%v balance %s; want %d replayed=%v balance %s",
+				s.name, o.Status, o.Reason, o.Replayed, o.Balance.String(), s.status, s.replayed, s.balance)
+		}
+	}
+	if err := h.l.Check(); err != nil {
+		t.Fatal(err)
+	}
+	snap := h.snapshot()
+	if bytes.Contains(snap, []byte("E+")) || bytes.Contains(snap, []byte("e+")) {
+		t.Fatalf("the snapshot writes an exponent: %s", snap)
+	}
+	for _, want := range []string{`"amount":"1000"`, `"amount":"500"`, `"amount":"100"`, `"amount":"15"`, `"balance":"399.5"`, `"pending":"15"`} {
+		if !bytes.Contains(snap, []byte(want)) {
+			t.Fatalf("the snapshot lacks %s: %s", want, snap)
+		}
+	}
+	sameSnapshot(t, "restored", func() []byte { b, _ := roundTrip(t, h.l).Snapshot(); return b }(), snap)
 }
