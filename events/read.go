@@ -192,3 +192,18 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn func(*Envelope) err
 		}
 	}
 }
+
+// Created is when the event stream was made, as its server recorded it.
+// A stream deleted and made again, or another node's store behind the
+// same address, has another: a reader that resumes by sequence (an
+// ordered consumer, after a reconnection) compares it to know that it
+// still reads the same log, and not another one from the old one's
+// sequence on.
+func (l *Log) Created(ctx context.Context) (time.Time, error) {
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("events: stream %s: %w", l.cfg.Stream, err)
+	}
+	return info.Created, nil
+}
+

@@ -60,6 +60,7 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 
 	// A node that stops leaves the reader waiting for it: say so, rather
 	// than hang without a word.
+	reconnected := make(chan struct{}, 1)
 	nc, err := nats.Connect(*url, nats.Name("aglx tail"),
 		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
 			if c.IsClosed() { // our own Close at the end, not a loss
@@ -67,7 +68,13 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			fmt.Fprintf(os.Stderr, "aglx tail: lost the connection to %s (%v); trying again\n", *url, err)
 		}),
-		nats.ReconnectHandler(func(*nats.Conn) { fmt.Fprintf(os.Stderr, "aglx tail: connected again to %s\n", *url) }))
+		nats.ReconnectHandler(func(*nats.Conn) {
+			fmt.Fprintf(os.Stderr, "aglx tail: connected again to %s\n", *url)
+			select {
+			case reconnected <- struct{}{}:
+			default:
+			}
+		}))
 	if err != nil {
 		return fmt.Errorf("connect %s: %w (is a node serving NATS there? --nats names it; aglxd's --nats-listen)", *url, err)
 	}
@@ -76,9 +83,20 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	created, err := lg.Created(ctx)
+	if err != nil {
+		return err
+	}
+	same := &sameLog{nc: nc, lg: lg, url: *url, created: created}
+	readCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go same.watch(readCtx, reconnected, stop)
 	enc := json.NewEncoder(stdout)
 	enc.SetEscapeHTML(false) // a body's "<" as it was sent, not "\u003c"
-	err = lg.Read(ctx, opts, func(e *events.Envelope) error {
+	err = lg.Read(readCtx, opts, func(e *events.Envelope) error {
+		if err := same.check(readCtx); err != nil {
+			return err
+		}
 		if e.Foreign != nil {
 			fmt.Fprintf(os.Stderr, "# seq %d: not an AGLX event (%v); skipped\n", e.Seq, e.Foreign)
 			return nil
@@ -94,6 +112,12 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 		_, err := stdout.Write(append(out, '\n'))
 		return err
 	})
+	if errors.Is(err, errAnotherLog) {
+		return err
+	}
+	if cause := context.Cause(readCtx); errors.Is(cause, errAnotherLog) {
+		return cause
+	}
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

@@ -189,12 +189,21 @@ func TestTailJSONGivesEveryBody(t *testing.T) {
 // agent://b.local, received at at, with body, straight to n's log.
 func appendTaskReject(ctx context.Context, t *testing.T, n testNode, at time.Time, body []byte) {
 	t.Helper()
+	appendReject(ctx, t, n.log, at, body)
+}
+
+// appendReject appends a task.reject from agent://a.local to
+// agent://b.local, received at at, with body, to l, and returns its seq.
+func appendReject(ctx context.Context, t *testing.T, l *events.Log, at time.Time, body []byte) uint64 {
+	t.Helper()
 	id := ulid.Make().String()
 	env := &events.Envelope{ID: id, MsgID: id, Type: "task.reject", From: "agent://a.local", To: "agent://b.local",
 		Transport: events.TransportTCP, Declared: protocol.TransportTCP, Peer: "127.0.0.1:1", ReceivedAt: at,
 		Headers: []protocol.Header{{Name: "FROM", Value: "agent://a.local"}, {Name: "TO", Value: "agent://b.local"}, {Name: "TYPE", Value: "task.reject"}},
 		Body:    body}
-	if _, err := n.log.Append(ctx, env).Wait(ctx); err != nil {
+	a, err := l.Append(ctx, env).Wait(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return a.Seq
 }
