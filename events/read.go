@@ -206,4 +206,3 @@ func (l *Log) Created(ctx context.Context) (time.Time, error) {
 	}
 	return info.Created, nil
 }
-
