@@ -189,3 +189,39 @@ func BenchmarkDigestWrite(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(evs)+len(uris)), "ns/posting")
 }
+
+// BenchmarkEntriesDeepPage times one page of 100 postings near the end of
+// an account's history of a million postings (the payer's side of every
+// transfer between two accounts): from the nearest skip, as Entries
+// pages, and walked from the first block, as it paged until 2026-12-02.
+// The page is read under the folds' read lock, which holds up every fold
+// waiting to write.
+func BenchmarkEntriesDeepPage(b *testing.B) {
+	const n = 1_000_000 // transfers
+	l, uris, seq := benchLedger(b, 2)
+	evs := benchTransfers(uris, seq, n)
+	for i := range evs {
+		evs[i].From, evs[i].To = uris[0], uris[1]
+		if o := l.Apply(evs[i]); o.Status != 200 {
+			b.Fatalf("transfer %d: %d %s", i, o.Status, o.Reason)
+		}
+	}
+	after := evs[n-200].Seq
+	for _, bc := range []struct {
+		name  string
+		skips bool
+	}{{"from the nearest skip", true}, {"from the first block", false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			saved := l.entrySkips
+			if !bc.skips {
+				l.entrySkips = nil
+			}
+			defer func() { l.entrySkips = saved }()
+			for b.Loop() {
+				if page := l.Entries(uris[0], after, 100); len(page) != 100 {
+					b.Fatalf("a page of %d postings", len(page))
+				}
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/protocol"
+	"pgregory.net/rapid"
 )
 
 // TestScriptedFlow walks the life of a small network through every message
@@ -277,4 +278,48 @@ func TestResentApprovalWithAFarExpiry(t *testing.T) {
 	if o := h.apply(approve(alice, bob, "1", "a-1", expires)); !o.Replayed {
 		t.Fatalf("the same approval again: %d %q, want its first reply", o.Status, o.Reason)
 	}
+}
+
+// TestEntriesPageDeepInALongHistory: a page of a history long enough to
+// have skips (entrySkipEvery blocks apart) starts from the nearest one
+// before its place, and holds exactly the postings after it, whatever the
+// place and the page size; a ledger restored from its saved state has the
+// same skips and pages. A page used to walk the history from its first
+// block (helper-135).
+func TestEntriesPageDeepInALongHistory(t *testing.T) {
+	h := newHarness(t)
+	const n = 3*entrySkipEvery*entryBlockSize + 5
+	var seqs []uint64
+	for i := range n {
+		h.apply(mint(alice, "1", fmt.Sprintf("m-%d", i)))
+		seqs = append(seqs, h.seq)
+		if i%3 == 0 {
+			h.apply(mint(bob, "1", fmt.Sprintf("b-%d", i))) // gaps in alice's seqs
+		}
+	}
+	id, _ := h.l.lookup(alice)
+	list := &h.l.accounts.get(id).entries
+	if got, want := len(h.l.entrySkips[list.first]), (n/entryBlockSize-1)/entrySkipEvery; got != want || want < 2 {
+		t.Fatalf("alice's history of %d postings has %d skips; want %d (at least 2)", n, got, want)
+	}
+	restored := roundTrip(t, h.l)
+	rapid.Check(t, func(rt *rapid.T) {
+		after := rapid.Uint64Range(0, seqs[n-1]+1).Draw(rt, "after")
+		limit := rapid.IntRange(1, EntriesLimitMax).Draw(rt, "limit")
+		var want []uint64
+		for _, s := range seqs {
+			if s > after && len(want) < limit {
+				want = append(want, s)
+			}
+		}
+		for name, l := range map[string]*Ledger{"live": h.l, "restored": restored} {
+			var got []uint64
+			for _, e := range l.Entries(alice, after, limit) {
+				got = append(got, e.Seq)
+			}
+			if !slices.Equal(got, want) {
+				rt.Fatalf("%s: Entries(alice, %d, %d) = %v, want %v", name, after, limit, got, want)
+			}
+		}
+	})
 }

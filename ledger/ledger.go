@@ -23,6 +23,11 @@ type Ledger struct {
 	accounts accountTable
 	postings chunked[posting]
 	blocks   chunked[entryBlock]
+	// entrySkips lists, for each account history of more than
+	// entrySkipEvery blocks (by its first block), every entrySkipEvery-th
+	// block of it, so that a page deep in a long history starts near its
+	// place (eachEntry). Derived: rebuilt with the histories at load.
+	entrySkips map[uint32][]uint32
 	// bigFigures holds the posting figures too big to pack (packed.go);
 	// replyPending the pending figures of postings where it is not zero
 	// (postingFigures), by posting index.
@@ -60,6 +65,7 @@ type Ledger struct {
 func (l *Ledger) emptyTables() {
 	l.accounts = newAccountTable()
 	l.replyPending = make(map[uint32]fixed)
+	l.entrySkips = make(map[uint32][]uint32)
 	l.txs = newHashIndex()
 	l.rewards, l.adjusts, l.signed = newKeyIndex(), newKeyIndex(), newKeyIndex()
 	l.holds = newHoldTable()
