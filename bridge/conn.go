@@ -196,13 +196,32 @@ func prefixOf(a net.Addr, v4, v6 int) string {
 func (s *Server) refuseConn(nc net.Conn, why *protocol.Error) {
 	defer func() { <-s.refusing; s.wg.Done() }()
 	nc.SetDeadline(time.Now().Add(refuseTimeout))
-	if _, err := nc.Write(s.errorFrame("", ulid.Make().String(), why)); err == nil {
+	if _, err := nc.Write(s.errorFrame("", ulid.Make().String(), why)); err == nil && s.startDrain(nc) {
 		// What the peer sent before it read is discarded, so that the
 		// close is not a reset: the sender's write would fail with it,
 		// and the 429 be lost (TestConnectionLimitRefusalSurvivesTheSendersFrame).
-		lingerClose(nc, refuseTimeout, refuseDrainMax)
+		// Shutdown ends the drain (TestShutdownEndsARefusalsDrain).
+		drain(nc, refuseDrainMax)
+		s.mu.Lock()
+		delete(s.draining, nc)
+		s.mu.Unlock()
 	}
 	nc.Close()
+}
+
+// startDrain gives a refused connection refuseTimeout to have its input
+// discarded, and lists it for Shutdown, which sets its read deadline to
+// now; both under s.mu, so that neither undoes the other. It reports
+// false once the node is stopping: the connection is closed at once.
+func (s *Server) startDrain(nc net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return false
+	}
+	nc.SetReadDeadline(time.Now().Add(refuseTimeout))
+	s.draining[nc] = struct{}{}
+	return true
 }
 
 // RefusingMax bounds the connections over the limit that are being told
@@ -433,10 +452,16 @@ func (c *conn) lingerClose() { lingerClose(c.nc, lingerTimeout, lingerBytesMax) 
 // lingerClose half-closes nc and discards its input for at most timeout
 // and max bytes. The caller closes it.
 func lingerClose(nc net.Conn, timeout time.Duration, max int64) {
+	nc.SetReadDeadline(time.Now().Add(timeout))
+	drain(nc, max)
+}
+
+// drain half-closes nc and discards its input until its read deadline, its
+// end or max bytes. The caller closes it.
+func drain(nc net.Conn, max int64) {
 	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
 	}
-	nc.SetReadDeadline(time.Now().Add(timeout))
 	io.CopyN(io.Discard, nc, max)
 }
 

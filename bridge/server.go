@@ -210,6 +210,9 @@ type Server struct {
 	perHost   map[string]int // open connections by the peer's IP address
 	wg        sync.WaitGroup // every connection, refusal and UDP waiter
 	refusing  chan struct{}  // a slot per refusal in progress (RefusingMax)
+	// draining holds the refused connections whose input is being
+	// discarded after their 429 (refuseConn), for Shutdown to cut short.
+	draining map[net.Conn]struct{}
 
 	workOnce sync.Once
 	stopWork sync.Once
@@ -240,6 +243,7 @@ func New(log *events.Log, cfg Config, lg *slog.Logger) *Server {
 		perHost:   map[string]int{},
 		budget:    newBudget(),
 		refusing:  make(chan struct{}, RefusingMax),
+		draining:  map[net.Conn]struct{}{},
 	}
 	s.abort, s.abortWait = context.WithCancel(context.Background())
 	return s
@@ -345,6 +349,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	for pc := range s.packets {
 		pc.Close()
+	}
+	for nc := range s.draining {
+		nc.SetReadDeadline(time.Now()) // what it still sends is no reason to wait
 	}
 	for c := range s.conns {
 		c.stopReading()

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -303,6 +304,9 @@ func TestEntriesPageDeepInALongHistory(t *testing.T) {
 		t.Fatalf("alice's history of %d postings has %d skips; want %d (at least 2)", n, got, want)
 	}
 	restored := roundTrip(t, h.l)
+	if !reflect.DeepEqual(restored.entrySkips, h.l.entrySkips) {
+		t.Fatalf("the restored ledger's skips differ from the live one's:\n%v\n%v", restored.entrySkips, h.l.entrySkips)
+	}
 	rapid.Check(t, func(rt *rapid.T) {
 		after := rapid.Uint64Range(0, seqs[n-1]+1).Draw(rt, "after")
 		limit := rapid.IntRange(1, EntriesLimitMax).Draw(rt, "limit")

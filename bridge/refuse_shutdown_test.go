@@ -1,0 +1,57 @@
+package bridge
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/aglx/ledger/events"
+)
+
+// TestShutdownEndsARefusalsDrain: a connection over the limit gets its
+// 429, and the node then reads and drops its input for up to
+// refuseTimeout (refuseConn). A peer that reads the 429 and keeps the
+// connection open must not hold the node's stop for that long.
+func TestShutdownEndsARefusalsDrain(t *testing.T) {
+	l, quiet := openBenchLog(t)
+	srv := New(l, Config{ConnectionsMax: 1}, quiet)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeTCP(ln, events.TransportTCP)
+	first, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	for deadline := time.Now().Add(10 * time.Second); srv.Counters().ConnectionsOpen != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first connection was never served")
+		}
+	}
+	over, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	over.SetDeadline(time.Now().Add(10 * time.Second))
+	f, err := NewClient(over).ReadReply()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Type() != "error" {
+		t.Fatalf("a connection over the limit got %s, want its 429", f.Type())
+	}
+	// over stays open and silent: the node is discarding its input now.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > refuseTimeout*3/4 {
+		t.Fatalf("Shutdown took %v with a refused connection left open; it waited out the refusal's drain", took)
+	}
+}
