@@ -23,6 +23,13 @@ const (
 	logCheckEvery = 100 * time.Millisecond
 )
 
+// logRecheckEvery is how often tail asks anyway, connected all along: on
+// an operator's NATS the stream may be deleted and made again while the
+// server stays up, and the read's consumer then goes on in the new stream
+// from the old one's sequence with no reconnection to tell. Events of the
+// new stream printed meanwhile are at most this old when tail ends.
+const logRecheckEvery = 10 * time.Second
+
 // sameLog checks, once after each reconnection, that the stream behind
 // the address was made when the one the read began on was: a node
 // started on another store behind the same port has another. The read
@@ -42,20 +49,46 @@ type sameLog struct {
 	checked uint64 // the connection's reconnections checked so far
 }
 
-// watch checks after each reconnection and ends the read, through stop,
-// on another log.
+// watch checks after each reconnection, and every logRecheckEvery, and
+// ends the read, through stop, on another log.
 func (s *sameLog) watch(ctx context.Context, reconnected <-chan struct{}, stop context.CancelCauseFunc) {
+	tick := time.NewTicker(logRecheckEvery)
+	defer tick.Stop()
 	for {
+		var err error
 		select {
 		case <-ctx.Done():
 			return
 		case <-reconnected:
+			err = s.check(ctx)
+		case <-tick.C:
+			err = s.recheck(ctx)
 		}
-		if err := s.check(ctx); errors.Is(err, errAnotherLog) {
+		if errors.Is(err, errAnotherLog) {
 			stop(err)
 			return
 		}
 	}
+}
+
+// recheck asks once, with the connection up, whether the stream is the
+// one read so far. No answer is no news: an outage is check's to handle.
+func (s *sameLog) recheck(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, logCheckWait)
+	defer cancel()
+	now, err := s.lg.Created(ctx)
+	if err != nil || now.Equal(s.created) {
+		return nil
+	}
+	return s.another(now)
+}
+
+// another says that the stream made at now is not the one read so far.
+func (s *sameLog) another(now time.Time) error {
+	return fmt.Errorf("%w: the node at %s now serves a log made at %s, not the one read so far (made at %s), and this read would go on from the old one's sequence; start aglx tail again to read the new one (--seq or --since pick where)",
+		errAnotherLog, s.url, now.UTC().Format(time.RFC3339Nano), s.created.UTC().Format(time.RFC3339Nano))
 }
 
 // check returns errAnotherLog if the connection came back since the last
@@ -75,8 +108,7 @@ func (s *sameLog) check(ctx context.Context) error {
 	case err != nil:
 		fmt.Fprintf(os.Stderr, "aglx tail: could not check that %s still serves the log read so far (%v); reading on\n", s.url, err)
 	case !now.Equal(s.created):
-		return fmt.Errorf("%w: the node at %s now serves a log made at %s, not the one read so far (made at %s), and this read would go on from the old one's sequence; start aglx tail again to read the new one (--seq or --since pick where)",
-			errAnotherLog, s.url, now.UTC().Format(time.RFC3339Nano), s.created.UTC().Format(time.RFC3339Nano))
+		return s.another(now)
 	}
 	s.checked = n
 	return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/aglx/ledger/events"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestTailNoticesAnotherLogBehindTheAddress: tail resumes by sequence
@@ -82,10 +85,58 @@ func TestTailNoticesAnotherLogBehindTheAddress(t *testing.T) {
 	}
 }
 
+// TestTailRecheckNoticesAStreamMadeAgain: on a server that stays up, a
+// stream deleted and made again brings no reconnection; the read's
+// consumer goes on in the new stream. tail's periodic question
+// (sameLog.recheck, every logRecheckEvery) finds the other creation time,
+// and finds nothing while the stream stays the same (helper-136).
+func TestTailRecheckNoticesAStreamMadeAgain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addr := freeLoopbackAddr(t)
+	r := startLogAt(t, t.TempDir(), addr)
+	appendEvents(ctx, t, r.log, 2)
+	nc, err := nats.Connect("nats://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	reader, err := events.Attach(ctx, nc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := reader.Created(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := &sameLog{nc: nc, lg: reader, url: addr, created: created}
+	if err := same.recheck(ctx); err != nil {
+		t.Fatalf("recheck of the same stream = %v, want nil", err)
+	}
+	r.stopLog()
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, events.StreamNameDefault); err != nil {
+		t.Fatal(err)
+	}
+	again, err := events.Open(ctx, r.nc, events.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(context.Background())
+	if err := same.recheck(ctx); !errors.Is(err, errAnotherLog) {
+		t.Fatalf("recheck after the stream was made again = %v, want errAnotherLog", err)
+	}
+}
+
 // runningLog is an embedded server with the node's log on it.
 type runningLog struct {
-	log  *events.Log
-	stop func()
+	log     *events.Log
+	nc      *nats.Conn // the node's connection
+	stopLog func()     // closes the log only
+	stop    func()
 }
 
 // startLogAt starts an embedded server listening on addr with its store in
@@ -107,16 +158,17 @@ func startLogAt(t *testing.T, dir, addr string) runningLog {
 		s.Shutdown()
 		t.Fatal(err)
 	}
-	var once sync.Once
+	var logOnce, once sync.Once
+	stopLog := func() { logOnce.Do(func() { l.Close(context.Background()) }) }
 	stop := func() {
 		once.Do(func() {
-			l.Close(context.Background())
+			stopLog()
 			nc.Close()
 			s.Shutdown()
 		})
 	}
 	t.Cleanup(stop)
-	return runningLog{log: l, stop: stop}
+	return runningLog{log: l, nc: nc, stopLog: stopLog, stop: stop}
 }
 
 // freeLoopbackAddr is a TCP address on 127.0.0.1 that was free a moment
