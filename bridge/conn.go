@@ -196,32 +196,37 @@ func prefixOf(a net.Addr, v4, v6 int) string {
 func (s *Server) refuseConn(nc net.Conn, why *protocol.Error) {
 	defer func() { <-s.refusing; s.wg.Done() }()
 	nc.SetDeadline(time.Now().Add(refuseTimeout))
-	if _, err := nc.Write(s.errorFrame("", ulid.Make().String(), why)); err == nil && s.startDrain(nc) {
+	if _, err := nc.Write(s.errorFrame("", ulid.Make().String(), why)); err == nil {
 		// What the peer sent before it read is discarded, so that the
 		// close is not a reset: the sender's write would fail with it,
 		// and the 429 be lost (TestConnectionLimitRefusalSurvivesTheSendersFrame).
 		// Shutdown ends the drain (TestShutdownEndsARefusalsDrain).
-		drain(nc, refuseDrainMax)
-		s.mu.Lock()
-		delete(s.draining, nc)
-		s.mu.Unlock()
+		s.lingerClose(nc, refuseTimeout, refuseDrainMax)
 	}
 	nc.Close()
 }
 
-// startDrain gives a refused connection refuseTimeout to have its input
-// discarded, and lists it for Shutdown, which sets its read deadline to
-// now; both under s.mu, so that neither undoes the other. It reports
-// false once the node is stopping: the connection is closed at once.
-func (s *Server) startDrain(nc net.Conn) bool {
+// lingerClose half-closes nc and discards its input, for at most timeout
+// and max bytes, before the caller closes it. Closing a socket with
+// unread input makes the kernel send a reset, and a reset can destroy the
+// error reply before the peer reads it, or fail the peer's write. The
+// connection is listed for Shutdown, which sets its read deadline to now;
+// both under s.mu, so that neither undoes the other: once the node is
+// stopping, nothing is discarded, and a peer that keeps its connection
+// open does not hold the stop.
+func (s *Server) lingerClose(nc net.Conn, timeout time.Duration, max int64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closing.Load() {
-		return false
+		s.mu.Unlock()
+		return
 	}
-	nc.SetReadDeadline(time.Now().Add(refuseTimeout))
+	nc.SetReadDeadline(time.Now().Add(timeout))
 	s.draining[nc] = struct{}{}
-	return true
+	s.mu.Unlock()
+	drain(nc, max)
+	s.mu.Lock()
+	delete(s.draining, nc)
+	s.mu.Unlock()
 }
 
 // RefusingMax bounds the connections over the limit that are being told
@@ -443,18 +448,9 @@ func (c *conn) writeReply(bw *bufio.Writer, it *item, werr error) error {
 	return werr
 }
 
-// lingerClose half-closes and discards what the peer is still sending, for
-// a bounded time, before the connection is closed. Closing a socket with
-// unread input makes the kernel send a reset, and a reset can destroy the
-// error reply before the peer reads it.
-func (c *conn) lingerClose() { lingerClose(c.nc, lingerTimeout, lingerBytesMax) }
-
-// lingerClose half-closes nc and discards its input for at most timeout
-// and max bytes. The caller closes it.
-func lingerClose(nc net.Conn, timeout time.Duration, max int64) {
-	nc.SetReadDeadline(time.Now().Add(timeout))
-	drain(nc, max)
-}
+// lingerClose lingers before the connection is closed after a fatal
+// frame (Server.lingerClose).
+func (c *conn) lingerClose() { c.s.lingerClose(c.nc, lingerTimeout, lingerBytesMax) }
 
 // drain half-closes nc and discards its input until its read deadline, its
 // end or max bytes. The caller closes it.
