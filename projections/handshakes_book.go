@@ -116,22 +116,37 @@ func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Durat
 		b.counts.Untracked++
 		return
 	}
-	var copyKey string
 	if signed {
 		// A signed request sent again, byte for byte, still verifies while
 		// its timestamp is in the window; whoever holds a copy (its
 		// addressee, a reader of the log) could fill the requester's slots
-		// with it (helper-79). Only the first opens a handshake.
-		if copyKey = replayKey(e); b.copies.seen(copyKey) {
+		// with it (helper-79). Only the first opens a handshake. It is
+		// remembered whether or not it opens one: a task.retry that
+		// cancelled its task's handshake and opened none (its pair full)
+		// was not, and a copy of it, sent by whoever held one, cancelled
+		// the task's next handshake in the owner's name (helper-137).
+		copyKey := replayKey(e)
+		if b.copies.seen(copyKey) {
 			b.counts.Repeated++
 			return
 		}
+		b.copies.add(copyKey, b.now.Add(signedCopyWindow))
 	}
 	if q := b.find(family, requester, responder, key); q != nil && q.State == HandshakePending {
-		b.counts.Repeated++
-		return
+		if !q.Deadline.Before(b.now) {
+			b.counts.Repeated++
+			return
+		}
+		// Past its deadline, not yet reached by the expiry bound: it
+		// expires first, as answers, cancels and retries do, so that
+		// whether a request under its key is tracked does not hang on how
+		// many strangers' handshakes fell due at once (helper-137).
+		b.close(q, HandshakeExpired, "", "", 0, "")
 	}
 	pair := indexKey(family, requester, responder)
+	// So do the pair's other overdue requests, before its bound is
+	// judged (at most HandshakesPairMax).
+	b.expirePair(pair)
 	if b.pending >= HandshakesPendingMax || len(b.byPair[pair]) >= HandshakesPairMax || b.byRequester[requester] >= HandshakesRequesterMax ||
 		!signed && b.unsigned >= HandshakesUnsignedMax {
 		b.counts.Untracked++
@@ -165,9 +180,6 @@ func (b *handshakeBook) open(e *Event, family, key, alias string, ttl time.Durat
 			b.byMessage[k] = e.Seq
 			q.names = append(q.names, "\x01"+k)
 		}
-	}
-	if copyKey != "" {
-		b.copies.add(copyKey, b.now.Add(signedCopyWindow))
 	}
 	b.byPair[pair] = append(b.byPair[pair], e.Seq)
 	b.byRequester[q.Requester]++
@@ -242,16 +254,8 @@ func (b *handshakeBook) answerPair(e *Event, family, state, detail string, amoun
 	// due: the oldest of the pair was taken even when overdue, and the
 	// answer counted late while the pair's live request stayed pending,
 	// so what an answer ended hung on how many strangers' handshakes fell
-	// due at once (helper-96). At most HandshakesPairMax.
-	var due []*Handshake
-	for _, seq := range b.byPair[pair] {
-		if q := b.bySeq[seq]; q.Deadline.Before(b.now) {
-			due = append(due, q)
-		}
-	}
-	for _, q := range due {
-		b.close(q, HandshakeExpired, "", "", 0, "")
-	}
+	// due at once (helper-96).
+	b.expirePair(pair)
 	open := b.byPair[pair]
 	if len(open) == 0 {
 		b.answer(e, nil, state, detail)
@@ -267,6 +271,21 @@ func (b *handshakeBook) answerPair(e *Event, family, state, detail string, amoun
 		}
 	}
 	b.answer(e, b.bySeq[pick], state, detail)
+}
+
+// expirePair closes the pair's pending requests past their deadline that
+// the expiry bound (HandshakesExpiryMax) has not reached yet. At most
+// HandshakesPairMax.
+func (b *handshakeBook) expirePair(pair string) {
+	var due []*Handshake
+	for _, seq := range b.byPair[pair] {
+		if q := b.bySeq[seq]; q.Deadline.Before(b.now) {
+			due = append(due, q)
+		}
+	}
+	for _, q := range due {
+		b.close(q, HandshakeExpired, "", "", 0, "")
+	}
 }
 
 // cancel ends a keyed handshake at its requester's word.
