@@ -45,7 +45,9 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	api := fs.String("http", "http://"+bridge.DefaultHTTPAddr, "the node's HTTP API")
 	pin := fs.String("key-id", "", "the node's key id as you recorded it (sha256:...); the audit stops if the node names another key, unless the log's key rotations lead from this one to it")
 	wait := fs.Duration("wait", 5*time.Minute, "how long to wait for a node still replaying its log to reach the log's end as it stood when the audit started; then the audit fails (0: fail at once)")
-	if stop, err := parseFlags(fs, args); stop {
+	// Flags after an argument were ignored: `aglx audit X --key-id K`
+	// audited without the pin. It takes none, and reads every flag.
+	if _, err := parseQuery(fs, args, 0); err != nil {
 		return err
 	}
 	// A node that is starting answers 503 until it serves: waited for,

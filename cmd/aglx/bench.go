@@ -86,8 +86,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	fixedRate := fs.Float64("rate", 0, "with -only latency: pace at this many frames a second instead of -rate-fraction of a peak measured first, to compare builds at one load")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each timed load run to this file, suffixed with the run's name (and the allocations so far, suffixed .allocs)")
 	traceOut := fs.String("trace", "", "write an execution trace of each timed load run to this file, suffixed with the run's name (go tool trace; a trace slows the run)")
-	if stop, err := parseFlags(fs, args); stop {
-		return err
+	if _, err := parseQuery(fs, args, 0); err != nil {
+		return err // no argument: flags after one were ignored
 	}
 	if *runs < 1 {
 		return fmt.Errorf("aglx bench: -runs must be at least 1")

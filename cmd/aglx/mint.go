@@ -32,6 +32,7 @@ func runMint(args []string, stdout io.Writer) error {
 	keyPath := fs.String("key", "aglx-data/keys/node.key", "the node's key file")
 	addr := fs.String("addr", bridge.DefaultTCPAddr, "the node's AGLX TCP address")
 	api := fs.String("http", "http://"+bridge.DefaultHTTPAddr, "the node's HTTP API")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up waiting for the node's answer after this long (exit 3: run again with the --tx-id printed)")
 	txID := fs.String("tx-id", "", "the mint's transaction_id (default: a new one, printed); run again with the same one after a lost reply, and the ledger books it once")
 	if stop, err := parseFlags(fs, args); stop {
 		return err
@@ -93,7 +94,7 @@ func runMint(args []string, stdout io.Writer) error {
 	if err := protocol.SignFrame(key, f); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	c, err := bridge.Dial(ctx, *addr)
 	if err != nil {
@@ -102,6 +103,11 @@ func runMint(args []string, stdout io.Writer) error {
 		return fmt.Errorf("%w (is a node serving AGLX at %s? --addr names it; aglxd's --listen)", err, *addr)
 	}
 	defer c.Close()
+	// The bound is the whole exchange's, not the dial's alone: a node that
+	// took the frame and never answered held aglx mint for ever.
+	if dl, ok := ctx.Deadline(); ok {
+		c.Conn().SetDeadline(dl)
+	}
 	if err := c.WriteFrame(f); err != nil {
 		return err
 	}

@@ -20,7 +20,8 @@ import (
 // runSend writes the input bytes to the node unchanged (so a frame's exact
 // bytes, odd separator lines included, reach the node), half-closes, and
 // prints every reply until the node closes. It exits 1 if any reply is an
-// error. With --udp each input (file, or stdin) is sent as one datagram.
+// error, or if the node closed before answering every frame it owes a
+// reply. With --udp each input (file, or stdin) is sent as one datagram.
 func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := newFlagSet("send")
 	addr := fs.String("addr", "", "node address, host:port (default "+bridge.DefaultTCPAddr+", with --tls "+bridge.DefaultTLSAddr+")")
@@ -36,6 +37,11 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	}
 	if (*ca != "" || *pin != "") && !*useTLS {
 		return errors.New("--ca and --pin say whom to trust over TLS; add --tls (without it the frames would go in the clear)")
+	}
+	if *udp && *useTLS {
+		// --udp sent the frames in the clear, to the TLS port by default,
+		// where nothing takes a datagram, and said it had sent them.
+		return errors.New("--udp and --tls: UDP has no TLS (the node's UDP port takes datagrams in the clear); leave out --udp to send over TLS")
 	}
 	if *addr == "" {
 		*addr = bridge.DefaultTCPAddr
@@ -110,7 +116,8 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err := <-werr; err != nil {
 		return fmt.Errorf("sending: %w", err)
 	}
-	if want := repliesOwed(inputs); replies == 0 && want > 0 {
+	want := repliesOwed(inputs)
+	if replies == 0 && want > 0 {
 		// Most often the TLS port spoken to in the clear by a node from
 		// before 2026-12-01: the handshake failed and it closed without a
 		// word. (Fewer replies than owed but some is a node that closed
@@ -122,6 +129,13 @@ func runSend(args []string, stdin io.Reader, stdout io.Writer) error {
 	}
 	if failed {
 		return exitCode(1)
+	}
+	if replies < want {
+		// No error among the replies, and fewer than owed: the node
+		// stopped reading (a Shutdown stops at the next frame boundary)
+		// and closed, and the frames after the last reply were neither
+		// answered nor, most likely, stored. This exited 0.
+		return fmt.Errorf("the node closed the connection after answering %d of %d frame(s) that get a reply: the frames after the last reply shown got none and may not have been stored (was the node stopping?); send them again", replies, want)
 	}
 	return nil
 }

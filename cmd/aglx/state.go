@@ -41,10 +41,12 @@ func runState(args []string, stdout io.Writer) error {
 	fs := newFlagSet("state")
 	data := fs.String("data", "./aglx-data", "the node's data dir: its states are in DATA/keys")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if stop, err := parseFlags(fs, args); stop {
+	// Flags after the files too: `aglx state FILE --json` read "--json"
+	// as a file, said it was unusable, and printed a table.
+	paths, err := parseInterleaved(fs, args)
+	if err != nil {
 		return err
 	}
-	paths := fs.Args()
 	if len(paths) == 0 {
 		for _, f := range stateFiles {
 			p := filepath.Join(*data, "keys", f)

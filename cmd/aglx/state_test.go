@@ -66,3 +66,31 @@ func TestStateSaysWhereTheSavedStatesStand(t *testing.T) {
 		t.Fatalf("aglx state FILE: %v\n%s", err, out.String())
 	}
 }
+
+// TestStateTakesFlagsAfterFiles: `aglx state FILE --json` read "--json" as
+// a second file, said it was unusable, and printed a table, exit 0: the
+// other commands that take files read flags after them (helper-81).
+func TestStateTakesFlagsAfterFiles(t *testing.T) {
+	k, err := protocol.GenerateKey(protocol.KeyEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outbox := projections.NewOutbox()
+	folds := projections.NewFolds(projections.RegistryConfig{NodeURI: "registry://localhost", NodeKey: k, Outbox: outbox})
+	b, err := projections.EncodeState(projections.StateHeader{Identity: map[string]string{"version": "v1"}, Seq: 7, EventID: "01EVENT", SavedAt: time.Now()}, folds, outbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "folds.state")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runState([]string{path, "--json"}, &out); err != nil {
+		t.Fatalf("aglx state FILE --json = %v", err)
+	}
+	var got []stateReport
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got) != 1 || got[0].Seq != 7 {
+		t.Fatalf("aglx state FILE --json printed (%v):\n%s", err, out.String())
+	}
+}

@@ -37,7 +37,9 @@ func runTail(ctx context.Context, args []string, stdout io.Writer) error {
 	agent := fs.String("agent", "", "only messages from or to this agent URI")
 	asJSON := fs.Bool("json", false, "print one JSON object per line instead of frames")
 	noFollow := fs.Bool("no-follow", false, "stop at the end of the log instead of waiting for more")
-	if stop, err := parseFlags(fs, args); stop {
+	// `aglx tail X --type credit` followed every TYPE: flags after an
+	// argument were ignored. It takes none, and reads every flag.
+	if _, err := parseQuery(fs, args, 0); err != nil {
 		return err
 	}
 	opts := events.ReadOptions{StartSeq: *seq, Follow: !*noFollow}
