@@ -239,6 +239,9 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	if err := c.checkPortsApart(); err != nil {
+		return err
+	}
 	if _, err := c.RelayPrefixes(); err != nil {
 		return err
 	}
@@ -307,6 +310,33 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// checkPortsApart refuses two of the node's TCP listeners on one port: the
+// second bind failed only after the store was opened and repaired, naming
+// the flag that came second as if another process held its port.
+func (c Config) checkPortsApart() error {
+	flags := []struct{ name, addr string }{{"--http", c.HTTP}, {"--listen", c.Listen}, {"--tls-listen", c.TLSListen}}
+	if c.NATSURL == "" {
+		flags = append(flags, struct{ name, addr string }{"--nats-listen", c.NATSListen})
+	}
+	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	for i, a := range flags {
+		ha, pa, err := net.SplitHostPort(a.addr)
+		if a.addr == "" || err != nil || pa == "0" || pa == "" {
+			continue
+		}
+		for _, b := range flags[i+1:] {
+			hb, pb, err := net.SplitHostPort(b.addr)
+			if b.addr == "" || err != nil || pb != pa {
+				continue
+			}
+			if ha == hb || wildcard(ha) || wildcard(hb) {
+				return fmt.Errorf("%s %q and %s %q: one port cannot take both", a.name, a.addr, b.name, b.addr)
+			}
+		}
+	}
+	return nil
+}
+
 // RelayPrefixes parses --relay-networks.
 func (c Config) RelayPrefixes() ([]netip.Prefix, error) {
 	var out []netip.Prefix
@@ -350,7 +380,15 @@ func (c Config) FsyncInterval() (time.Duration, error) {
 func redactURLs(list string) string {
 	parts := strings.Split(list, ",")
 	for i, p := range parts {
-		u, err := url.Parse(strings.TrimSpace(p))
+		p = strings.TrimSpace(p)
+		parts[i] = p
+		if !strings.Contains(p, "://") {
+			// As the NATS client reads it: user:pass@host without a
+			// scheme is nats://user:pass@host, where url.Parse alone
+			// took "user" for a scheme and let the password through.
+			p = "nats://" + p
+		}
+		u, err := url.Parse(p)
 		switch {
 		case err != nil:
 			parts[i] = "(a URL that does not parse)"

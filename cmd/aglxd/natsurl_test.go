@@ -195,6 +195,12 @@ func TestConfigValidate(t *testing.T) {
 		// name needed --take-over-store (helper-81).
 		{"name an agent's", func(c *Config) { c.Name = "agent://x.local" }, `the node's name is a registry:// URI, such as registry://x.local`},
 		{"port out of range", func(c *Config) { c.Listen = "127.0.0.1:99999" }, `--listen "127.0.0.1:99999": port 99999 is out of range`},
+		// The second bind failed after the store's repair, naming the
+		// flag as if another process held the port.
+		{"listen on the http port", func(c *Config) { c.Listen = bridge.DefaultHTTPAddr }, `--http "127.0.0.1:2595" and --listen "127.0.0.1:2595": one port cannot take both`},
+		{"tls on every address of the nats port", func(c *Config) { c.TLSListen = ":4222" }, `--tls-listen ":4222" and --nats-listen "127.0.0.1:4222"`},
+		{"nats port unused with a cluster", func(c *Config) { c.NATSURL, c.Listen = "nats://127.0.0.1:4222", "127.0.0.1:4222" }, ""},
+		{"udp beside tcp", func(c *Config) { c.UDP = c.Listen }, ""},
 		{"relay networks without a prefix length", func(c *Config) { c.RelayNetworks = "10.0.0.0" }, "is not a CIDR such as 10.0.0.0/8"},
 		{"sync interval too short", func(c *Config) { c.SyncInterval = time.Nanosecond }, "--sync-interval 1ns: must be between 100ms and 24h"},
 		{"sync interval negative", func(c *Config) { c.SyncInterval = -time.Second }, "--sync-interval -1s"},
@@ -255,6 +261,38 @@ func TestNATSCredentialsStayOutOfLogs(t *testing.T) {
 	cfg.DataDir = t.TempDir()
 	cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "", "", "", ""
 	cfg.NATSURL = "nats://aglxd:s3cret@" + freeAddr(t)
+	m := NewMain(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	err := m.Run(context.Background())
+	m.Close(context.Background())
+	if err == nil {
+		t.Fatal("the node started against a NATS server that is not there")
+	}
+	if strings.Contains(err.Error(), "s3cret") || strings.Contains(logs.String(), "s3cret") {
+		t.Errorf("the password is in the error or the log: %v\n%s", err, logs.String())
+	}
+}
+
+// TestSchemelessNATSURLCredentialsStayOutOfLogs: the NATS client takes a
+// URL without a scheme as nats:// (user:pass@host:4222, token@host), so
+// --nats-url may carry its password that way too; url.Parse reads the
+// user as a scheme and the password as the rest, and the redaction let
+// the URL through whole.
+func TestSchemelessNATSURLCredentialsStayOutOfLogs(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"aglxd:s3cret@127.0.0.1:4222", "nats://redacted@127.0.0.1:4222"},
+		{"s3cret@127.0.0.1", "nats://redacted@127.0.0.1"},
+		{"127.0.0.1:4222", "127.0.0.1:4222"},
+		{"nats://a:4222,u:s3cret@b:4222", "nats://a:4222,nats://redacted@b:4222"},
+	} {
+		if got := redactURLs(tt.in); got != tt.want {
+			t.Errorf("redactURLs(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	var logs strings.Builder
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen, cfg.UDP, cfg.HTTP, cfg.NATSListen, cfg.TLSListen = "127.0.0.1:0", "", "", "", ""
+	cfg.NATSURL = "aglxd:s3cret@" + freeAddr(t)
 	m := NewMain(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	err := m.Run(context.Background())
 	m.Close(context.Background())

@@ -40,6 +40,9 @@ type Main struct {
 	dataLock *os.File // held while the node runs (lockDataDir)
 	// runningMarked: this run's record is in the data dir (running.go).
 	runningMarked bool
+	// uncleanRecord is the record of the last run that markRunning found
+	// (it did not stop cleanly), put back by a stop before the log opened.
+	uncleanRecord []byte
 
 	ns       *events.Server // nil with --nats-url
 	nc       *nats.Conn

@@ -34,6 +34,7 @@ func (m *Main) markRunning() {
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
+		m.uncleanRecord = b
 		var last runRecord
 		json.Unmarshal(b, &last) // a record that does not read still says the run did not stop cleanly
 		m.lg.Warn("the last run here did not stop cleanly (killed, crashed, the machine went down, or its stop did not finish): nothing it acknowledged is lost. The NATS server's warnings that follow (\"Stream state outdated\", \"Recovering stream state\") and the repair of the event stream from the write-ahead stream are the recovery, and need nothing done",
@@ -55,7 +56,18 @@ func (m *Main) markStopped() {
 	if !m.runningMarked {
 		return
 	}
-	if err := os.Remove(filepath.Join(m.cfg.DataDir, runningFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	path := filepath.Join(m.cfg.DataDir, runningFile)
+	if m.uncleanRecord != nil && m.log == nil {
+		// A start that failed before the log opened has not repaired the
+		// event stream, nor perhaps recovered the store: the run that did
+		// not stop cleanly is still the one the next start must name.
+		if err := bridge.WriteFileDurable(path, m.uncleanRecord, 0o600); err != nil {
+			m.lg.Warn("the record of the last run, which did not stop cleanly, cannot be put back; the next start will not say why it recovers", "path", path, "err", err)
+		}
+		m.runningMarked = false
+		return
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		m.lg.Warn("the record of this run cannot be removed; the next start will say this one did not stop cleanly", "err", err)
 	}
 	m.runningMarked = false
