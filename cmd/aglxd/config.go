@@ -304,8 +304,11 @@ func (c Config) Validate() error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}
-	if c.DataDir == "" && c.NATSURL == "" {
-		return fmt.Errorf("--data: must not be empty")
+	if c.DataDir == "" {
+		// With --nats-url too: the node key, the zone token key, the TLS
+		// files and the saved fold state are kept there, and an empty one
+		// put them in the working directory, unlocked (helper-139).
+		return fmt.Errorf("--data: must not be empty (the node keeps its key, TLS files and saved state there, with --nats-url too)")
 	}
 	return nil
 }

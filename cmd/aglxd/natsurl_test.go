@@ -201,6 +201,10 @@ func TestConfigValidate(t *testing.T) {
 		{"tls on every address of the nats port", func(c *Config) { c.TLSListen = ":4222" }, `--tls-listen ":4222" and --nats-listen "127.0.0.1:4222"`},
 		{"nats port unused with a cluster", func(c *Config) { c.NATSURL, c.Listen = "nats://127.0.0.1:4222", "127.0.0.1:4222" }, ""},
 		{"udp beside tcp", func(c *Config) { c.UDP = c.Listen }, ""},
+		{"no data dir", func(c *Config) { c.DataDir = "" }, "--data: must not be empty"},
+		// It put the node key, the TLS files and the saved state in the
+		// working directory, unlocked (helper-139).
+		{"no data dir with a cluster", func(c *Config) { c.NATSURL, c.DataDir = "nats://127.0.0.1:4222", "" }, "--data: must not be empty"},
 		{"relay networks without a prefix length", func(c *Config) { c.RelayNetworks = "10.0.0.0" }, "is not a CIDR such as 10.0.0.0/8"},
 		{"sync interval too short", func(c *Config) { c.SyncInterval = time.Nanosecond }, "--sync-interval 1ns: must be between 100ms and 24h"},
 		{"sync interval negative", func(c *Config) { c.SyncInterval = -time.Second }, "--sync-interval -1s"},

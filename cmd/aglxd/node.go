@@ -119,7 +119,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if m.cfg.DataDir != "" { // with --nats-url the data dir may be left out
+	if m.cfg.DataDir != "" { // Validate refuses an empty one; tests may wire without
 		lock, err := lockDataDir(m.cfg.DataDir)
 		if err != nil {
 			return err
