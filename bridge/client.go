@@ -104,9 +104,11 @@ func (c *Client) PeerClosed(wait time.Duration) bool {
 }
 
 // Buffered reports how many bytes were read from the connection and not
-// yet decoded: on a connection whose replies are all read, bytes nobody
-// asked for.
-func (c *Client) Buffered() int { return c.dec.Buffered() }
+// yet decoded, past the white space that ends the last reply: on a
+// connection whose replies are all read, bytes nobody asked for. The line
+// end after a reply's body stays in the read buffer, and counted, it
+// had the relay drop every kept connection before its next message.
+func (c *Client) Buffered() int { return c.dec.SkipBufferedBlank() }
 
 // Conn is the underlying connection.
 func (c *Client) Conn() net.Conn { return c.nc }

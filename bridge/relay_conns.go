@@ -21,8 +21,9 @@ type keptConn struct {
 }
 
 // conn returns the connection to addr, and whether it was kept from an
-// earlier delivery rather than dialled now. The caller releases it.
-func (r *Relay) conn(ctx context.Context, addr string) (*Client, bool, error) {
+// earlier delivery rather than dialled now, dialling by deadline. The
+// caller releases it.
+func (r *Relay) conn(ctx context.Context, addr string, deadline time.Time) (*Client, bool, error) {
 	r.mu.Lock()
 	if k := r.conns[addr]; k != nil && !k.busy {
 		k.busy = true
@@ -30,7 +31,7 @@ func (r *Relay) conn(ctx context.Context, addr string) (*Client, bool, error) {
 		return k.c, true, nil
 	}
 	r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, r.timeout())
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	c, err := dialBounded(ctx, addr, relayReplyBodyMax)
 	if err != nil {

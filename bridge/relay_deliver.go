@@ -64,8 +64,13 @@ func (r *Relay) deliver(ctx context.Context, addr string, env *events.Envelope) 
 	f.Body = relayBody(f.Body)
 	info, _ := protocol.Lookup(env.Type)
 	answered := !info.NoReply
+	// One bound for the whole delivery, the redial of a kept connection
+	// included: with a timeout of its own, an addressee that held a
+	// message on a kept connection almost the whole timeout and then
+	// closed it held its lane for nearly two.
+	deadline := time.Now().Add(r.timeout())
 	for {
-		c, kept, err := r.conn(ctx, addr)
+		c, kept, err := r.conn(ctx, addr, deadline)
 		if err != nil {
 			return err
 		}
@@ -85,7 +90,7 @@ func (r *Relay) deliver(ctx context.Context, addr string, env *events.Envelope) 
 				continue
 			}
 		}
-		err = r.send(ctx, c, f, answered)
+		err = r.send(ctx, c, f, answered, deadline)
 		var pe *protocol.Error
 		if err == nil || errors.As(err, &pe) {
 			// An answer, even one that does not decode, is the
@@ -112,13 +117,13 @@ func closedByPeer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-// send writes f on c and, if answered, reads the addressee's reply, within
-// the relay's timeout (Relay.Timeout).
-func (r *Relay) send(ctx context.Context, c *Client, f *protocol.Frame, answered bool) error {
+// send writes f on c and, if answered, reads the addressee's reply, by
+// deadline (the delivery's, within the relay's timeout: Relay.Timeout).
+func (r *Relay) send(ctx context.Context, c *Client, f *protocol.Frame, answered bool, deadline time.Time) error {
 	// Shutdown cuts a delivery short instead of waiting out its timeout.
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	c.Conn().SetDeadline(time.Now().Add(r.timeout()))
+	c.Conn().SetDeadline(deadline)
 	err := c.WriteFrame(f)
 	if err == nil {
 		err = c.Flush()

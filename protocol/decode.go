@@ -69,6 +69,25 @@ func newDecoderSize(r io.Reader, size int, opts DecoderOptions) *Decoder {
 // decoded. The bridge uses it to decide when to flush replies.
 func (d *Decoder) Buffered() int { return d.r.Buffered() }
 
+// SkipBufferedBlank drops the white space already read after the last
+// frame (the line end a body is followed by), without waiting for more
+// input, and reports how many bytes are left buffered: bytes of something
+// else, which nobody asked for if every reply expected has been read.
+func (d *Decoder) SkipBufferedBlank() int {
+	for d.r.Buffered() > 0 {
+		b, _ := d.r.Peek(min(2, d.r.Buffered()))
+		switch {
+		case b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n':
+			d.r.Discard(1)
+		case len(b) == 2 && b[0] == 0xC2 && b[1] == 0xA0:
+			d.r.Discard(2)
+		default:
+			return d.r.Buffered()
+		}
+	}
+	return 0
+}
+
 // Probe waits for the next byte without taking it, and returns what
 // the read gave: nil when a byte is there, the connection's error (io.EOF
 // when the peer closed it, a timeout under a read deadline) otherwise. A
