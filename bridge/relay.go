@@ -441,6 +441,9 @@ func (st *relayRun) attempt(ctx context.Context, it *retryItem, addr string) att
 	it.attempts++
 	r.failed.Add(1)
 	if it.attempts >= RelayAttemptsMax {
+		// Given up: counted with the rest the relay will not deliver
+		// (aglx_relay_undeliverable_total), which it did not count.
+		r.undeliverable.Add(1)
 		r.Lg.Warn("relay: delivery failed for the last time; giving up, the message stays in the log", "seq", it.env.Seq, "to", it.env.To, "addr", addr, "attempts", it.attempts, "err", err)
 		return attemptGaveUp
 	}
