@@ -271,8 +271,16 @@ func (c Config) Validate() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together")
 	}
+	// Flags that would do nothing are refused, not ignored: an operator
+	// who gave them believes they hold (helper-139).
+	if c.TLSCert != "" && c.TLSListen == "" {
+		return fmt.Errorf("--tls-cert and --tls-key: no TLS port serves them (--tls-listen is empty)")
+	}
 	if _, err := c.FsyncInterval(); err != nil {
 		return err
+	}
+	if c.NATSURL != "" && c.Fsync != "always" {
+		return fmt.Errorf("--fsync %s with --nats-url: the operator's NATS server decides when it writes to disk (its sync_interval), not the node; leave --fsync out", c.Fsync)
 	}
 	if c.BodySizeMax < protocol.BodySizeMaxMin || c.BodySizeMax > protocol.BodySizeMaxLimit {
 		return fmt.Errorf("--body-max %d: must be between %d and %d bytes", c.BodySizeMax, protocol.BodySizeMaxMin, protocol.BodySizeMaxLimit)

@@ -186,6 +186,9 @@ func TestConfigValidate(t *testing.T) {
 		{"even replicas", func(c *Config) { c.NATSURL, c.Replicas = "nats://127.0.0.1:4222", 2 }, "--replicas 2: must be 1, 3 or 5"},
 		{"body too small", func(c *Config) { c.BodySizeMax = 10 }, "--body-max 10"},
 		{"bad fsync", func(c *Config) { c.Fsync = "sometimes" }, "--fsync"},
+		// Both were ignored without a word (helper-139).
+		{"fsync with a cluster", func(c *Config) { c.NATSURL, c.Fsync = "nats://127.0.0.1:4222", "1s" }, "--fsync 1s with --nats-url"},
+		{"tls files without a tls port", func(c *Config) { c.TLSCert, c.TLSKey, c.TLSListen = "c.pem", "k.pem", "" }, "no TLS port serves them"},
 		{"idle timeout too short", func(c *Config) { c.IdleTimeout = time.Millisecond }, "--idle-timeout 1ms: must be between 1s and 24h"},
 		{"log level", func(c *Config) { c.LogLevel = "verbose" }, `--log-level "verbose"`},
 		{"log format", func(c *Config) { c.LogFormat = "xml" }, `--log-format "xml"`},
