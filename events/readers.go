@@ -34,7 +34,15 @@ const ReadersAccount = "AGLX_READERS"
 // Readers share one user and one account; a plain subscriber must take
 // only messages with the Aglx-Event-Id header whose subject is the one
 // their envelope gives and matches its filter, once each (docs/EVENTS.md).
-var readerPublishDeny = []string{"aglx.>", "_INBOX.>"}
+//
+// The pulls and acknowledgements of the former relay consumer
+// (LegacyRelayConsumer) are denied too: its name is public, they reach
+// JetStream past the gate, and on a store from before the relay's cursor
+// bucket a reader could fetch and acknowledge from it, moving the floor
+// the relay takes over at its first start, so that messages still owed
+// were never delivered (helper-142).
+var readerPublishDeny = []string{"aglx.>", "_INBOX.>",
+	"$JS.API.CONSUMER.MSG.NEXT.*." + LegacyRelayConsumer, "$JS.ACK.*." + LegacyRelayConsumer + ".>"}
 
 // ReaderConnectionsMax bounds the connections all readers together hold
 // at once, in connections; past it the server refuses a reader's CONNECT

@@ -693,3 +693,51 @@ func TestReadersFollowTheLongestSubject(t *testing.T) {
 		t.Fatalf("read %d events on the %d-byte subject; want 1 (%v)", n, len(subject), b.Error())
 	}
 }
+
+// TestReaderCannotPullTheFormerRelayConsumer: on a store from before the
+// relay's cursor bucket, the relay's old durable consumer still exists,
+// and the relay takes over its acknowledgement floor at its first start.
+// Its name is public, and pulls and acknowledgements reach JetStream past
+// the readers' gate: a reader could fetch and acknowledge from it, and
+// the messages it moved the floor past were never delivered (helper-142).
+// A reader's pull there is refused now, and the consumer delivers nothing.
+func TestReaderCannotPullTheFormerRelayConsumer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, l, nc, rd := startWithReader(t)
+	for i := range 3 {
+		if _, err := l.Append(ctx, testEnvelope(i, "task.reject", "agent://a.local", "agent://b.local")).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.WaitPublished(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, StreamNameDefault, jetstream.ConsumerConfig{Durable: LegacyRelayConsumer, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subj := range []string{
+		"$JS.API.CONSUMER.MSG.NEXT." + StreamNameDefault + "." + LegacyRelayConsumer,
+		"$JS.ACK." + StreamNameDefault + "." + LegacyRelayConsumer + ".1.1.1.0.0",
+	} {
+		body := []byte(`{"batch":3,"expires":500000000}`)
+		if strings.HasPrefix(subj, "$JS.ACK.") {
+			body = []byte(`+NXT {"batch":3}`)
+		}
+		if m, err := rd.Request(subj, body, time.Second); err == nil && len(m.Data) > 0 {
+			t.Errorf("a reader's request on %s got %q", subj, m.Data)
+		}
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Delivered.Consumer != 0 || info.AckFloor.Stream != 0 {
+		t.Fatalf("the former relay consumer delivered %d messages to a reader and stands acknowledged at %d", info.Delivered.Consumer, info.AckFloor.Stream)
+	}
+}
