@@ -197,6 +197,28 @@ type Federation struct {
 	failures atomic.Int64
 	skipped  atomic.Int64 // entries too large to push
 	failing  atomic.Bool  // the last push failed
+
+	// entriesMax bounds the entries of one registry.sync body, in bytes
+	// (0: syncBodyMax-syncBodySlack). A peer may run with a --body-max
+	// below syncBodyMax; it refuses a larger body with 413, and the push
+	// retried the same page for ever, so no later change reached it
+	// (helper-143). So each 413 halves the bound, down to
+	// syncEntriesMin, which fits the smallest --body-max. Only Run's
+	// goroutine reads and writes it.
+	entriesMax int
+}
+
+// syncEntriesMin is the least that a 413 from the peer makes entriesMax:
+// with the body's other members and its signature (under 200 bytes), a
+// body within protocol.BodySizeMaxMin.
+const syncEntriesMin = 768 // bytes
+
+// entriesBound is entriesMax, or its default.
+func (f *Federation) entriesBound() int {
+	if f.entriesMax == 0 {
+		return syncBodyMax - syncBodySlack
+	}
+	return f.entriesMax
 }
 
 // Failing reports whether the last push to the peer failed.
@@ -328,6 +350,10 @@ func (f *Federation) send(c *Client, entries []projections.SyncEntry) error {
 		// and merges nothing) counted as a push, and the entries were
 		// never sent again (helper-68).
 		if r.Type() == "error" {
+			if strings.HasPrefix(r.Value(protocol.HeaderStatus), fmt.Sprintf("%d ", protocol.StatusTooLarge)) && f.entriesBound() > syncEntriesMin {
+				f.entriesMax = max(f.entriesBound()/2, syncEntriesMin)
+				return fmt.Errorf("the peer refused the sync as too large (its --body-max is smaller); the next push sends bodies of at most %d bytes of entries: %s", f.entriesMax, r.Body)
+			}
 			return fmt.Errorf("the peer refused the sync: %s", r.Body)
 		}
 		if from, err := protocol.ParseURI(r.From()); r.Type() != protocol.TypeRegistryAck || err != nil || from.String() != f.Peer.URI {
@@ -348,7 +374,7 @@ func (f *Federation) send(c *Client, entries []projections.SyncEntry) error {
 func (f *Federation) pack(entries []projections.SyncEntry) [][][]byte {
 	var parts [][][]byte
 	var part [][]byte
-	size := 0
+	size, bound := 0, f.entriesBound()
 	for _, e := range entries {
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
@@ -358,12 +384,12 @@ func (f *Federation) pack(entries []projections.SyncEntry) [][][]byte {
 			continue
 		}
 		raw := bytes.TrimRight(buf.Bytes(), "\n")
-		if len(raw) > syncBodyMax-syncBodySlack {
+		if len(raw) > bound {
 			f.skipped.Add(1)
-			f.Log.Warn("registry sync: an entry is too large for a registry.sync; left out", "peer", f.Peer.URI, "agent", e.AgentURI.String(), "bytes", len(raw), "max", syncBodyMax-syncBodySlack)
+			f.Log.Warn("registry sync: an entry is too large for a registry.sync; left out", "peer", f.Peer.URI, "agent", e.AgentURI.String(), "bytes", len(raw), "max", bound)
 			continue
 		}
-		if len(part) > 0 && (len(part) == syncEntriesPerFrame || size+len(raw)+1 > syncBodyMax-syncBodySlack) {
+		if len(part) > 0 && (len(part) == syncEntriesPerFrame || size+len(raw)+1 > bound) {
 			parts, part, size = append(parts, part), nil, 0
 		}
 		part = append(part, raw)

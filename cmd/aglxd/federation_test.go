@@ -560,3 +560,38 @@ func TestFederationPushesInPages(t *testing.T) {
 		t.Fatalf("%d pushes failed", n)
 	}
 }
+
+// TestFederationFitsThePeersBodyLimit: a peer may run with a --body-max
+// below the pusher's 512 KiB frame bound (1,024 bytes to 8 MiB are
+// allowed). Pushes of many changed entries made frames larger than the
+// peer takes; it refused each (413) and the push retried the same page for
+// ever, so nothing reached the peer again (helper-143).
+func TestFederationFitsThePeersBodyLimit(t *testing.T) {
+	b := startNodeWith(t, t.TempDir(), func(c *Config) {
+		c.Name, c.SyncFrom = "registry://backup.local", []string{"registry://main.local"}
+		c.BodySizeMax = 64 << 10
+	})
+	a := startNodeWith(t, t.TempDir(), func(c *Config) {
+		c.Name = "registry://main.local"
+		c.SyncTo, c.SyncInterval = []string{"registry://backup.local@" + b.TCPAddr() + "?plain"}, 100*time.Millisecond
+	})
+	bindPeer(t, b, a)
+	const agents = 700 // some 200 KiB of entries: more than one 64 KiB body
+	c := dial(t, a.TCPAddr())
+	for i := range agents {
+		c.Write(fmt.Appendf(nil, "AGLX/1.0 TCP\nFROM: agent://a%03d.local\nTO: %s\nTYPE: registry.update\n\n{\"agent_name\": \"n\", \"status\": %q, \"ttl\": 3600}\n", i, a.cfg.Name, strings.Repeat("x", protocol.LabelSizeMax)))
+	}
+	c.Flush()
+	for range agents {
+		if f, _ := readReply(t, c); f.Type() != "registry.ack" {
+			t.Fatalf("registry.update: %s %.200s", f.Type(), f.Body)
+		}
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if n := len(agentIDs(t, b)); n == agents {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the peer has %d entries; want %d (pushes failed %d times)", n, agents, a.federations[0].Failures())
+		}
+	}
+}
