@@ -45,13 +45,7 @@ func TestShutdownEndsARefusalsDrain(t *testing.T) {
 		t.Fatalf("a connection over the limit got %s, want its 429", f.Type())
 	}
 	// over stays open and silent: the node is discarding its input now.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	start := time.Now()
-	if err := srv.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(start); took > refuseTimeout*3/4 {
+	if took := timedShutdown(t, srv); took > refuseTimeout*3/4 {
 		t.Fatalf("Shutdown took %v with a refused connection left open; it waited out the refusal's drain", took)
 	}
 }
@@ -87,13 +81,19 @@ func TestShutdownEndsALingerAfterAFatalFrame(t *testing.T) {
 		t.Fatalf("garbage got %s, want an error", f.Type())
 	}
 	// c stays open and silent: the node is discarding its input now.
+	if took := timedShutdown(t, srv); took > lingerTimeout*3/4 {
+		t.Fatalf("Shutdown took %v with a connection lingering after a fatal frame", took)
+	}
+}
+
+// timedShutdown stops srv, within 10 s, and returns how long it took.
+func timedShutdown(t *testing.T, srv *Server) time.Duration {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
 	if err := srv.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > lingerTimeout*3/4 {
-		t.Fatalf("Shutdown took %v with a connection lingering after a fatal frame", took)
-	}
+	return time.Since(start)
 }

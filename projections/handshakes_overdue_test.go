@@ -50,10 +50,7 @@ func TestOverdueKeyDoesNotRepeat(t *testing.T) {
 	for _, fillers := range []int{0, HandshakesExpiryMax + 44} {
 		t.Run(fmt.Sprintf("%d others due", fillers), func(t *testing.T) {
 			h := newHSHarness(t)
-			for i := range fillers {
-				from := fmt.Sprintf("agent://made-up-%d.local", i/HandshakesPairMax)
-				h.send(frame(from, hsOther, protocol.TypeShutdownRequest, fmt.Sprintf(`{"request_id":"p-%d"}`, i)), time.Microsecond)
-			}
+			sendStrangers(h, fillers)
 			h.send(frame(hsOwner, hsWorker, protocol.TypeShutdownRequest, `{"request_id":"s-1"}`), time.Microsecond)
 			again := h.send(frame(hsOwner, hsWorker, protocol.TypeShutdownRequest, `{"request_id":"s-1"}`), HandshakeShutdownTTL+time.Second)
 			if q, ok := h.hs.Handshake(again.Seq); !ok || q.State != HandshakePending {
@@ -72,10 +69,7 @@ func TestOverduePairDoesNotFillIt(t *testing.T) {
 	for _, fillers := range []int{0, HandshakesExpiryMax + 44} {
 		t.Run(fmt.Sprintf("%d others due", fillers), func(t *testing.T) {
 			h := newHSHarness(t)
-			for i := range fillers {
-				from := fmt.Sprintf("agent://made-up-%d.local", i/HandshakesPairMax)
-				h.send(frame(from, hsOther, protocol.TypeShutdownRequest, fmt.Sprintf(`{"request_id":"p-%d"}`, i)), time.Microsecond)
-			}
+			sendStrangers(h, fillers)
 			for i := range HandshakesPairMax {
 				h.send(frame(hsOwner, hsWorker, protocol.TypeShutdownRequest, fmt.Sprintf(`{"request_id":"s-%d"}`, i)), time.Microsecond)
 			}
@@ -85,5 +79,15 @@ func TestOverduePairDoesNotFillIt(t *testing.T) {
 				t.Errorf("a request to a pair whose requests are all overdue was not tracked (untracked %d)", c.Untracked)
 			}
 		})
+	}
+}
+
+// sendStrangers opens n unsigned shutdown requests to hsOther from made-up
+// senders, a pair's bound each, a microsecond apart: handshakes that fall
+// due together, more than HandshakesExpiryMax of them when n is.
+func sendStrangers(h *hsHarness, n int) {
+	for i := range n {
+		from := fmt.Sprintf("agent://made-up-%d.local", i/HandshakesPairMax)
+		h.send(frame(from, hsOther, protocol.TypeShutdownRequest, fmt.Sprintf(`{"request_id":"p-%d"}`, i)), time.Microsecond)
 	}
 }

@@ -76,14 +76,11 @@ func (d *Decoder) Buffered() int { return d.r.Buffered() }
 func (d *Decoder) SkipBufferedBlank() int {
 	for d.r.Buffered() > 0 {
 		b, _ := d.r.Peek(min(2, d.r.Buffered()))
-		switch {
-		case b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n':
-			d.r.Discard(1)
-		case len(b) == 2 && b[0] == 0xC2 && b[1] == 0xA0:
-			d.r.Discard(2)
-		default:
+		w := bodyLeadBlank(b)
+		if w == 0 {
 			return d.r.Buffered()
 		}
+		d.r.Discard(w)
 	}
 	return 0
 }

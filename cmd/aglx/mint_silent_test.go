@@ -1,15 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aglx/ledger/bridge"
 	"github.com/aglx/ledger/protocol"
 )
 
@@ -19,16 +15,7 @@ import (
 // now gives up after --timeout, exits 3 (outcome unknown) and names the
 // --tx-id to run it again with.
 func TestMintGivesUpOnASilentNode(t *testing.T) {
-	key, keyPath := nodeKeyFile(t)
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(bridge.NodeInfo{Name: "registry://localhost", KeyID: protocol.KeyID(key.Public())})
-	}))
-	defer api.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	keyPath, apiURL, ln := mintPeer(t)
 	conns := make(chan net.Conn, 1)
 	go func() { // takes the frame and says nothing
 		c, err := ln.Accept()
@@ -48,7 +35,7 @@ func TestMintGivesUpOnASilentNode(t *testing.T) {
 	var out strings.Builder
 	done := make(chan error, 1)
 	go func() {
-		done <- runMint([]string{"--key", keyPath, "--addr", ln.Addr().String(), "--http", api.URL, "--to", "agent://a.local", "--amount", "5", "--tx-id", "mint-silent", "--timeout", "500ms"}, &out)
+		done <- runMint([]string{"--key", keyPath, "--addr", ln.Addr().String(), "--http", apiURL, "--to", "agent://a.local", "--amount", "5", "--tx-id", "mint-silent", "--timeout", "500ms"}, &out)
 	}()
 	select {
 	case err := <-done:
